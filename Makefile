@@ -1,0 +1,44 @@
+# Two commands matter: `make run` (bring services up, show change data flowing) and
+# `make test` (lint, type-check and every test against the real services).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-8)
+
+.PHONY: install services services-down run test lint typecheck unit bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*; touch $@
+
+services:
+	bash deploy/services.sh up
+
+services-down:
+	bash deploy/services.sh down
+
+run: install services
+	bash deploy/demo.sh
+
+lint: install
+	$(BIN)/ruff check connector tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -m "not live" -q
+
+test: install services lint typecheck
+	$(BIN)/pytest -q
+
+bench: install services
+	$(BIN)/python bench/decode.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

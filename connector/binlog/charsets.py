@@ -1,0 +1,311 @@
+"""Collation ids to character sets, and character sets to Python codecs.
+
+The id table covers MariaDB 10.11 (read from information_schema once, including the
+UCA-14 ids above 2048) and MySQL 8's own ids (76, 248-250 gb18030, 255-323 utf8mb4_0900).
+An id in neither is not guessed: its values stay bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+
+# (first id, last id, charset) runs, sorted by id.
+_COLLATION_RUNS: tuple[tuple[int, int, str], ...] = (
+    (1, 1, "big5"),
+    (2, 2, "latin2"),
+    (3, 3, "dec8"),
+    (4, 4, "cp850"),
+    (5, 5, "latin1"),
+    (6, 6, "hp8"),
+    (7, 7, "koi8r"),
+    (8, 8, "latin1"),
+    (9, 9, "latin2"),
+    (10, 10, "swe7"),
+    (11, 11, "ascii"),
+    (12, 12, "ujis"),
+    (13, 13, "sjis"),
+    (14, 14, "cp1251"),
+    (15, 15, "latin1"),
+    (16, 16, "hebrew"),
+    (18, 18, "tis620"),
+    (19, 19, "euckr"),
+    (20, 20, "latin7"),
+    (21, 21, "latin2"),
+    (22, 22, "koi8u"),
+    (23, 23, "cp1251"),
+    (24, 24, "gb2312"),
+    (25, 25, "greek"),
+    (26, 26, "cp1250"),
+    (27, 27, "latin2"),
+    (28, 28, "gbk"),
+    (29, 29, "cp1257"),
+    (30, 30, "latin5"),
+    (31, 31, "latin1"),
+    (32, 32, "armscii8"),
+    (33, 33, "utf8mb3"),
+    (34, 34, "cp1250"),
+    (35, 35, "ucs2"),
+    (36, 36, "cp866"),
+    (37, 37, "keybcs2"),
+    (38, 38, "macce"),
+    (39, 39, "macroman"),
+    (40, 40, "cp852"),
+    (41, 42, "latin7"),
+    (43, 43, "macce"),
+    (44, 44, "cp1250"),
+    (45, 46, "utf8mb4"),
+    (47, 49, "latin1"),
+    (50, 52, "cp1251"),
+    (53, 53, "macroman"),
+    (54, 55, "utf16"),
+    (56, 56, "utf16le"),
+    (57, 57, "cp1256"),
+    (58, 59, "cp1257"),
+    (60, 61, "utf32"),
+    (62, 62, "utf16le"),
+    (63, 63, "binary"),
+    (64, 64, "armscii8"),
+    (65, 65, "ascii"),
+    (66, 66, "cp1250"),
+    (67, 67, "cp1256"),
+    (68, 68, "cp866"),
+    (69, 69, "dec8"),
+    (70, 70, "greek"),
+    (71, 71, "hebrew"),
+    (72, 72, "hp8"),
+    (73, 73, "keybcs2"),
+    (74, 74, "koi8r"),
+    (75, 75, "koi8u"),
+    (76, 76, "utf8mb3"),
+    (77, 77, "latin2"),
+    (78, 78, "latin5"),
+    (79, 79, "latin7"),
+    (80, 80, "cp850"),
+    (81, 81, "cp852"),
+    (82, 82, "swe7"),
+    (83, 83, "utf8mb3"),
+    (84, 84, "big5"),
+    (85, 85, "euckr"),
+    (86, 86, "gb2312"),
+    (87, 87, "gbk"),
+    (88, 88, "sjis"),
+    (89, 89, "tis620"),
+    (90, 90, "ucs2"),
+    (91, 91, "ujis"),
+    (92, 93, "geostd8"),
+    (94, 94, "latin1"),
+    (95, 96, "cp932"),
+    (97, 98, "eucjpms"),
+    (99, 99, "cp1250"),
+    (101, 124, "utf16"),
+    (128, 151, "ucs2"),
+    (159, 159, "ucs2"),
+    (160, 183, "utf32"),
+    (192, 215, "utf8mb3"),
+    (223, 223, "utf8mb3"),
+    (224, 247, "utf8mb4"),
+    (248, 250, "gb18030"),
+    (255, 323, "utf8mb4"),
+    (576, 578, "utf8mb3"),
+    (608, 610, "utf8mb4"),
+    (640, 642, "ucs2"),
+    (672, 674, "utf16"),
+    (736, 738, "utf32"),
+    (1025, 1025, "big5"),
+    (1027, 1027, "dec8"),
+    (1028, 1028, "cp850"),
+    (1030, 1030, "hp8"),
+    (1031, 1031, "koi8r"),
+    (1032, 1032, "latin1"),
+    (1033, 1033, "latin2"),
+    (1034, 1034, "swe7"),
+    (1035, 1035, "ascii"),
+    (1036, 1036, "ujis"),
+    (1037, 1037, "sjis"),
+    (1040, 1040, "hebrew"),
+    (1042, 1042, "tis620"),
+    (1043, 1043, "euckr"),
+    (1046, 1046, "koi8u"),
+    (1048, 1048, "gb2312"),
+    (1049, 1049, "greek"),
+    (1050, 1050, "cp1250"),
+    (1052, 1052, "gbk"),
+    (1054, 1054, "latin5"),
+    (1056, 1056, "armscii8"),
+    (1057, 1057, "utf8mb3"),
+    (1059, 1059, "ucs2"),
+    (1060, 1060, "cp866"),
+    (1061, 1061, "keybcs2"),
+    (1062, 1062, "macce"),
+    (1063, 1063, "macroman"),
+    (1064, 1064, "cp852"),
+    (1065, 1065, "latin7"),
+    (1067, 1067, "macce"),
+    (1069, 1070, "utf8mb4"),
+    (1071, 1071, "latin1"),
+    (1074, 1075, "cp1251"),
+    (1077, 1077, "macroman"),
+    (1078, 1079, "utf16"),
+    (1080, 1080, "utf16le"),
+    (1081, 1081, "cp1256"),
+    (1082, 1083, "cp1257"),
+    (1084, 1085, "utf32"),
+    (1086, 1086, "utf16le"),
+    (1088, 1088, "armscii8"),
+    (1089, 1089, "ascii"),
+    (1090, 1090, "cp1250"),
+    (1091, 1091, "cp1256"),
+    (1092, 1092, "cp866"),
+    (1093, 1093, "dec8"),
+    (1094, 1094, "greek"),
+    (1095, 1095, "hebrew"),
+    (1096, 1096, "hp8"),
+    (1097, 1097, "keybcs2"),
+    (1098, 1098, "koi8r"),
+    (1099, 1099, "koi8u"),
+    (1101, 1101, "latin2"),
+    (1102, 1102, "latin5"),
+    (1103, 1103, "latin7"),
+    (1104, 1104, "cp850"),
+    (1105, 1105, "cp852"),
+    (1106, 1106, "swe7"),
+    (1107, 1107, "utf8mb3"),
+    (1108, 1108, "big5"),
+    (1109, 1109, "euckr"),
+    (1110, 1110, "gb2312"),
+    (1111, 1111, "gbk"),
+    (1112, 1112, "sjis"),
+    (1113, 1113, "tis620"),
+    (1114, 1114, "ucs2"),
+    (1115, 1115, "ujis"),
+    (1116, 1117, "geostd8"),
+    (1119, 1120, "cp932"),
+    (1121, 1122, "eucjpms"),
+    (1125, 1125, "utf16"),
+    (1147, 1147, "utf16"),
+    (1152, 1152, "ucs2"),
+    (1174, 1174, "ucs2"),
+    (1184, 1184, "utf32"),
+    (1206, 1206, "utf32"),
+    (1216, 1216, "utf8mb3"),
+    (1238, 1238, "utf8mb3"),
+    (1248, 1248, "utf8mb4"),
+    (1270, 1270, "utf8mb4"),
+    (2048, 2215, "utf8mb3"),
+    (2232, 2247, "utf8mb3"),
+    (2304, 2471, "utf8mb4"),
+    (2488, 2503, "utf8mb4"),
+    (2560, 2727, "ucs2"),
+    (2744, 2759, "ucs2"),
+    (2816, 2983, "utf16"),
+    (3000, 3015, "utf16"),
+    (3072, 3239, "utf32"),
+    (3256, 3271, "utf32"),
+)
+_RUN_STARTS = [run[0] for run in _COLLATION_RUNS]
+
+BINARY_COLLATION = 63
+
+# MySQL charset name -> Python codec. Charsets Python has no codec for are absent,
+# and their values stay bytes rather than being decoded as something else.
+_CODECS: dict[str, str] = {
+    "big5": "big5",
+    "latin2": "iso8859_2",
+    "cp850": "cp850",
+    "koi8r": "koi8_r",
+    "latin1": "mysql_latin1",
+    "ascii": "ascii",
+    "ujis": "euc_jp",
+    "sjis": "shift_jis",
+    "cp1251": "cp1251",
+    "hebrew": "iso8859_8",
+    "tis620": "tis_620",
+    "euckr": "euc_kr",
+    "latin7": "iso8859_13",
+    "koi8u": "koi8_u",
+    "gb2312": "gb2312",
+    "greek": "iso8859_7",
+    "cp1250": "cp1250",
+    "gbk": "gbk",
+    "latin5": "iso8859_9",
+    "utf8": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8mb4": "utf-8",
+    "ucs2": "utf-16-be",
+    "cp866": "cp866",
+    "macce": "mac_latin2",
+    "macroman": "mac_roman",
+    "cp852": "cp852",
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "cp1256": "cp1256",
+    "cp1257": "cp1257",
+    "utf32": "utf-32-be",
+    "cp932": "cp932",
+    "eucjpms": "euc_jp",
+    "gb18030": "gb18030",
+}
+
+# Maximum bytes per character, for turning a byte length into a declared char length.
+_MAXLEN: dict[str, int] = {
+    "utf8": 3,
+    "utf8mb3": 3,
+    "utf8mb4": 4,
+    "ucs2": 2,
+    "utf16": 4,
+    "utf16le": 4,
+    "utf32": 4,
+    "big5": 2,
+    "sjis": 2,
+    "cp932": 2,
+    "ujis": 3,
+    "eucjpms": 3,
+    "euckr": 2,
+    "gb2312": 2,
+    "gbk": 2,
+    "gb18030": 4,
+}
+
+
+def _mysql_latin1_errors(err: UnicodeError) -> tuple[str, int]:
+    # MySQL's latin1 is cp1252 with the five holes mapped to the same code points.
+    assert isinstance(err, UnicodeDecodeError)
+    return chr(err.object[err.start]), err.start + 1
+
+
+codecs.register_error("mysql_latin1", _mysql_latin1_errors)
+
+
+def _search_mysql_latin1(name: str) -> codecs.CodecInfo | None:
+    if name != "mysql_latin1":
+        return None
+    base = codecs.lookup("cp1252")
+
+    def decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
+        return codecs.decode(data, "cp1252", "mysql_latin1"), len(data)
+
+    return codecs.CodecInfo(base.encode, decode, name="mysql_latin1")  # type: ignore[arg-type]
+
+
+codecs.register(_search_mysql_latin1)
+
+
+def charset_of(collation_id: int) -> str | None:
+    """Charset name of a collation id, or None when the id is unknown."""
+    i = bisect.bisect_right(_RUN_STARTS, collation_id) - 1
+    if i < 0:
+        return None
+    first, last, charset = _COLLATION_RUNS[i]
+    return charset if first <= collation_id <= last else None
+
+
+def codec_of(collation_id: int) -> str | None:
+    """Python codec for a collation id; None for binary and for ids or charsets unknown."""
+    charset = charset_of(collation_id)
+    return None if charset is None else _CODECS.get(charset)
+
+
+def max_char_len(collation_id: int) -> int:
+    charset = charset_of(collation_id)
+    return _MAXLEN.get(charset, 1) if charset else 1

@@ -1,0 +1,316 @@
+"""Per-table specialised row decoding.
+
+For each TABLE_MAP (and each column-present bitmap a rows event uses) this module writes
+the source of one Python function that decodes every row of an event for exactly that
+column list, and compiles it once. Decoding a row then does no per-column type dispatch:
+fixed-width runs are one precompiled `struct` call, and each column's code is inlined.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from connector.binlog import jsonb, values
+from connector.binlog.charsets import BINARY_COLLATION, codec_of
+from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.tablemap import ColumnMeta, TableMapEvent
+from connector.errors import FormatError
+
+Row = tuple[Any, ...]
+# (before image, after image); None where the operation has no such image.
+RowChange = tuple[Row | None, Row | None]
+RowsDecoder = Callable[[bytes, int, int], list[RowChange]]
+
+# Fixed-width types that one struct format character decodes to the final value.
+_STRUCT_CHAR: dict[int, str] = {
+    T.MYSQL_TYPE_TINY: "b",
+    T.MYSQL_TYPE_SHORT: "h",
+    T.MYSQL_TYPE_LONG: "i",
+    T.MYSQL_TYPE_LONGLONG: "q",
+    T.MYSQL_TYPE_FLOAT: "f",
+    T.MYSQL_TYPE_DOUBLE: "d",
+}
+
+
+def _json_text(raw: bytes) -> str:
+    return jsonb.to_text(jsonb.parse(raw))
+
+
+def _text_or_bytes(raw: bytes) -> str | bytes:
+    """Character data whose charset the binlog did not say: UTF-8 if it is, else bytes."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _typed_array(raw: object) -> None:
+    raise FormatError("a typed-array (multi-valued index) value inside a row image")
+
+
+def _unsupported(type_code: int) -> Callable[[object], None]:
+    def fail(raw: object) -> None:
+        raise FormatError(f"column type {type_code} cannot be decoded from a row image")
+
+    return fail
+
+
+_HELPERS: dict[str, object] = {
+    "_fe": FormatError,
+    "_year": values.decode_year,
+    "_date": values.decode_date,
+    "_time": values.decode_time,
+    "_time2": values.decode_time2,
+    "_dt": values.decode_datetime,
+    "_dt2": values.decode_datetime2,
+    "_ts": values.decode_timestamp,
+    "_ts2": values.decode_timestamp2,
+    "_dec": values.decode_decimal,
+    "_enum": values.decode_enum,
+    "_set": values.decode_set,
+    "_vector": values.decode_vector,
+    "_json": _json_text,
+    "_diffs": jsonb.parse_diffs,
+    "_jtree": jsonb.parse,
+    "_tob": _text_or_bytes,
+    "_typed_array": _typed_array,
+    "_ifb": int.from_bytes,
+}
+
+
+class _Gen:
+    """Accumulates generated source lines and the constants they refer to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[str, object] = {}
+
+    def const(self, value: object) -> str:
+        name = f"_k{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _length_prefix(col: ColumnMeta) -> int:
+    if col.real_type in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING):
+        return 1 if col.meta < 256 else 2
+    return col.meta  # BLOB family, JSON, GEOMETRY, VECTOR: the metadata is the prefix size
+
+
+def _text_expr(gen: _Gen, col: ColumnMeta, raw: str) -> str:
+    if col.collation is None:
+        return f"_tob({raw})"
+    if col.collation == BINARY_COLLATION:
+        return raw
+    codec = codec_of(col.collation)
+    return f"{raw}.decode({codec!r})" if codec else raw
+
+
+def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
+    prefix = _length_prefix(col)
+    if not 1 <= prefix <= 4:
+        raise FormatError(f"column {col.index + 1}: length prefix of {prefix} bytes")
+    if prefix == 1:
+        gen.emit(ind, "n_ = b[p]; p += 1")
+    else:
+        gen.emit(ind, f"n_ = _ifb(b[p:p + {prefix}], 'little'); p += {prefix}")
+    raw = "b[p:p + n_]"
+    kind = col.real_type
+    if kind == T.MYSQL_TYPE_JSON:
+        if json_bit is None:
+            gen.emit(ind, f"{v} = _json({raw})")
+        elif json_bit < 0:  # before image of a partial update: kept as a tree for the diffs
+            gen.emit(ind, f"{v} = _jtree({raw})")
+        else:
+            gen.emit(ind, f"{v} = _diffs({raw}) if pb >> {json_bit} & 1 else _jtree({raw})")
+    elif kind == T.MYSQL_TYPE_GEOMETRY:
+        gen.emit(ind, f"{v} = {raw}")
+    elif kind == T.MYSQL_TYPE_VECTOR:
+        gen.emit(ind, f"{v} = _vector({raw})")
+    else:
+        gen.emit(ind, f"{v} = {_text_expr(gen, col, raw)}")
+    gen.emit(ind, "p += n_")
+
+
+def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
+    """Emit fixed-width decoding; False when the type is not fixed-width."""
+    kind, meta = col.real_type, col.meta
+    fsp = meta
+    table: dict[int, tuple[int, str]] = {
+        T.MYSQL_TYPE_INT24: (3, f"_ifb(b[p:p + 3], 'little', signed={not col.unsigned})"),
+        T.MYSQL_TYPE_YEAR: (1, "_year(b[p])"),
+        T.MYSQL_TYPE_DATE: (3, "_date(b[p:p + 3])"),
+        T.MYSQL_TYPE_NEWDATE: (3, "_date(b[p:p + 3])"),
+        T.MYSQL_TYPE_TIME: (3, "_time(b[p:p + 3])"),
+        T.MYSQL_TYPE_DATETIME: (8, "_dt(b[p:p + 8])"),
+        T.MYSQL_TYPE_TIMESTAMP: (4, "_ts(b[p:p + 4])"),
+    }
+    if kind in table:
+        width, expr = table[kind]
+    elif kind == T.MYSQL_TYPE_TIMESTAMP2:
+        width, expr = 4 + values.frac_size(fsp), f"_ts2(b[p:p + {4 + values.frac_size(fsp)}], {fsp})"
+    elif kind == T.MYSQL_TYPE_DATETIME2:
+        width, expr = 5 + values.frac_size(fsp), f"_dt2(b[p:p + {5 + values.frac_size(fsp)}], {fsp})"
+    elif kind == T.MYSQL_TYPE_TIME2:
+        width, expr = 3 + values.frac_size(fsp), f"_time2(b[p:p + {3 + values.frac_size(fsp)}], {fsp})"
+    elif kind == T.MYSQL_TYPE_NEWDECIMAL:
+        precision, scale = meta >> 8, meta & 0xFF
+        width = values.decimal_size(precision, scale)
+        expr = f"_dec(b[p:p + {width}], {precision}, {scale})"
+    elif kind == T.MYSQL_TYPE_BIT:
+        width = ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
+        expr = f"_ifb(b[p:p + {width}], 'big')"
+    elif kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
+        width = meta & 0xFF
+        func = "_enum" if kind == T.MYSQL_TYPE_ENUM else "_set"
+        labels = col.enum_values if kind == T.MYSQL_TYPE_ENUM else col.set_values
+        expr = f"{func}(_ifb(b[p:p + {width}], 'little'), {gen.const(labels)})"
+    else:
+        return False
+    gen.emit(ind, f"{v} = {expr}; p += {width}")
+    return True
+
+
+def _column(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
+    kind = col.real_type
+    if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES:
+        gen.emit(ind, f"{v} = _typed_array(None)")
+    elif kind in _STRUCT_CHAR:
+        fmt = _STRUCT_CHAR[kind]
+        fmt = fmt.upper() if col.unsigned and fmt not in "fd" else fmt
+        s = gen.const(struct.Struct("<" + fmt))
+        gen.emit(ind, f"{v} = {s}.unpack_from(b, p)[0]; p += {struct.calcsize(fmt)}")
+    elif kind == T.MYSQL_TYPE_NULL:
+        gen.emit(ind, f"{v} = None")
+    elif not _fixed(gen, col, v, ind):
+        if kind in _VARIABLE_TYPES:
+            _variable(gen, col, v, ind, json_bit)
+        else:
+            gen.emit(ind, f"{v} = {gen.const(_unsupported(col.type_code))}(None)")
+
+
+_VARIABLE_TYPES = frozenset(
+    {
+        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING,
+        T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB,
+        T.MYSQL_TYPE_LONG_BLOB, T.MYSQL_TYPE_GEOMETRY, T.MYSQL_TYPE_JSON, T.MYSQL_TYPE_VECTOR,
+    }
+)  # fmt: skip
+
+
+def _struct_runs(columns: list[ColumnMeta]) -> list[tuple[int, int]]:
+    """[start, stop) runs of two or more adjacent columns one struct call can decode."""
+    runs, start = [], None
+    for i, col in enumerate([*columns, None]):
+        ok = col is not None and col.real_type in _STRUCT_CHAR and col.element_type is None
+        if ok and start is None:
+            start = i
+        elif not ok and start is not None:
+            if i - start >= 2:
+                runs.append((start, i))
+            start = None
+    return runs
+
+
+def _image(gen: _Gen, columns: list[ColumnMeta], ind: int, json_bits: dict[int, int] | None) -> str:
+    """Emit the decoding of one row image; returns the tuple expression of its values."""
+    nbytes = (len(columns) + 7) // 8
+    gen.emit(ind, f"nb = _ifb(b[p:p + {nbytes}], 'little'); p += {nbytes}")
+    runs = {start: stop for start, stop in _struct_runs(columns)}
+    j = 0
+    while j < len(columns):
+        stop = runs.get(j)
+        if stop is not None:
+            _run(gen, columns, j, stop, ind, json_bits)
+            j = stop
+            continue
+        _nullable(gen, columns[j], j, ind, json_bits)
+        j += 1
+    return "(" + "".join(f"v{k}, " for k in range(len(columns))) + ")"
+
+
+def _run(gen: _Gen, columns: list[ColumnMeta], start: int, stop: int, ind: int, jb: dict[int, int] | None) -> None:
+    fmt = "".join(
+        _STRUCT_CHAR[c.real_type].upper() if c.unsigned and _STRUCT_CHAR[c.real_type] not in "fd"
+        else _STRUCT_CHAR[c.real_type]
+        for c in columns[start:stop]
+    )  # fmt: skip
+    codec = struct.Struct("<" + fmt)
+    mask = sum(1 << k for k in range(start, stop))
+    names = ", ".join(f"v{k}" for k in range(start, stop))
+    gen.emit(ind, f"if not nb & {mask}:")
+    gen.emit(ind + 1, f"{names}, = {gen.const(codec)}.unpack_from(b, p); p += {codec.size}")
+    gen.emit(ind, "else:")
+    for k in range(start, stop):
+        _nullable(gen, columns[k], k, ind + 1, jb)
+
+
+def _nullable(gen: _Gen, col: ColumnMeta, j: int, ind: int, json_bits: dict[int, int] | None) -> None:
+    gen.emit(ind, f"if nb & {1 << j}:")
+    gen.emit(ind + 1, f"v{j} = None")
+    gen.emit(ind, "else:")
+    bit = json_bits.get(col.index) if json_bits is not None else None
+    _column(gen, col, f"v{j}", ind + 1, bit)
+
+
+def _json_ordinals(table: TableMapEvent) -> dict[int, int]:
+    """Column index -> bit of the partial-update bitmap, which counts every JSON column."""
+    json_cols = [c.index for c in table.columns if c.type_code == T.MYSQL_TYPE_JSON]
+    return {index: k for k, index in enumerate(json_cols)}
+
+
+def build_rows_decoder(
+    table: TableMapEvent,
+    kind: RowsKind,
+    present: tuple[int, ...],
+    present_after: tuple[int, ...],
+    partial: bool = False,
+) -> RowsDecoder:
+    """Compile the decoder of every row of one rows event shape for this table."""
+    gen = _Gen()
+    before = [table.columns[i] for i in present]
+    after = [table.columns[i] for i in present_after]
+    gen.emit(0, "def decode_rows(b, p, end):")
+    gen.emit(1, "out = []")
+    gen.emit(1, "while p < end:")
+    if kind == RowsKind.UPDATE:
+        first = _image(gen, before, 2, {c.index: -1 for c in before} if partial else None)
+        gen.emit(2, f"bi = {first}")
+        _partial_header(gen, table, partial)
+        second = _image(gen, after, 2, _json_ordinals(table) if partial else None)
+        gen.emit(2, f"out.append((bi, {second}))")
+    else:
+        image = _image(gen, before, 2, None)
+        pair = f"(None, {image})" if kind == RowsKind.WRITE else f"({image}, None)"
+        gen.emit(2, f"out.append({pair})")
+    gen.emit(2, "if p > end:")
+    gen.emit(3, "raise _fe(f'row ends at {p}, past the event end {end}')")
+    gen.emit(1, "return out")
+    return _compile(gen, f"{table.schema}.{table.table}")
+
+
+def _partial_header(gen: _Gen, table: TableMapEvent, partial: bool) -> None:
+    """PARTIAL_UPDATE_ROWS after images start with value_options and partial bits."""
+    if not partial:
+        return
+    width = (len(_json_ordinals(table)) + 7) // 8
+    gen.emit(2, "vo = b[p]; p += 1")
+    gen.emit(2, "if vo >= 251: raise _fe(f'value_options 0x{vo:02x} is not one byte')")
+    gen.emit(2, "pb = 0")
+    gen.emit(2, "if vo & 1:")
+    gen.emit(3, f"pb = _ifb(b[p:p + {width}], 'little'); p += {width}")
+
+
+def _compile(gen: _Gen, label: str) -> RowsDecoder:
+    source = "\n".join(gen.lines)
+    namespace: dict[str, Any] = {**_HELPERS, **gen.consts}
+    exec(compile(source, f"<rows decoder {label}>", "exec"), namespace)  # noqa: S102
+    decoder: RowsDecoder = namespace["decode_rows"]
+    decoder.__doc__ = source  # kept for debugging: `print(decoder.__doc__)`
+    return decoder

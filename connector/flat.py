@@ -1,0 +1,328 @@
+"""canal-style flat messages from decoded events.
+
+`FlatMessageBuilder` follows one event stream: it remembers the transaction's GTID and
+the statement's SQL (ROWS_QUERY / ANNOTATE_ROWS) and turns each changed row into one
+message. Values are strings rendered as canal renders them; per-table renderers and
+type maps are built once per TABLE_MAP and reused for every row.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from connector.binlog.charsets import BINARY_COLLATION, max_char_len
+from connector.binlog.constants import STMT_END_F, RowsKind
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.events import (
+    AnnotateRowsEvent,
+    Event,
+    GtidEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RowsQueryEvent,
+    TransactionPayloadEvent,
+    XidEvent,
+)
+from connector.binlog.jsonb import JsonPartial
+from connector.binlog.rows import RowsEvent
+from connector.binlog.tablemap import ColumnMeta, TableMapEvent
+
+FlatMessage = dict[str, Any]
+Renderer = Callable[[Any], str | None]
+
+_TYPE_NAMES = {RowsKind.WRITE: "INSERT", RowsKind.UPDATE: "UPDATE", RowsKind.DELETE: "DELETE"}
+
+# java.sql.Types codes, as canal reports them in `sqlType`.
+_SQL_TYPES: dict[int, int] = {
+    T.MYSQL_TYPE_TINY: -6, T.MYSQL_TYPE_SHORT: 5, T.MYSQL_TYPE_INT24: 4, T.MYSQL_TYPE_LONG: 4,
+    T.MYSQL_TYPE_LONGLONG: -5, T.MYSQL_TYPE_FLOAT: 7, T.MYSQL_TYPE_DOUBLE: 8,
+    T.MYSQL_TYPE_NEWDECIMAL: 3, T.MYSQL_TYPE_DECIMAL: 3, T.MYSQL_TYPE_YEAR: 12,
+    T.MYSQL_TYPE_DATE: 91, T.MYSQL_TYPE_NEWDATE: 91, T.MYSQL_TYPE_TIME: 92, T.MYSQL_TYPE_TIME2: 92,
+    T.MYSQL_TYPE_DATETIME: 93, T.MYSQL_TYPE_DATETIME2: 93, T.MYSQL_TYPE_TIMESTAMP: 93,
+    T.MYSQL_TYPE_TIMESTAMP2: 93, T.MYSQL_TYPE_BIT: -7, T.MYSQL_TYPE_ENUM: 1, T.MYSQL_TYPE_SET: 1,
+    T.MYSQL_TYPE_JSON: 12, T.MYSQL_TYPE_GEOMETRY: -2, T.MYSQL_TYPE_VECTOR: -2, T.MYSQL_TYPE_NULL: 0,
+}  # fmt: skip
+_BLOB_TYPES = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
+_BLOB_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+_INT_NAMES: dict[int, str] = {
+    T.MYSQL_TYPE_TINY: "tinyint", T.MYSQL_TYPE_SHORT: "smallint", T.MYSQL_TYPE_INT24: "mediumint",
+    T.MYSQL_TYPE_LONG: "int", T.MYSQL_TYPE_LONGLONG: "bigint",
+}  # fmt: skip
+_FIXED_NAMES: dict[int, str] = {
+    T.MYSQL_TYPE_FLOAT: "float", T.MYSQL_TYPE_DOUBLE: "double", T.MYSQL_TYPE_YEAR: "year",
+    T.MYSQL_TYPE_DATE: "date", T.MYSQL_TYPE_NEWDATE: "date", T.MYSQL_TYPE_TIME: "time",
+    T.MYSQL_TYPE_DATETIME: "datetime", T.MYSQL_TYPE_TIMESTAMP: "timestamp", T.MYSQL_TYPE_JSON: "json",
+    T.MYSQL_TYPE_GEOMETRY: "geometry", T.MYSQL_TYPE_NULL: "null",
+}  # fmt: skip
+_FSP_NAMES: dict[int, str] = {
+    T.MYSQL_TYPE_TIME2: "time",
+    T.MYSQL_TYPE_DATETIME2: "datetime",
+    T.MYSQL_TYPE_TIMESTAMP2: "timestamp",
+}
+
+
+def _is_binary(col: ColumnMeta) -> bool:
+    # Without charset metadata a BLOB-family column cannot be told from TEXT: call it binary.
+    if col.collation is None:
+        return col.real_type in _BLOB_TYPES
+    return col.collation == BINARY_COLLATION
+
+
+def sql_type(col: ColumnMeta) -> int:
+    kind = col.real_type
+    if kind in _SQL_TYPES:
+        return _SQL_TYPES[kind]
+    binary = _is_binary(col)
+    if kind in _BLOB_TYPES:
+        return 2004 if binary else 2005
+    if kind == T.MYSQL_TYPE_STRING:
+        return -2 if binary else 1
+    return -3 if binary else 12  # VARCHAR / VAR_STRING
+
+
+def mysql_type(col: ColumnMeta) -> str:
+    """The column's SQL type as far as the binlog tells it."""
+    kind, meta = col.real_type, col.meta
+    unsigned = " unsigned" if col.unsigned else ""
+    if kind in _INT_NAMES:
+        return _INT_NAMES[kind] + unsigned
+    if kind in _FIXED_NAMES:
+        return _FIXED_NAMES[kind] + (unsigned if kind in (T.MYSQL_TYPE_FLOAT, T.MYSQL_TYPE_DOUBLE) else "")
+    if kind in _FSP_NAMES:
+        return f"{_FSP_NAMES[kind]}({meta})" if meta else _FSP_NAMES[kind]
+    if kind == T.MYSQL_TYPE_NEWDECIMAL:
+        return f"decimal({meta >> 8},{meta & 0xFF}){unsigned}"
+    if kind == T.MYSQL_TYPE_BIT:
+        return f"bit({(meta & 0xFF) * 8 + (meta >> 8)})"
+    if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
+        labels = col.enum_values if kind == T.MYSQL_TYPE_ENUM else col.set_values
+        name = "enum" if kind == T.MYSQL_TYPE_ENUM else "set"
+        return f"{name}({','.join(_sql_quote(v) for v in labels)})" if labels is not None else name
+    if kind == T.MYSQL_TYPE_VECTOR:
+        return f"vector({col.dimensions})" if col.dimensions else "vector"
+    if kind in _BLOB_TYPES:
+        return _BLOB_NAMES.get(meta, "") + ("blob" if _is_binary(col) else "text")
+    return _string_type(col)
+
+
+def _string_type(col: ColumnMeta) -> str:
+    fixed = col.real_type == T.MYSQL_TYPE_STRING
+    if _is_binary(col):
+        return f"{'binary' if fixed else 'varbinary'}({col.meta})"
+    chars = col.meta // max_char_len(col.collation) if col.collation is not None else col.meta
+    return f"{'char' if fixed else 'varchar'}({chars})"
+
+
+def _sql_quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- value rendering -----------------------------------------------------------------------
+
+
+def float32_text(value: float) -> str:
+    """Shortest decimal that reads back as the same 32-bit float."""
+    packed = struct.pack("<f", value)
+    for digits in range(1, 10):
+        text = "%.*g" % (digits, value)
+        if struct.pack("<f", float(text)) == packed:
+            return repr(float(text))
+    return repr(value)
+
+
+def _plain(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("latin-1")  # one character per byte, as canal does
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _renderer(col: ColumnMeta, name: str) -> Renderer:
+    kind = col.real_type
+    if kind == T.MYSQL_TYPE_FLOAT:
+        return lambda v: None if v is None else float32_text(v)
+    if kind == T.MYSQL_TYPE_YEAR:
+        return lambda v: None if v is None else "%04d" % v
+    if kind == T.MYSQL_TYPE_GEOMETRY:
+        return lambda v: None if v is None else v.hex()
+    if kind == T.MYSQL_TYPE_VECTOR:
+        return lambda v: None if v is None else "[" + ",".join("%.5e" % x for x in v) + "]"
+    if kind == T.MYSQL_TYPE_JSON:
+        return lambda v: v.to_sql(name) if isinstance(v, JsonPartial) else _plain(v)
+    return _plain
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """Everything about a table that every message of it repeats, computed once."""
+
+    names: tuple[str, ...]
+    renderers: tuple[Renderer, ...]
+    pk_names: list[str] | None
+    sql_types: dict[str, int]
+    mysql_types: dict[str, str]
+
+
+def table_shape(table: TableMapEvent) -> TableShape:
+    names = table.column_names
+    return TableShape(
+        names,
+        tuple(_renderer(col, name) for col, name in zip(table.columns, names)),
+        list(table.pk_names) or None,
+        {name: sql_type(col) for name, col in zip(names, table.columns)},
+        {name: mysql_type(col) for name, col in zip(names, table.columns)},
+    )
+
+
+# -- DDL recognition (enough to label statements; the schema history parses them fully) --
+
+# Schema statements; CREATE USER, GRANT and the like are not DDL of any table.
+_DDL = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b"
+    r"(?!\s+(?:USER|ROLE|SERVER|RESOURCE|LOGFILE|TABLESPACE|UNDO|SPATIAL\s+REFERENCE)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+_TXN = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE\s+SAVEPOINT|XA\s)", re.IGNORECASE)
+_DDL_TABLE = re.compile(
+    r"\b(?:TABLE|VIEW|INDEX\s+\S+\s+ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?((?:`[^`]+`|\w+)(?:\.(?:`[^`]+`|\w+))?)",
+    re.IGNORECASE,
+)
+_DDL_TYPES = {"CREATE": "CREATE", "ALTER": "ALTER", "DROP": "ERASE", "RENAME": "RENAME", "TRUNCATE": "TRUNCATE"}
+
+
+def _ddl_target(sql: str, schema: str) -> tuple[str, str]:
+    m = _DDL_TABLE.search(sql)
+    if not m:
+        return schema, ""
+    parts = [p.strip("`") for p in re.findall(r"`[^`]+`|\w+", m[1])]
+    return (parts[0], parts[1]) if len(parts) == 2 else (schema, parts[0])
+
+
+class FlatMessageBuilder:
+    """Turns one ordered event stream into flat messages."""
+
+    def __init__(self, file: str = "", clock: Callable[[], float] = time.time) -> None:
+        self.file = file
+        self._clock = clock
+        self._gtid: str | None = None
+        self._sql = ""
+        self._shapes: dict[bytes, TableShape] = {}
+        self._last_rows_pos = -1
+        self._row_base = 0
+
+    def feed(self, event: Event) -> Iterator[FlatMessage]:
+        body = event.body
+        if isinstance(body, RowsEvent):
+            yield from self._rows(event, body)
+        elif isinstance(body, (GtidEvent, MariadbGtidEvent)):
+            self._gtid = body.gtid
+        elif isinstance(body, (RowsQueryEvent, AnnotateRowsEvent)):
+            self._sql = body.query
+        elif isinstance(body, XidEvent):
+            self._end_transaction()
+        elif isinstance(body, QueryEvent):
+            yield from self._query(event, body)
+        elif isinstance(body, TransactionPayloadEvent):
+            for inner in body.events:
+                yield from self.feed(inner)
+
+    def _end_transaction(self) -> None:
+        self._gtid, self._sql = None, ""
+
+    def _shape(self, table: TableMapEvent) -> TableShape:
+        shape = self._shapes.get(table.raw)
+        if shape is None:
+            if len(self._shapes) > 4096:
+                self._shapes.clear()
+            shape = self._shapes[table.raw] = table_shape(table)
+        return shape
+
+    def _base(self, event: Event, rows: RowsEvent) -> FlatMessage:
+        assert rows.table is not None
+        shape = self._shape(rows.table)
+        return {
+            "database": rows.table.schema,
+            "table": rows.table.table,
+            "type": _TYPE_NAMES[rows.kind],
+            "isDdl": False,
+            "pkNames": shape.pk_names,
+            "es": event.header.timestamp * 1000,
+            "ts": int(self._clock() * 1000),
+            "sql": self._sql,
+            "sqlType": shape.sql_types,
+            "mysqlType": shape.mysql_types,
+            "gtid": self._gtid,
+        }
+
+    def _rows(self, event: Event, rows: RowsEvent) -> Iterator[FlatMessage]:
+        if rows.table is None:
+            return
+        shape = self._shape(rows.table)
+        # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them.
+        base = self._row_base if event.pos == self._last_rows_pos else 0
+        self._last_rows_pos, self._row_base = event.pos, base + len(rows.rows)
+        head = self._base(event, rows)
+        source = {"file": self.file, "pos": event.pos, "server_id": event.header.server_id}
+        for i, (before, after) in enumerate(rows.rows):
+            message = dict(head)
+            message.update(_images(shape, rows, before, after))
+            message["source"] = {**source, "row": base + i}
+            yield message
+        if rows.flags & STMT_END_F:
+            self._sql = ""
+
+    def _query(self, event: Event, query: QueryEvent) -> Iterator[FlatMessage]:
+        sql = query.query
+        if _TXN.match(sql):
+            if sql.strip().upper() in ("COMMIT", "ROLLBACK") or sql.lstrip().upper().startswith("XA "):
+                self._end_transaction()
+            return
+        ddl = _DDL.match(sql)
+        database, table = _ddl_target(sql, query.schema) if ddl else (query.schema, "")
+        yield {
+            "database": database,
+            "table": table,
+            "type": _DDL_TYPES[ddl[1].upper()] if ddl else "QUERY",
+            "isDdl": bool(ddl),
+            "pkNames": None,
+            "es": event.header.timestamp * 1000,
+            "ts": int(self._clock() * 1000),
+            "sql": sql,
+            "sqlType": None,
+            "mysqlType": None,
+            "data": None,
+            "old": None,
+            "gtid": self._gtid,
+            "source": {"file": self.file, "pos": event.pos, "server_id": event.header.server_id, "row": 0},
+        }
+        if ddl:
+            self._gtid = None  # DDL commits on its own
+
+
+def _render(shape: TableShape, columns: tuple[int, ...], image: tuple[Any, ...]) -> dict[str, str | None]:
+    names, renderers = shape.names, shape.renderers
+    return {names[i]: renderers[i](v) for i, v in zip(columns, image)}
+
+
+def _images(shape: TableShape, rows: RowsEvent, before: Any, after: Any) -> dict[str, Any]:
+    if rows.kind == RowsKind.WRITE:
+        return {"data": [_render(shape, rows.present, after)], "old": None}
+    if rows.kind == RowsKind.DELETE:
+        return {"data": [_render(shape, rows.present, before)], "old": None}
+    old = _render(shape, rows.present, before)
+    new = _render(shape, rows.present_after, after)
+    # With MINIMAL/NOBLOB images the after image omits unchanged columns: take them from before.
+    data = {**old, **new}
+    changed = {k: v for k, v in old.items() if k in new and new[k] != v}
+    return {"data": [data], "old": [changed]}
