@@ -181,10 +181,12 @@ NUMERIC_TYPES = frozenset(
     }
 )
 
-# Types that carry a character set in optional metadata (is_character_type),
-# judged on the real type, so ENUM and SET are excluded here.
+# Types that carry a character set in optional metadata (is_character_type in
+# rows_event.h), judged on the real type, so ENUM and SET are excluded here. GEOMETRY is
+# included: its base class is BLOB, and servers log a (binary) collation for it.
 CHARACTER_TYPES = frozenset(
     {
+        ColumnType.MYSQL_TYPE_GEOMETRY,
         ColumnType.MYSQL_TYPE_STRING,
         ColumnType.MYSQL_TYPE_VAR_STRING,
         ColumnType.MYSQL_TYPE_VARCHAR,

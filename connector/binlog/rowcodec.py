@@ -133,6 +133,10 @@ def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None
         gen.emit(ind, f"{v} = {raw}")
     elif kind == T.MYSQL_TYPE_VECTOR:
         gen.emit(ind, f"{v} = _vector({raw})")
+    elif kind == T.MYSQL_TYPE_STRING and col.collation == BINARY_COLLATION:
+        # BINARY(n) is logged without its trailing 0x00 pad (Field_string::pack);
+        # SELECT returns all n bytes, so the pad is put back.
+        gen.emit(ind, f"{v} = {raw}.ljust({col.meta}, b'\\0')")
     else:
         gen.emit(ind, f"{v} = {_text_expr(gen, col, raw)}")
     gen.emit(ind, "p += n_")
