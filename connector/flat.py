@@ -131,8 +131,11 @@ def float32_text(value: float) -> str:
     packed = struct.pack("<f", value)
     for digits in range(1, 10):
         text = "%.*g" % (digits, value)
-        if struct.pack("<f", float(text)) == packed:
-            return repr(float(text))
+        try:
+            if struct.pack("<f", float(text)) == packed:
+                return repr(float(text))
+        except OverflowError:  # e.g. 3.4e+38 rounds above FLT_MAX
+            continue
     return repr(value)
 
 

@@ -15,6 +15,8 @@ import pytest
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from connector.binlog.constants import EventType
+from connector.binlog.events import QueryEvent
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
 from tests.live import BINLOG_DIR, SETTINGS, connect, current_binlog
@@ -319,3 +321,38 @@ def test_temporal_values_match_what_the_server_prints() -> None:
         for _, after in e.body.rows
     ]  # fmt: skip
     assert rows == [tuple(printed)]
+
+
+def test_mariadb_compressed_events_decode() -> None:
+    """log_bin_compress makes MariaDB write QUERY_COMPRESSED and *_ROWS_COMPRESSED events."""
+    conn = connect()
+    payload = "compressible " * 40
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL log_bin_compress = ON")
+        cur.execute("SET GLOBAL log_bin_compress_min_len = 10")
+        try:
+            cur.execute("FLUSH BINARY LOGS")
+            file, _ = current_binlog(conn)
+            cur.execute("CREATE DATABASE IF NOT EXISTS sluice_scratch")
+            cur.execute("DROP TABLE IF EXISTS sluice_scratch.packed")
+            cur.execute("CREATE TABLE sluice_scratch.packed (id INT PRIMARY KEY, body TEXT) COMMENT '%s'" % ("x" * 50))
+            cur.execute("INSERT INTO sluice_scratch.packed VALUES (1, %s), (2, %s)", (payload, payload + "2"))
+            cur.execute("UPDATE sluice_scratch.packed SET body = %s WHERE id = 1", (payload + "u",))
+            cur.execute("DELETE FROM sluice_scratch.packed WHERE id = 2")
+            cur.execute("FLUSH BINARY LOGS")
+        finally:
+            cur.execute("SET GLOBAL log_bin_compress = OFF")
+    conn.close()
+    events = list(iter_file_events(str(BINLOG_DIR / file)))
+    codes = {e.header.type_code for e in events}
+    assert {EventType.QUERY_COMPRESSED_EVENT, EventType.WRITE_ROWS_COMPRESSED_EVENT_V1} <= codes
+    assert {EventType.UPDATE_ROWS_COMPRESSED_EVENT_V1, EventType.DELETE_ROWS_COMPRESSED_EVENT_V1} <= codes
+    queries = [e.body.query for e in events if isinstance(e.body, QueryEvent)]
+    assert any(q.startswith("CREATE TABLE sluice_scratch.packed") for q in queries)
+    rows = [(e.body.kind.name, r) for e in events if isinstance(e.body, RowsEvent) for r in e.body.rows]
+    assert rows == [
+        ("WRITE", (None, (1, payload))),
+        ("WRITE", (None, (2, payload + "2"))),
+        ("UPDATE", ((1, payload), (1, payload + "u"))),
+        ("DELETE", ((2, payload + "2"), None)),
+    ]

@@ -231,7 +231,8 @@ class BinlogParser:
         return decode_rotate(r, header, self._post_header_len(c.EventType.ROTATE_EVENT))
 
     def _table_map(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        table = decode_table_map(r, self._post_header_len(c.EventType.TABLE_MAP_EVENT))
+        mariadb = self.fde is not None and "mariadb" in self.fde.server_version.lower()
+        table = decode_table_map(r, self._post_header_len(c.EventType.TABLE_MAP_EVENT), mariadb)
         self.tables[table.table_id] = table
         return table
 

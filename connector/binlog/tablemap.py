@@ -133,7 +133,12 @@ def _string_meta(first: int, second: int) -> tuple[int, int, None]:
     return first, second, None
 
 
-def decode_table_map(r: Reader, post_header_len: int) -> TableMapEvent:
+# MariaDB's SIGNEDNESS bitmap also has a bit for YEAR (Field_year is a Field_tiny there);
+# MySQL's is_numeric_type leaves YEAR out. Found by the live differential test.
+MARIADB_NUMERIC_TYPES = NUMERIC_TYPES | {T.MYSQL_TYPE_YEAR}
+
+
+def decode_table_map(r: Reader, post_header_len: int, mariadb: bool = False) -> TableMapEvent:
     start = r.pos
     table_id = r.uint(4 if post_header_len == 6 else 6, "table id")
     flags = r.u16("table map flags")
@@ -155,7 +160,8 @@ def decode_table_map(r: Reader, post_header_len: int) -> TableMapEvent:
         ColumnMeta(i, types[i], real, meta, bool(null_bits >> i & 1), element_type=element)
         for i, (real, meta, element) in enumerate(metas)
     ]
-    optional = _decode_optional(r, columns) if r.remaining() else _Optional()
+    numeric = MARIADB_NUMERIC_TYPES if mariadb else NUMERIC_TYPES
+    optional = _decode_optional(r, columns, numeric) if r.remaining() else _Optional()
     return TableMapEvent(
         table_id, flags, schema, table, tuple(optional.apply(columns)),
         optional.primary_key, optional.pk_prefixes, optional.present, r.data[start : r.end],
@@ -167,6 +173,7 @@ class _Optional:
     """Optional metadata as read, before it is folded into the columns."""
 
     present: bool = False
+    numeric: frozenset[int] = NUMERIC_TYPES
     unsigned: list[bool] | None = None
     charsets: dict[int, int] = field(default_factory=dict)  # column index -> collation
     names: list[str] | None = None
@@ -188,7 +195,7 @@ class _Optional:
             updates: dict[str, object] = {"collation": self.charsets.get(col.index)}
             if self.names is not None and col.index < len(self.names):
                 updates["name"] = self.names[col.index]
-            if kind in NUMERIC_TYPES and col.element_type is None:
+            if kind in self.numeric and col.element_type is None:
                 updates["unsigned"] = next(numeric, False)
             if kind == T.MYSQL_TYPE_ENUM:
                 updates["enum_values"] = next(enums, None)
@@ -209,8 +216,10 @@ def _replace(col: ColumnMeta, updates: dict[str, object]) -> ColumnMeta:
 
 
 def _bits(raw: bytes, n: int) -> list[bool]:
-    """Optional-metadata bitmaps are most-significant-bit first."""
-    return [bool(raw[i >> 3] >> (7 - (i & 7)) & 1) for i in range(min(n, len(raw) * 8))]
+    """Optional-metadata bitmaps are most-significant-bit first, one bit per column."""
+    if len(raw) != (n + 7) // 8:
+        raise FormatError(f"bitmap of {len(raw)} bytes for {n} columns; {(n + 7) // 8} expected")
+    return [bool(raw[i >> 3] >> (7 - (i & 7)) & 1) for i in range(n)]
 
 
 def _strings(r: Reader, what: str) -> tuple[str, ...]:
@@ -218,8 +227,8 @@ def _strings(r: Reader, what: str) -> tuple[str, ...]:
     return tuple(r.packed_bytes(what).decode("utf-8", "backslashreplace") for _ in range(n))
 
 
-def _decode_optional(r: Reader, columns: list[ColumnMeta]) -> _Optional:
-    opt = _Optional(present=True)
+def _decode_optional(r: Reader, columns: list[ColumnMeta], numeric: frozenset[int]) -> _Optional:
+    opt = _Optional(present=True, numeric=numeric)
     while r.remaining():
         kind = r.u8("optional metadata type")
         body = Reader(r.packed_bytes(f"optional metadata {kind}"))
@@ -240,7 +249,7 @@ def _is_enum_set(col: ColumnMeta) -> bool:
 
 
 def _signedness(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:
-    n = sum(1 for col in columns if col.real_type in NUMERIC_TYPES and col.element_type is None)
+    n = sum(1 for col in columns if col.real_type in opt.numeric and col.element_type is None)
     opt.unsigned = _bits(body.rest(), n)
 
 

@@ -1,0 +1,341 @@
+"""Byte-literal cases for every column type, and round trips against tests/encoders.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.binlog import jsonb
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.constants import RowsKind
+from connector.binlog.reader import Reader
+from connector.binlog.rowcodec import build_rows_decoder
+from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
+from connector.binlog.values import (
+    decimal_size,
+    decode_date,
+    decode_datetime,
+    decode_datetime2,
+    decode_decimal,
+    decode_time,
+    decode_time2,
+    decode_timestamp2,
+)
+from connector.errors import FormatError
+from connector.flat import float32_text
+from tests.encoders import encode_date, encode_datetime2, encode_decimal, encode_json, encode_time2, encode_timestamp2
+
+# -- DECIMAL -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "precision", "scale", "text"),
+    [
+        # The worked example of decimal.cc's decimal2bin comment, and its negative.
+        ("810DFB38D204D2", 14, 4, "1234567890.1234"),
+        ("7EF204C72DFB2D", 14, 4, "-1234567890.1234"),
+        ("800000", 5, 0, "0"),
+        ("8000000000", 10, 2, "0.00"),
+        ("7FFFFFFFFF", 10, 2, "-0.00"),
+        ("80000000000001", 12, 5, "0.00001"),
+    ],
+)
+def test_decimal_byte_literals(raw: str, precision: int, scale: int, text: str) -> None:
+    data = bytes.fromhex(raw)
+    assert len(data) == decimal_size(precision, scale)
+    assert format(decode_decimal(data, precision, scale), "f") == text
+
+
+def test_decimal_65_digits_scale_30() -> None:
+    value = Decimal("-" + "9" * 35 + "." + "9" * 30)
+    raw = encode_decimal(value, 65, 30)
+    assert len(raw) == decimal_size(65, 30) == 30
+    assert decode_decimal(raw, 65, 30) == value
+    assert format(decode_decimal(encode_decimal(Decimal("0.5"), 65, 30), 65, 30), "f") == "0." + "5" + "0" * 29
+
+
+@st.composite
+def decimals(draw: st.DrawFn) -> tuple[Decimal, int, int]:
+    precision = draw(st.integers(1, 65))
+    scale = draw(st.integers(0, min(30, precision)))
+    digits = draw(st.text("0123456789", min_size=precision, max_size=precision))
+    sign = draw(st.sampled_from(["", "-"]))
+    body = digits[: precision - scale] or "0"
+    text = f"{sign}{body}.{digits[precision - scale :]}" if scale else sign + body
+    return Decimal(text), precision, scale
+
+
+@given(decimals())
+@settings(max_examples=400)
+def test_decimal_round_trip(case: tuple[Decimal, int, int]) -> None:
+    value, precision, scale = case
+    decoded = decode_decimal(encode_decimal(value, precision, scale), precision, scale)
+    assert decoded == value
+    assert len(format(decoded, "f").partition(".")[2]) == scale  # exactly `scale` digits
+
+
+def test_decimal_out_of_range_is_a_format_error() -> None:
+    with pytest.raises(FormatError):
+        decode_decimal(b"\x80", 70, 0)
+
+
+# -- temporal ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "fsp", "text"),
+    [
+        ("8000000000", 0, "0000-00-00 00:00:00"),
+        # 2016-11-28 16:53:42: ((2016*13+11) << 5 | 28) << 17 | (16 << 12 | 53 << 6 | 42), + 2^39
+        ("999af90d6a", 0, "2016-11-28 16:53:42"),
+        ("999af90d6a0f423f", 6, "2016-11-28 16:53:42.999999"),
+        ("999af90d6a63", 2, "2016-11-28 16:53:42.99"),
+        ("999af90d6a270f", 4, "2016-11-28 16:53:42.9999"),
+    ],
+)
+def test_datetime2_byte_literals(raw: str, fsp: int, text: str) -> None:
+    assert decode_datetime2(bytes.fromhex(raw), fsp) == text
+
+
+@given(
+    st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23), st.integers(0, 59),
+    st.integers(0, 59), st.integers(0, 999999), st.integers(0, 6),
+)  # fmt: skip
+def test_datetime2_round_trip(y: int, mo: int, d: int, h: int, mi: int, s: int, micros: int, fsp: int) -> None:
+    micros = micros // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    text = decode_datetime2(encode_datetime2(y, mo, d, h, mi, s, micros, fsp), fsp)
+    frac = f".{micros:06d}"[: fsp + 1] if fsp else ""
+    assert text == f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}{frac}"
+
+
+@given(
+    st.booleans(),
+    st.integers(0, 838),
+    st.integers(0, 59),
+    st.integers(0, 59),
+    st.integers(0, 999999),
+    st.integers(0, 6),
+)
+def test_time2_round_trip(negative: bool, h: int, mi: int, s: int, micros: int, fsp: int) -> None:
+    micros = micros // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    if not (h or mi or s or micros):
+        negative = False  # there is no negative zero
+    frac = f".{micros:06d}"[: fsp + 1] if fsp else ""
+    expected = f"{'-' if negative else ''}{h:02d}:{mi:02d}:{s:02d}{frac}"
+    assert decode_time2(encode_time2(negative, h, mi, s, micros, fsp), fsp) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "fsp", "text"),
+    [
+        ("800000", 0, "00:00:00"),
+        ("7FFFFF", 0, "-00:00:01"),
+        ("B46EFB", 0, "838:59:59"),
+        ("4B9105", 0, "-838:59:59"),
+        ("7FFFFFCE", 1, "-00:00:00.5"),  # the fraction borrows from the integer part
+        ("7FFFFFEC78", 4, "-00:00:00.5000"),
+        ("7FFFFFF85EE0", 6, "-00:00:00.500000"),
+    ],
+)
+def test_time2_byte_literals(raw: str, fsp: int, text: str) -> None:
+    assert decode_time2(bytes.fromhex(raw), fsp) == text
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 999999), st.integers(0, 6))
+def test_timestamp2_round_trip(seconds: int, micros: int, fsp: int) -> None:
+    micros = micros // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    text = decode_timestamp2(encode_timestamp2(seconds, micros, fsp), fsp)
+    frac = f".{micros:06d}"[: fsp + 1] if fsp else ""
+    if seconds == 0:
+        assert text == "0000-00-00 00:00:00" + frac
+    else:
+        moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+        assert text == moment.strftime("%Y-%m-%d %H:%M:%S") + frac
+
+
+def test_date_and_old_temporal_formats() -> None:
+    assert decode_date(encode_date(2024, 2, 29)) == "2024-02-29"
+    assert decode_date(b"\0\0\0") == "0000-00-00"
+    assert decode_datetime(struct.pack("<Q", 20240229235959)) == "2024-02-29 23:59:59"
+    assert decode_time(struct.pack("<i", -8385959)[:3]) == "-838:59:59"
+
+
+# -- integers, floats and strings through a generated row decoder -------------------------------
+
+
+def _table(columns: list[ColumnMeta]) -> TableMapEvent:
+    return TableMapEvent(1, 0, "db", "t", tuple(columns), raw=repr(columns).encode())
+
+
+def _col(i: int, kind: int, meta: int = 0, unsigned: bool = False, collation: int | None = None) -> ColumnMeta:
+    return ColumnMeta(i, kind, kind, meta, True, unsigned=unsigned, collation=collation)
+
+
+INT_CASES = [
+    (T.MYSQL_TYPE_TINY, "<b", "<B", 8), (T.MYSQL_TYPE_SHORT, "<h", "<H", 16),
+    (T.MYSQL_TYPE_LONG, "<i", "<I", 32), (T.MYSQL_TYPE_LONGLONG, "<q", "<Q", 64),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "signed", "unsigned", "bits"), INT_CASES)
+def test_integer_extremes(kind: int, signed: str, unsigned: str, bits: int) -> None:
+    table = _table(
+        [
+            _col(0, kind),
+            _col(1, kind, unsigned=True),
+            _col(2, T.MYSQL_TYPE_INT24),
+            _col(3, T.MYSQL_TYPE_INT24, unsigned=True),
+        ]
+    )
+    decode = build_rows_decoder(table, RowsKind.WRITE, (0, 1, 2, 3), ())
+    lo, hi, umax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 2**bits - 1
+    for a, b, c, d in ((lo, umax, -(2**23), 2**24 - 1), (hi, 0, 2**23 - 1, 0), (-1, 1, -1, 1)):
+        body = b"\x00" + struct.pack(signed, a) + struct.pack(unsigned, b)
+        body += c.to_bytes(3, "little", signed=True) + d.to_bytes(3, "little")
+        assert decode(body, 0, len(body)) == [(None, (a, b, c, d))]
+
+
+def test_nulls_skip_their_bytes_and_bits_past_the_count_are_ignored() -> None:
+    table = _table([_col(i, T.MYSQL_TYPE_LONG) for i in range(3)])
+    decode = build_rows_decoder(table, RowsKind.WRITE, (0, 1, 2), ())
+    body = bytes([0b11111010]) + struct.pack("<ii", 7, 9)  # column 2 NULL; bits 3-7 set and ignored
+    assert decode(body, 0, len(body)) == [(None, (7, None, 9))]
+
+
+def test_a_row_running_past_the_event_is_an_error() -> None:
+    table = _table([_col(0, T.MYSQL_TYPE_VARCHAR, 300, collation=45)])
+    decode = build_rows_decoder(table, RowsKind.WRITE, (0,), ())
+    body = b"\x00" + (200).to_bytes(2, "little") + b"short"
+    with pytest.raises(FormatError, match="past the event end"):
+        decode(body, 0, len(body))
+
+
+def test_float_rendering_is_the_shortest_round_trip() -> None:
+    cases = {"0.1": "0.1", "3.4028234663852886e+38": "3.4028235e+38", "1e-45": "1e-45", "-2.5": "-2.5"}
+    for stored, shown in cases.items():
+        value = struct.unpack("<f", struct.pack("<f", float(stored)))[0]
+        assert float32_text(value) == shown
+
+
+def test_strings_decode_with_their_collation() -> None:
+    columns = [
+        _col(0, T.MYSQL_TYPE_VARCHAR, 100, collation=45),  # utf8mb4
+        _col(1, T.MYSQL_TYPE_VARCHAR, 100, collation=8),  # latin1 (cp1252 in MySQL)
+        _col(2, T.MYSQL_TYPE_VARCHAR, 100, collation=63),  # varbinary
+        ColumnMeta(3, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_STRING, 4, True, collation=63),  # binary(4)
+        _col(4, T.MYSQL_TYPE_BLOB, 2, collation=63),
+        _col(5, T.MYSQL_TYPE_BLOB, 1, collation=45),
+    ]
+    decode = build_rows_decoder(_table(columns), RowsKind.WRITE, tuple(range(6)), ())
+    values = ["💾é".encode(), b"\x80\xe9", b"\x00\xff", b"a"]
+    body = b"\x00" + b"".join(bytes([len(v)]) + v for v in values)
+    body += (3).to_bytes(2, "little") + b"\x01\x02\x00" + b"\x03abc"
+    assert decode(body, 0, len(body)) == [(None, ("💾é", "€é", b"\x00\xff", b"a\0\0\0", b"\x01\x02\x00", "abc"))]
+
+
+# -- TABLE_MAP ---------------------------------------------------------------------------------
+
+
+def _table_map_body(types: bytes, meta: bytes, optional: bytes = b"") -> bytes:
+    head = (1).to_bytes(6, "little") + b"\x01\x00" + b"\x02db\x00" + b"\x01t\x00"
+    return head + bytes([len(types)]) + types + bytes([len(meta)]) + meta + b"\x00" * ((len(types) + 7) // 8) + optional
+
+
+def test_table_map_metadata_length_is_enforced() -> None:
+    # canal misread MYSQL_TYPE_TYPED_ARRAY (20) and shifted every later byte: the declared
+    # metadata length must match what the per-type reads used.
+    good = _table_map_body(bytes([3, 20, 15]), b"\x0f\x2c\x01" + b"\x40\x00")
+    table = decode_table_map(Reader(good), 8)
+    assert [c.element_type for c in table.columns] == [None, 15, None]
+    assert table.columns[1].meta == 300 and table.columns[2].meta == 64
+    bad = _table_map_body(bytes([3, 20, 15]), b"\x0f\x2c\x01\x40\x00\x00")
+    with pytest.raises(FormatError, match="metadata_length says 6"):
+        decode_table_map(Reader(bad), 8)
+
+
+def test_optional_metadata_is_decoded_and_unknown_types_are_skipped() -> None:
+    optional = (
+        b"\x04\x06\x02id\x02nm"  # COLUMN_NAME
+        + b"\x01\x01\x80"  # SIGNEDNESS: first numeric column unsigned
+        + b"\x02\x01\x2d"  # DEFAULT_CHARSET 45
+        + b"\x63\x03abc"  # unknown type 99, skipped by its length
+        + b"\x08\x01\x00"  # SIMPLE_PRIMARY_KEY: column 0
+    )
+    table = decode_table_map(Reader(_table_map_body(bytes([3, 15]), b"\x40\x00", optional)), 8)
+    assert table.column_names == ("id", "nm") and table.pk_names == ("id",)
+    assert table.columns[0].unsigned and table.columns[1].collation == 45
+
+
+def test_optional_metadata_with_leftover_bytes_is_an_error() -> None:
+    optional = b"\x01\x02\x80\x00"  # SIGNEDNESS for one numeric column but two bytes
+    with pytest.raises(FormatError, match="bitmap of 2 bytes for 1 columns"):
+        decode_table_map(Reader(_table_map_body(bytes([3, 15]), b"\x40\x00", optional)), 8)
+
+
+def test_char_longer_than_255_bytes_uses_the_hidden_length_bits() -> None:
+    # CHAR(100) utf8mb4 = 400 bytes: real-type byte 0xEE carries length bits 8-9.
+    table = decode_table_map(Reader(_table_map_body(bytes([254]), b"\xee\x90")), 8)
+    assert table.columns[0].real_type == T.MYSQL_TYPE_STRING and table.columns[0].meta == 400
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@given(json_values, st.booleans())
+@settings(max_examples=300)
+def test_json_round_trip(value: object, large: bool) -> None:
+    assert jsonb.parse(encode_json(value, large)) == value
+
+
+def test_json_printing_matches_mysql() -> None:
+    doc = {"b": [1, 2], "a": 1, "long key": 'x\n"y"', "n": None, "t": True, "f": 2.5, "e": 1e100}
+    assert jsonb.to_text(jsonb.parse(encode_json(doc))) == (
+        '{"a": 1, "b": [1, 2], "e": 1e100, "f": 2.5, "n": null, "t": true, "long key": "x\\n\\"y\\""}'
+    )
+    assert jsonb.to_text(jsonb.parse(b"")) == "null"
+
+
+def test_json_opaque_values() -> None:
+    decimal = bytes([0x0F, 246, 4, 4, 2]) + encode_decimal(Decimal("12.34"), 4, 2)
+    assert jsonb.to_text(jsonb.parse(decimal)) == "12.34"
+    packed = ((2024 * 13 + 2) << 5 | 29) << 17 | (13 << 12 | 14 << 6 | 15)
+    datetime = bytes([0x0F, 12, 8]) + (packed << 24 | 500).to_bytes(8, "little")
+    assert jsonb.to_text(jsonb.parse(datetime)) == '"2024-02-29 13:14:15.000500"'
+
+
+def test_json_diffs_apply_to_the_before_document() -> None:
+    before: jsonb.JsonValue = {"a": [1, 2, 3], "b": {"c": "x"}}
+    diffs = (
+        jsonb.JsonDiff(jsonb.DIFF_REPLACE, "$.b.c", "y"),
+        jsonb.JsonDiff(jsonb.DIFF_INSERT, "$.a[1]", 9),
+        jsonb.JsonDiff(jsonb.DIFF_REMOVE, "$.a[0]"),
+        jsonb.JsonDiff(jsonb.DIFF_INSERT, '$."new key"', None),
+    )
+    assert jsonb.apply_diffs(before, diffs) == {"a": [9, 2, 3], "b": {"c": "y"}, "new key": None}
+
+
+def test_json_too_deep_is_refused() -> None:
+    doc: object = 1
+    for _ in range(120):
+        doc = [doc]
+    with pytest.raises(FormatError, match="deeper"):
+        jsonb.parse(encode_json(doc))
+
+
+def test_signedness_bitmap_counts_year_on_mariadb_only() -> None:
+    # MariaDB gives YEAR a SIGNEDNESS bit (seen on 10.11); MySQL does not.
+    body = _table_map_body(bytes([13, 3]), b"", b"\x01\x01\x40")  # YEAR, INT; second bit set
+    assert decode_table_map(Reader(body), 8, mariadb=True).columns[1].unsigned
+    assert not decode_table_map(Reader(body), 8, mariadb=False).columns[1].unsigned
