@@ -339,3 +339,10 @@ def test_signedness_bitmap_counts_year_on_mariadb_only() -> None:
     body = _table_map_body(bytes([13, 3]), b"", b"\x01\x01\x40")  # YEAR, INT; second bit set
     assert decode_table_map(Reader(body), 8, mariadb=True).columns[1].unsigned
     assert not decode_table_map(Reader(body), 8, mariadb=False).columns[1].unsigned
+
+
+def test_rows_with_no_columns_present_do_not_loop_forever() -> None:
+    # Found by tests/test_fuzz.py: an all-zero column bitmap made each row zero bytes long.
+    decode = build_rows_decoder(_table([_col(0, T.MYSQL_TYPE_LONG)]), RowsKind.WRITE, (), ())
+    with pytest.raises(FormatError, match="empty"):
+        decode(b"\x00\x00", 0, 2)

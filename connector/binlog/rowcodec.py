@@ -283,6 +283,7 @@ def build_rows_decoder(
     gen.emit(0, "def decode_rows(b, p, end):")
     gen.emit(1, "out = []")
     gen.emit(1, "while p < end:")
+    gen.emit(2, "start = p")
     if kind == RowsKind.UPDATE:
         first = _image(gen, before, 2, {c.index: -1 for c in before} if partial else None)
         gen.emit(2, f"bi = {first}")
@@ -295,6 +296,9 @@ def build_rows_decoder(
         gen.emit(2, f"out.append({pair})")
     gen.emit(2, "if p > end:")
     gen.emit(3, "raise _fe(f'row ends at {p}, past the event end {end}')")
+    # A row image with no columns reads no bytes: without this the loop never ends.
+    gen.emit(2, "if p == start:")
+    gen.emit(3, "raise _fe(f'row at {p} is empty: no column in either image')")
     gen.emit(1, "return out")
     return _compile(gen, f"{table.schema}.{table.table}")
 
