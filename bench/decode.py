@@ -1,0 +1,124 @@
+"""Decode throughput: Sluice against python-mysql-replication on the same binlog events.
+
+Writes a sysbench-like workload (ints, CHAR(120), DECIMAL, DATETIME(6), TEXT) of at
+least 200,000 row changes on the local MariaDB into a fresh binlog file, then measures,
+in one run:
+  - sluice decode: the file's bytes to canal flat messages as JSON lines (what
+    `sluice decode` does, output discarded), and to decoded rows only;
+  - python-mysql-replication reading the same events from the server, values materialised.
+Prints rows/s for each and the ratios. Run with `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from connector.binlog.file import iter_file_events
+from connector.binlog.rows import RowsEvent
+from connector.cli import decode_files
+from tests.live import BINLOG_DIR, SETTINGS, connect, current_binlog
+
+DB = "sluice_bench"
+
+
+def workload(rows: int) -> str:
+    """Fill a fresh binlog file with `rows` inserts plus updates and deletes of a tenth each."""
+    rng = random.Random(42)
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cur.execute(f"CREATE DATABASE {DB}")
+        cur.execute(
+            f"CREATE TABLE {DB}.sbtest (id INT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, "
+            "pad CHAR(60) NOT NULL, amount DECIMAL(12,2) NOT NULL, created DATETIME(6) NOT NULL, note TEXT)"
+        )
+        cur.execute("FLUSH BINARY LOGS")
+        file, _ = current_binlog(conn)
+        batch = []
+        for i in range(rows):
+            c = "-".join(f"{rng.randrange(10**11):011d}" for _ in range(10))
+            note = None if i % 7 == 0 else "note " * rng.randint(1, 20)
+            batch.append(
+                (i, rng.randrange(rows), c, c[:59], rng.randrange(10**8) / 100, "2024-05-06 07:08:09.123456", note)
+            )
+            if len(batch) == 1000:
+                cur.executemany(f"INSERT INTO {DB}.sbtest VALUES (%s, %s, %s, %s, %s, %s, %s)", batch)
+                batch = []
+        if batch:
+            cur.executemany(f"INSERT INTO {DB}.sbtest VALUES (%s, %s, %s, %s, %s, %s, %s)", batch)
+        cur.execute(f"UPDATE {DB}.sbtest SET k = k + 1 WHERE id % 10 = 0")
+        cur.execute(f"DELETE FROM {DB}.sbtest WHERE id % 10 = 5")
+        cur.execute("FLUSH BINARY LOGS")
+    conn.close()
+    return file
+
+
+def sluice_rows(path: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = 0
+    for event in iter_file_events(path):
+        if isinstance(event.body, RowsEvent):
+            count += len(event.body.rows)
+    return count, time.perf_counter() - started
+
+
+def sluice_jsonl(path: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    sink = io.StringIO()
+    count = decode_files([path], sink)
+    return count, time.perf_counter() - started
+
+
+def peer_rows(file: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    stream = BinLogStreamReader(
+        connection_settings=SETTINGS, server_id=4343, log_file=file, log_pos=4, resume_stream=True,
+        blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[DB],
+    )  # fmt: skip
+    count = 0
+    try:
+        for event in stream:
+            count += len(event.rows)  # .rows decodes every value of every row
+    finally:
+        stream.close()
+    return count, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=200_000)
+    args = parser.parse_args()
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    file = workload(args.rows)
+    path = str(BINLOG_DIR / file)
+    size = os.path.getsize(path)
+    ours_rows, ours_t = sluice_rows(path)
+    ours_json, ours_json_t = sluice_jsonl(path)
+    theirs, theirs_t = peer_rows(file)
+    changes = ours_rows
+    print(f"binlog {file}: {size / 1e6:.1f} MB, {changes:,} row changes")
+    assert ours_json >= changes and theirs == changes, (ours_json, theirs, changes)
+    peer_rate = theirs / theirs_t
+    for label, n, t in (
+        ("sluice decode (rows)", ours_rows, ours_t),
+        ("sluice decode --format jsonl", changes, ours_json_t),
+        ("python-mysql-replication", theirs, theirs_t),
+    ):
+        rate = n / t
+        print(f"{label:32s} {rate:12,.0f} rows/s  ({t:6.2f} s)  x{rate / peer_rate:5.1f} vs peer")
+
+
+if __name__ == "__main__":
+    main()
