@@ -277,3 +277,13 @@ def test_flat_messages_of_a_file_carry_canal_fields() -> None:
 
 def test_rows_kind_names() -> None:
     assert RowsKind.WRITE.name == "WRITE"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (CORPUS / "mysql-cdc-rs").glob("8.0_*_dump.txt")))
+def test_rows_match_mysql_8_dumps(name: str) -> None:
+    """`mysqlbinlog -vvvvvv` output of MySQL 8.2/8.0.31 files, stored as UTF-16LE with CRLF."""
+    text = (CORPUS / "mysql-cdc-rs" / name).read_bytes().decode("utf-16")
+    lines = [line.rstrip("\r") for line in text.splitlines() if line.startswith("###")]
+    expected = [re.sub(r"\s*/\*.*\*/\s*$", "", line) for line in lines]
+    (binlog,) = (CORPUS / "mysql-cdc-rs").glob(name.replace("_dump.txt", "_binlog.*"))
+    assert verbose_lines(rows_events(events_of(f"mysql-cdc-rs/{binlog.name}"))) == expected
