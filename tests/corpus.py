@@ -111,6 +111,12 @@ def verbose_lines(rows: list[RowsEvent]) -> list[str]:
     return lines
 
 
+def verbose_rows(text: str) -> list[str]:
+    """The `###` lines of mysqlbinlog output, without their trailing /* type */ comments."""
+    lines = [line.rstrip("\r") for line in text.splitlines() if line.startswith("###")]
+    return [re.sub(r"\s*/\*.*\*/\s*$", "", line) for line in lines]
+
+
 def expected_verbose_sections(result: Path) -> dict[str, list[str]]:
     """`Verbose statements from : FILE` sections of a .result file, as `###` lines."""
     sections: dict[str, list[str]] = {}
@@ -119,5 +125,5 @@ def expected_verbose_sections(result: Path) -> dict[str, list[str]]:
         if line.startswith("Verbose statements from : "):
             current = sections.setdefault(line.split(": ", 1)[1].strip(), [])
         elif current is not None and line.startswith("###"):
-            current.append(re.sub(r"\s*/\*.*\*/\s*$", "", line))
+            current.extend(verbose_rows(line))
     return sections

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
@@ -29,6 +27,7 @@ from tests.corpus import (
     expected_verbose_sections,
     rows_events,
     verbose_lines,
+    verbose_rows,
 )
 
 FILES = corpus_files()
@@ -114,14 +113,9 @@ def test_rows_match_mysqlbinlog_verbose_output(result: str, folder: str) -> None
     sorted(p.name for p in (CORPUS / "mysql-cdc-rs").glob("5.7_*_dump.txt") if "\n###" in p.read_text()),
 )
 def test_rows_match_mysql_cdc_rs_dumps(name: str) -> None:
-    expected = [line for line in expected_verbose_sections_plain(CORPUS / "mysql-cdc-rs" / name)]
+    expected = verbose_rows((CORPUS / "mysql-cdc-rs" / name).read_text())
     binlog = name.replace("_dump.txt", "_log.bin")
     assert verbose_lines(rows_events(events_of(f"mysql-cdc-rs/{binlog}"))) == expected
-
-
-def expected_verbose_sections_plain(path: Path) -> list[str]:
-    lines = path.read_text().splitlines()
-    return [re.sub(r"\s*/\*.*\*/\s*$", "", line) for line in lines if line.startswith("###")]
 
 
 def test_vector_values_match_mysql_test_facts() -> None:
@@ -283,7 +277,6 @@ def test_rows_kind_names() -> None:
 def test_rows_match_mysql_8_dumps(name: str) -> None:
     """`mysqlbinlog -vvvvvv` output of MySQL 8.2/8.0.31 files, stored as UTF-16LE with CRLF."""
     text = (CORPUS / "mysql-cdc-rs" / name).read_bytes().decode("utf-16")
-    lines = [line.rstrip("\r") for line in text.splitlines() if line.startswith("###")]
-    expected = [re.sub(r"\s*/\*.*\*/\s*$", "", line) for line in lines]
+    expected = verbose_rows(text)
     (binlog,) = (CORPUS / "mysql-cdc-rs").glob(name.replace("_dump.txt", "_binlog.*"))
     assert verbose_lines(rows_events(events_of(f"mysql-cdc-rs/{binlog.name}"))) == expected

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from connector.binlog import constants as c
 from connector.binlog.reader import Reader
@@ -561,6 +561,6 @@ SIMPLE_DECODERS: dict[int, SimpleDecoder] = {
     **{t: decode_opaque for t in OPAQUE_TYPES},
 }
 
-if False:  # pragma: no cover - names for the forward references above
+if TYPE_CHECKING:  # names for the forward references above
     from connector.binlog.rows import RowsEvent
     from connector.binlog.tablemap import TableMapEvent

@@ -45,11 +45,6 @@ class ColumnMeta:
     element_type: int | None = None  # element type of a typed array (multi-valued index)
     dimensions: int | None = None  # VECTOR
 
-    @property
-    def max_length(self) -> int:
-        """Declared byte length of a STRING/VARCHAR/ENUM/SET, from the metadata."""
-        return self.meta & 0xFFFF if self.real_type != self.type_code else self.meta
-
 
 @dataclass(frozen=True, slots=True)
 class TableMapEvent:
