@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from typing import TextIO
 
 from connector.binlog.file import iter_file_events
 from connector.errors import SluiceError
-from connector.flat import FlatMessageBuilder
+from connector.flat import FlatMessageBuilder, JsonLineEncoder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
 def decode_files(files: Sequence[str], out: TextIO, start: int | None = None, stop: int | None = None) -> int:
     """Write one JSON line per changed row (and per DDL); returns how many were written."""
     written = 0
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    dumps = JsonLineEncoder().encode
     for path in files:
         builder = FlatMessageBuilder(os.path.basename(path))
         for event in iter_file_events(path, start, stop):

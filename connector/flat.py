@@ -8,6 +8,7 @@ type maps are built once per TABLE_MAP and reused for every row.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import time
@@ -151,18 +152,38 @@ def _plain(value: Any) -> str | None:
     return str(value)
 
 
+def _text(value: Any) -> str | None:
+    """Character columns with a known charset decode to str already."""
+    return value if value is None or isinstance(value, str) else _plain(value)
+
+
+def _int(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _decimal(value: Any) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+_RENDERERS: dict[int, Renderer] = {
+    T.MYSQL_TYPE_FLOAT: lambda v: None if v is None else float32_text(v),
+    T.MYSQL_TYPE_YEAR: lambda v: None if v is None else "%04d" % v,
+    T.MYSQL_TYPE_GEOMETRY: lambda v: None if v is None else v.hex(),
+    T.MYSQL_TYPE_VECTOR: lambda v: None if v is None else "[" + ",".join("%.5e" % x for x in v) + "]",
+    T.MYSQL_TYPE_NEWDECIMAL: _decimal,
+    **dict.fromkeys(_INT_NAMES, _int),
+    **dict.fromkeys((T.MYSQL_TYPE_DATE, T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2, T.MYSQL_TYPE_TIME2), _text),
+}
+
+
 def _renderer(col: ColumnMeta, name: str) -> Renderer:
     kind = col.real_type
-    if kind == T.MYSQL_TYPE_FLOAT:
-        return lambda v: None if v is None else float32_text(v)
-    if kind == T.MYSQL_TYPE_YEAR:
-        return lambda v: None if v is None else "%04d" % v
-    if kind == T.MYSQL_TYPE_GEOMETRY:
-        return lambda v: None if v is None else v.hex()
-    if kind == T.MYSQL_TYPE_VECTOR:
-        return lambda v: None if v is None else "[" + ",".join("%.5e" % x for x in v) + "]"
     if kind == T.MYSQL_TYPE_JSON:
         return lambda v: v.to_sql(name) if isinstance(v, JsonPartial) else _plain(v)
+    if kind in _RENDERERS:
+        return _RENDERERS[kind]
+    if kind in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_VAR_STRING) or kind in _BLOB_TYPES:
+        return _plain if _is_binary(col) else _text
     return _plain
 
 
@@ -331,3 +352,51 @@ def _images(shape: TableShape, rows: RowsEvent, before: Any, after: Any) -> dict
     data = {**old, **new}
     changed = {k: v for k, v in old.items() if k in new and new[k] != v}
     return {"data": [data], "old": [changed]}
+
+
+class JsonLineEncoder:
+    """Flat messages as compact JSON lines, encoding each table's constant parts once.
+
+    `pkNames`, `sqlType` and `mysqlType` are the same objects in every message of a table
+    shape and most of a message's bytes: their text is cached by identity (the cache holds
+    the object, so an id is not reused while cached) and appended after the other fields.
+    The rest is one call of the C encoder, made once (json.dumps rebuilds it per call).
+    """
+
+    _SHARED = ("pkNames", "sqlType", "mysqlType")
+
+    def __init__(self) -> None:
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._c_encode = _c_encoder()
+        self._cache: dict[int, tuple[object, str]] = {}
+
+    def encode(self, message: FlatMessage) -> str:
+        rest = {k: v for k, v in message.items() if k not in self._SHARED}
+        head = "".join(self._c_encode(rest, 0)) if self._c_encode else self._dumps(rest)
+        tail = "".join(f',"{key}":{self._shared(message.get(key))}' for key in self._SHARED if key in message)
+        return head[:-1] + tail + "}"
+
+    def _shared(self, value: object) -> str:
+        hit = self._cache.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        text = self._dumps(value)
+        self._cache[id(value)] = (value, text)
+        return text
+
+
+def _c_encoder() -> Callable[[object, int], list[str]] | None:
+    """CPython's C JSON encoder, with the settings of `ensure_ascii=False`, compact separators."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    encoder: Callable[[object, int], list[str]] = make(
+        None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return encoder
+
+
+def _no_default(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -65,10 +65,7 @@ _HELPERS: dict[str, object] = {
     "_time": values.decode_time,
     "_time2": values.decode_time2,
     "_dt": values.decode_datetime,
-    "_dt2": values.decode_datetime2,
     "_ts": values.decode_timestamp,
-    "_ts2": values.decode_timestamp2,
-    "_dec": values.decode_decimal,
     "_enum": values.decode_enum,
     "_set": values.decode_set,
     "_vector": values.decode_vector,
@@ -158,15 +155,17 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
     if kind in table:
         width, expr = table[kind]
     elif kind == T.MYSQL_TYPE_TIMESTAMP2:
-        width, expr = 4 + values.frac_size(fsp), f"_ts2(b[p:p + {4 + values.frac_size(fsp)}], {fsp})"
+        width = 4 + values.frac_size(fsp)
+        expr = f"{gen.const(values.timestamp2_decoder(fsp))}(b[p:p + {width}])"
     elif kind == T.MYSQL_TYPE_DATETIME2:
-        width, expr = 5 + values.frac_size(fsp), f"_dt2(b[p:p + {5 + values.frac_size(fsp)}], {fsp})"
+        width = 5 + values.frac_size(fsp)
+        expr = f"{gen.const(values.datetime2_decoder(fsp))}(b[p:p + {width}])"
     elif kind == T.MYSQL_TYPE_TIME2:
         width, expr = 3 + values.frac_size(fsp), f"_time2(b[p:p + {3 + values.frac_size(fsp)}], {fsp})"
     elif kind == T.MYSQL_TYPE_NEWDECIMAL:
         precision, scale = meta >> 8, meta & 0xFF
         width = values.decimal_size(precision, scale)
-        expr = f"_dec(b[p:p + {width}], {precision}, {scale})"
+        expr = f"{gen.const(values.decimal_decoder(precision, scale))}(b[p:p + {width}])"
     elif kind == T.MYSQL_TYPE_BIT:
         width = ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
         expr = f"_ifb(b[p:p + {width}], 'big')"

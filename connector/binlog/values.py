@@ -7,9 +7,12 @@ slice whose width the row codec already knows. Layouts follow mysql-server's
 
 from __future__ import annotations
 
+import functools
 import struct
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 from connector.errors import FormatError
 
@@ -23,46 +26,57 @@ def decimal_size(precision: int, scale: int) -> int:
 
 def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
     """bin2decimal: a sign-flipped, big-endian, base-10^9 packed decimal."""
+    return decimal_decoder(precision, scale)(raw)
+
+
+@functools.cache
+def decimal_decoder(precision: int, scale: int) -> Callable[[bytes], Decimal]:
+    """A decoder specialised for one DECIMAL(precision, scale): one int.from_bytes, then shifts.
+
+    The stored form (decimal.cc, decimal2bin) is big-endian groups of 9 digits in 4 bytes,
+    with a shorter leading group of the integer part and a shorter trailing group of the
+    fraction; the sign bit is flipped and negative numbers have every bit inverted. Read
+    as one integer, each group is a fixed shift and mask, so the text is one `%` format.
+    """
     if not 0 < precision <= 65 or scale > precision or scale > 30:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
-    negative = not raw[0] & 0x80
-    mask = 0xFF if negative else 0
-    data = bytes([raw[0] ^ 0x80 ^ mask]) + bytes(b ^ mask for b in raw[1:])
     intg = precision - scale
-    lead = _DIG2BYTES[intg % 9]
-    parts: list[str] = []
-    pos = 0
-    if lead:
-        parts.append(str(int.from_bytes(data[0:lead], "big")))
-        pos = lead
-    for _ in range(intg // 9):
-        parts.append("%09d" % int.from_bytes(data[pos : pos + 4], "big"))
-        pos += 4
-    int_text = "".join(parts).lstrip("0") or "0"
-    frac = []
-    for _ in range(scale // 9):
-        frac.append("%09d" % int.from_bytes(data[pos : pos + 4], "big"))
-        pos += 4
-    tail = scale % 9
-    if tail:
-        frac.append("%0*d" % (tail, int.from_bytes(data[pos : pos + _DIG2BYTES[tail]], "big")))
-    text = int_text + ("." + "".join(frac) if scale else "")
-    return Decimal(("-" if negative else "") + text)
+    widths = _decimal_groups(intg, scale)
+    bits = 8 * sum(nbytes for nbytes, _ in widths)
+    sign_bit = 1 << (bits - 1)
+    fields, shift = [], bits
+    for nbytes, _ in widths:
+        shift -= 8 * nbytes
+        fields.append(f"x >> {shift} & {(1 << 8 * nbytes) - 1}")
+    int_fmt = "".join("%d" if k == 0 and intg % 9 else "%09d" for k in range((intg % 9 > 0) + intg // 9))
+    frac_fmt = "%09d" * (scale // 9) + ("%0" + str(scale % 9) + "d" if scale % 9 else "")
+    text_fmt = "%s" + (int_fmt or "0") + ("." + frac_fmt if scale else "")
+    source = (
+        "def decode(raw):\n"
+        "    x = _ifb(raw, 'big')\n"
+        f"    if x & {sign_bit}:\n"
+        f"        x ^= {sign_bit}; sign = ''\n"
+        "    else:\n"
+        f"        x ^= {(sign_bit << 1) - 1 ^ sign_bit}; sign = '-'\n"
+        f"    return _dec({text_fmt!r} % (sign, {', '.join(fields)}))\n"
+    )
+    namespace: dict[str, Any] = {"_ifb": int.from_bytes, "_dec": Decimal}
+    exec(compile(source, f"<DECIMAL({precision},{scale}) decoder>", "exec"), namespace)  # noqa: S102
+    decode: Callable[[bytes], Decimal] = namespace["decode"]
+    return decode
+
+
+def _decimal_groups(intg: int, scale: int) -> list[tuple[int, int]]:
+    """(bytes, digits) of each stored group, most significant first."""
+    groups = [(_DIG2BYTES[intg % 9], intg % 9)] if intg % 9 else []
+    groups += [(4, 9)] * (intg // 9 + scale // 9)
+    if scale % 9:
+        groups.append((_DIG2BYTES[scale % 9], scale % 9))
+    return groups
 
 
 def frac_size(fsp: int) -> int:
     return (fsp + 1) // 2
-
-
-def _frac_micros(raw: bytes, fsp: int) -> int:
-    """Fractional seconds stored after a temporal value, as microseconds."""
-    if fsp <= 0:
-        return 0
-    if fsp <= 2:
-        return raw[0] * 10000
-    if fsp <= 4:
-        return int.from_bytes(raw[0:2], "big") * 100
-    return int.from_bytes(raw[0:3], "big")
 
 
 def _fraction(micros: int, fsp: int) -> str:
@@ -77,30 +91,82 @@ def decode_date(raw: bytes) -> str:
 
 
 def decode_datetime2(raw: bytes, fsp: int) -> str:
-    """DATETIME2: 40-bit big-endian packed (sign, year*13+month, day, h, m, s) + fraction."""
-    packed = int.from_bytes(raw[0:5], "big") - 0x8000000000
-    ymd, hms = packed >> 17, packed & 0x1FFFF
+    return datetime2_decoder(fsp)(raw)
+
+
+def _frac_format(fsp: int) -> tuple[str, int]:
+    """The fraction's format and divisor: odd fsp are stored with one more (zero) digit."""
+    if fsp <= 0:
+        return "", 1
+    return ".%0" + str(fsp) + "d", 10 if fsp % 2 else 1
+
+
+@functools.cache
+def datetime2_decoder(fsp: int) -> Callable[[bytes], str]:
+    """DATETIME2: 40-bit big-endian packed (sign, year*13+month, day, h, m, s), then the fraction.
+
+    Specialised per fsp (my_datetime_packed_from_binary): the whole value is read as one
+    integer and the fraction is its low 8*frac_size(fsp) bits.
+    """
+    frac_bits = 8 * frac_size(fsp)
+    frac_fmt, div = _frac_format(fsp)
+    fmt = "%s %02d:%02d:%02d" + frac_fmt
+    mask = (1 << frac_bits) - 1
+
+    def decode(raw: bytes) -> str:
+        x = int.from_bytes(raw, "big")
+        packed = (x >> frac_bits) - 0x8000000000
+        hms = packed & 0x1FFFF
+        fields = (_packed_day_text(packed >> 17), hms >> 12, hms >> 6 & 63, hms & 63)
+        return fmt % (*fields, (x & mask) // div) if frac_bits else fmt % fields
+
+    return decode
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_day_text(ymd: int) -> str:
+    """Rows of one batch mostly share a few dates: format each once."""
     ym = ymd >> 5
-    return "%04d-%02d-%02d %02d:%02d:%02d%s" % (
-        ym // 13, ym % 13, ymd & 31, hms >> 12, hms >> 6 & 63, hms & 63,
-        _fraction(_frac_micros(raw[5:], fsp), fsp),
-    )  # fmt: skip
+    return "%04d-%02d-%02d" % (ym // 13, ym % 13, ymd & 31)
 
 
 def decode_timestamp2(raw: bytes, fsp: int) -> str:
-    seconds = int.from_bytes(raw[0:4], "big")
-    return _timestamp_text(seconds, _frac_micros(raw[4:], fsp), fsp)
+    return timestamp2_decoder(fsp)(raw)
+
+
+@functools.cache
+def timestamp2_decoder(fsp: int) -> Callable[[bytes], str]:
+    """TIMESTAMP2: big-endian seconds since the epoch (UTC), then the fraction."""
+    frac_bits = 8 * frac_size(fsp)
+    frac_fmt, div = _frac_format(fsp)
+    mask = (1 << frac_bits) - 1
+
+    def decode(raw: bytes) -> str:
+        x = int.from_bytes(raw, "big")
+        text = _epoch_text(x >> frac_bits)
+        return text + frac_fmt % ((x & mask) // div) if frac_bits else text
+
+    return decode
 
 
 def decode_timestamp(raw: bytes) -> str:
-    return _timestamp_text(int.from_bytes(raw[0:4], "little"), 0, 0)
+    return _epoch_text(int.from_bytes(raw[0:4], "little"))
 
 
-def _timestamp_text(seconds: int, micros: int, fsp: int) -> str:
+def _epoch_text(seconds: int) -> str:
     if seconds == 0:
-        return "0000-00-00 00:00:00" + _fraction(micros, fsp)
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") + _fraction(micros, fsp)
+        return "0000-00-00 00:00:00"
+    days, rest = divmod(seconds, 86400)
+    return "%s %02d:%02d:%02d" % (_epoch_day_text(days), rest // 3600, rest // 60 % 60, rest % 60)
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_day_text(days: int) -> str:
+    day = _EPOCH + timedelta(days=days)
+    return "%04d-%02d-%02d" % (day.year, day.month, day.day)
+
+
+_EPOCH = date(1970, 1, 1)
 
 
 def decode_time2(raw: bytes, fsp: int) -> str:
