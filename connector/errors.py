@@ -54,3 +54,41 @@ class UnknownEventTypeError(BinlogDecodeError):
 
 class UnsupportedBinlogError(BinlogDecodeError):
     """A binlog this decoder will not read: an old format version, or encryption."""
+
+
+class ConfigError(SluiceError):
+    """A configuration value that is missing, unknown or out of range; names the key."""
+
+
+class SourceError(SluiceError):
+    """Trouble with the MySQL/MariaDB server Sluice replicates from."""
+
+
+class SourceUnavailableError(SourceError):
+    """The server cannot be reached or the connection dropped: retried with backoff."""
+
+
+class ServerConfigError(SourceError):
+    """The server is not set up for row-based CDC; the message says what to change."""
+
+
+class BinlogPositionLostError(SourceError):
+    """Error 1236: the requested binlog or position is gone from the server (purged)."""
+
+
+class ServerIdConflictError(SourceError):
+    """Another replica is registered with this server_id."""
+
+
+class SchemaMismatchError(BinlogDecodeError):
+    """A TABLE_MAP disagrees with the tracked schema at that position."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """The one place that decides: retry (reconnect, back off) or stop.
+
+    Only a lost or refused connection is retried. A purged binlog, a misconfigured
+    server, a server-id conflict, undecodable bytes or a schema mismatch would fail the
+    same way again, so they stop the connector with their message.
+    """
+    return isinstance(exc, SourceUnavailableError)

@@ -241,7 +241,7 @@ class FlatMessageBuilder:
         self._clock = clock
         self._gtid: str | None = None
         self._sql = ""
-        self._shapes: dict[bytes, TableShape] = {}
+        self._shapes: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
         self._last_rows_pos = -1
         self._row_base = 0
 
@@ -265,11 +265,12 @@ class FlatMessageBuilder:
         self._gtid, self._sql = None, ""
 
     def _shape(self, table: TableMapEvent) -> TableShape:
-        shape = self._shapes.get(table.raw)
+        key = (table.raw, table.columns, table.primary_key)
+        shape = self._shapes.get(key)
         if shape is None:
             if len(self._shapes) > 4096:
                 self._shapes.clear()
-            shape = self._shapes[table.raw] = table_shape(table)
+            shape = self._shapes[key] = table_shape(table)
         return shape
 
     def _base(self, event: Event, rows: RowsEvent) -> FlatMessage:
@@ -290,7 +291,7 @@ class FlatMessageBuilder:
         }
 
     def _rows(self, event: Event, rows: RowsEvent) -> Iterator[FlatMessage]:
-        if rows.table is None:
+        if rows.table is None or not rows.decoded:
             return
         shape = self._shape(rows.table)
         # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them.

@@ -309,3 +309,14 @@ def codec_of(collation_id: int) -> str | None:
 def max_char_len(collation_id: int) -> int:
     charset = charset_of(collation_id)
     return _MAXLEN.get(charset, 1) if charset else 1
+
+
+def collation_id_of_charset(charset: str) -> int | None:
+    """Some collation id of a character set (for decoding, any of its collations will do)."""
+    name = {"utf8": "utf8mb3", "binary": "binary"}.get(charset.lower(), charset.lower())
+    if name == "binary":
+        return BINARY_COLLATION
+    for first, _, run_charset in _COLLATION_RUNS:
+        if run_charset == name:
+            return first
+    return None

@@ -120,6 +120,11 @@ def verify_crc(data: bytes, is_fde: bool) -> bool:
     return zlib.crc32(body) == expected
 
 
+# Given each TABLE_MAP and its position: the table to decode rows with (the same, or one
+# with names from a schema history), or None to leave that table's rows undecoded.
+TableHook = Callable[[TableMapEvent, int], TableMapEvent | None]
+
+
 class BinlogParser:
     """Decodes a sequence of events from one source (a file or a dump stream)."""
 
@@ -130,6 +135,8 @@ class BinlogParser:
         self.verify_checksum = verify_checksum
         self.tables: dict[int, TableMapEvent] = {}
         self.rows_cache = RowsDecoderCache()
+        self.table_hook: TableHook | None = None
+        self.undecoded_tables: set[int] = set()
 
     # -- entry point ---------------------------------------------------------------
 
@@ -233,13 +240,21 @@ class BinlogParser:
     def _table_map(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         mariadb = self.fde is not None and "mariadb" in self.fde.server_version.lower()
         table = decode_table_map(r, self._post_header_len(c.EventType.TABLE_MAP_EVENT), mariadb)
+        self.undecoded_tables.discard(table.table_id)
+        if self.table_hook is not None:
+            resolved = self.table_hook(table, pos)
+            if resolved is None:
+                self.undecoded_tables.add(table.table_id)
+            else:
+                table = resolved
         self.tables[table.table_id] = table
         return table
 
     def _rows(self, header: EventHeader, r: Reader) -> EventBody:
         rows_header = decode_rows_header(r, header.type_code, self._post_header_len(header.type_code))
         table = self.tables.get(rows_header.table_id)
-        return decode_rows(r, header.type_code, rows_header, table, self.rows_cache)
+        skip = rows_header.table_id in self.undecoded_tables
+        return decode_rows(r, header.type_code, rows_header, table, self.rows_cache, skip)
 
     def _query(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         return decode_query(r, header, self._post_header_len(c.EventType.QUERY_EVENT))

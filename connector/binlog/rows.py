@@ -54,6 +54,7 @@ class RowsEvent:
     present: tuple[int, ...]  # column indexes of the (before) image
     present_after: tuple[int, ...]  # column indexes of the after image (UPDATE)
     rows: tuple[RowChange, ...]
+    decoded: bool = True  # False: a filtered-out table, whose row images were not read
 
 
 def decode_rows_header(r: Reader, type_code: int, post_header_len: int) -> RowsHeader:
@@ -85,7 +86,8 @@ class RowsDecoderCache:
         self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
         present_after: tuple[int, ...], partial: bool,
     ) -> RowsDecoder:  # fmt: skip
-        key = (table.raw, kind, present, present_after, partial)
+        # The columns are part of the key: a schema history may name or label the same bytes.
+        key = (table.raw, table.columns, kind, present, present_after, partial)
         decoder = self._decoders.get(key)
         if decoder is None:
             if len(self._decoders) >= self._limit:
@@ -96,7 +98,12 @@ class RowsDecoderCache:
 
 
 def decode_rows(
-    r: Reader, type_code: int, header: RowsHeader, table: TableMapEvent | None, cache: RowsDecoderCache
+    r: Reader,
+    type_code: int,
+    header: RowsHeader,
+    table: TableMapEvent | None,
+    cache: RowsDecoderCache,
+    skip: bool = False,
 ) -> RowsEvent:
     kind, _, compressed = ROWS_EVENT_TYPES[type_code]
     count = r.count("column count")
@@ -114,6 +121,11 @@ def decode_rows(
         raise FormatError(
             f"rows event has {count} columns but the TABLE_MAP of "
             f"`{table.schema}`.`{table.table}` has {len(table.columns)}"
+        )
+    if skip:
+        r.rest()
+        return RowsEvent(
+            kind, type_code, header.table_id, header.flags, header.extra_data, table, present, present_after, (), False
         )
     body = uncompress_mariadb(r.rest()) if compressed else r.rest()
     partial = type_code == E.PARTIAL_UPDATE_ROWS_EVENT

@@ -1,0 +1,52 @@
+"""Which tables Sluice captures: include and exclude regular expressions on `database.table`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from connector.errors import ConfigError
+
+# Databases no CDC user wants by default; the checkpoint database is among them, so
+# Sluice's own writes never come back to it as changes.
+SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+@dataclass(frozen=True)
+class TableFilter:
+    """A table is captured when some include pattern matches `db.table` in full and no exclude does."""
+
+    include: tuple[str, ...] = (r".*\..*",)
+    exclude: tuple[str, ...] = ()
+    _inc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _exc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_inc", tuple(_compile(p, "include") for p in self.include))
+        object.__setattr__(self, "_exc", tuple(_compile(p, "exclude") for p in self.exclude))
+
+    @classmethod
+    def of(cls, include: list[str] | None, exclude: list[str] | None, meta_database: str = "") -> TableFilter:
+        system = [rf"{re.escape(db)}\..*" for db in (*SYSTEM_DATABASES, meta_database) if db]
+        return cls(tuple(include or [r".*\..*"]), tuple([*system, *(exclude or [])]))
+
+    def __call__(self, database: str, table: str) -> bool:
+        return _matches(self, database, table)
+
+    def database(self, database: str) -> bool:
+        """Might some table of this database be captured? (For database-level DDL.)"""
+        return database not in SYSTEM_DATABASES and not any(p.fullmatch(f"{database}.") for p in self._exc)
+
+
+@lru_cache(maxsize=65536)
+def _matches(f: TableFilter, database: str, table: str) -> bool:
+    name = f"{database}.{table}"
+    return any(p.fullmatch(name) for p in f._inc) and not any(p.fullmatch(name) for p in f._exc)
+
+
+def _compile(pattern: str, what: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"[filter] {what}: {pattern!r} is not a regular expression ({exc})") from exc

@@ -1,0 +1,303 @@
+"""The replica connection: checks the server, registers, and streams raw binlog events.
+
+Authentication (mysql_native_password, caching_sha2_password, TLS) is pymysql's. After
+the handshake the connection is used at the packet level: this module sends the
+replication commands and reads the dump stream with `PacketReader`, so framing, the
+16 MiB continuation and sequence numbers are checked here, not assumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from connector.errors import (
+    BinlogPositionLostError,
+    ServerConfigError,
+    ServerIdConflictError,
+    SourceError,
+    SourceUnavailableError,
+)
+from connector.position import MysqlGtidSet, Position
+from connector.replica import packets
+from connector.replica.packets import PacketReader, ProtocolError
+
+log = logging.getLogger("sluice.replica")
+
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+# Client-side codes pymysql raises when the connection is gone.
+_LOST = {2003, 2006, 2013, 2014, 2055}
+# MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
+MARIA_SLAVE_CAPABILITY_MINE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSettings:
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    server_id: int = 54321
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    heartbeat_s: float = 5.0
+    connect_timeout_s: float = 10.0
+    use_gtid: bool = False  # resume by GTID instead of file and position
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    version: str
+    mariadb: bool
+    server_id: int
+    checksum: bool  # events carry a CRC32
+    row_metadata: str  # FULL / MINIMAL / "" when the server has no such setting
+    gtid_mode: bool
+
+
+def open_connection(settings: SourceSettings, database: str | None = None) -> pymysql.connections.Connection:
+    """An authenticated connection, or SourceUnavailableError saying where it failed."""
+    ssl: dict[str, Any] | None = None
+    if settings.ssl_ca or settings.ssl_cert:
+        ssl = {k: v for k, v in (("ca", settings.ssl_ca), ("cert", settings.ssl_cert), ("key", settings.ssl_key)) if v}
+    try:
+        return pymysql.connect(
+            host=settings.host, port=settings.port, user=settings.user, password=settings.password,
+            database=database, ssl=ssl, connect_timeout=settings.connect_timeout_s, autocommit=True,
+            charset="utf8mb4",
+        )  # fmt: skip
+    except pymysql.err.OperationalError as exc:
+        code = exc.args[0] if exc.args else 0
+        if code in (1044, 1045, 1698):  # access denied: retrying will not help
+            raise ServerConfigError(f"{settings.host}:{settings.port}: {exc.args[1]}") from exc
+        raise SourceUnavailableError(f"cannot connect to {settings.host}:{settings.port}: {exc}") from exc
+
+
+def _variables(conn: pymysql.connections.Connection, names: list[str]) -> dict[str, str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + ",".join(["%s"] * len(names)) + ")", names)
+        return {str(k).lower(): str(v) for k, v in cur.fetchall()}
+
+
+def check_server(conn: pymysql.connections.Connection, settings: SourceSettings) -> ServerInfo:
+    """Fail early, naming the setting to change, when the server cannot feed row-based CDC."""
+    v = _variables(
+        conn,
+        ["version", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
+         "binlog_checksum", "gtid_mode", "gtid_strict_mode"],
+    )  # fmt: skip
+    problems = []
+    if v.get("log_bin", "OFF").upper() != "ON":
+        problems.append("binary logging is off: start the server with --log-bin")
+    if v.get("binlog_format", "").upper() != "ROW":
+        problems.append(f"binlog_format is {v.get('binlog_format')}: SET GLOBAL binlog_format = 'ROW'")
+    if v.get("binlog_row_image", "").upper() != "FULL":
+        problems.append(
+            f"binlog_row_image is {v.get('binlog_row_image')}: SET GLOBAL binlog_row_image = 'FULL' "
+            "(updates would lack unchanged columns)"
+        )
+    if int(v.get("server_id", "0")) == settings.server_id:
+        problems.append(f"server_id {settings.server_id} is the source's own: configure another [source] server_id")
+    problems += _privilege_problems(conn)
+    if problems:
+        raise ServerConfigError(f"{settings.host}:{settings.port} is not ready for CDC: " + "; ".join(problems))
+    version = v.get("version", "")
+    return ServerInfo(
+        version=version,
+        mariadb="mariadb" in version.lower(),
+        server_id=int(v.get("server_id", "0")),
+        checksum=v.get("binlog_checksum", "NONE").upper() == "CRC32",
+        row_metadata=v.get("binlog_row_metadata", "").upper(),
+        gtid_mode=v.get("gtid_mode", "").upper() == "ON" or "mariadb" in version.lower(),
+    )
+
+
+_NEEDED = {
+    "REPLICATION SLAVE": ("REPLICATION SLAVE", "REPLICATION REPLICA"),
+    "REPLICATION CLIENT": ("REPLICATION CLIENT", "BINLOG MONITOR"),  # MariaDB 10.5 renamed it
+    "SELECT": ("SELECT",),
+}
+
+
+def _privilege_problems(conn: pymysql.connections.Connection) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        grants = [str(row[0]).upper() for row in cur.fetchall()]
+    global_privs = " ".join(
+        m[1] for g in grants if (m := re.match(r"GRANT (.*?) ON \*\.\* TO", g)) is not None
+    )  # fmt: skip
+    if "ALL PRIVILEGES" in global_privs:
+        return []
+    missing = [name for name, aliases in _NEEDED.items() if not any(a in global_privs for a in aliases)]
+    if "SELECT" in missing and any(re.match(r"GRANT .*\bSELECT\b.* ON `", g) for g in grants):
+        missing.remove("SELECT")  # SELECT on the captured databases is enough
+    if not missing:
+        return []
+    return [f"the user lacks {', '.join(missing)}: GRANT {', '.join(missing)} ON *.* TO the connector's user"]
+
+
+class BinlogDump:
+    """One dump session: registered, negotiated, and streaming event bytes from a start."""
+
+    def __init__(self, settings: SourceSettings, start: Position, blocking: bool = True) -> None:
+        self.settings = settings
+        self.start = start
+        self.blocking = blocking
+        self.report_host = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.conn: pymysql.connections.Connection | None = None
+        self.info: ServerInfo | None = None
+        self._reader: PacketReader | None = None
+
+    def open(self) -> ServerInfo:
+        conn = self.conn = open_connection(self.settings)
+        try:
+            info = self.info = check_server(conn, self.settings)
+            self._check_server_id(conn)
+            self._negotiate(conn, info)
+            self._command(packets.register_slave(self.settings.server_id, self.report_host, port=0))
+            self._expect_ok("COM_REGISTER_SLAVE")
+            self._command(self._dump_command(info))
+        except pymysql.err.OperationalError as exc:
+            self.close()
+            raise SourceUnavailableError(f"{self._where()}: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        return info
+
+    def _where(self) -> str:
+        return f"{self.settings.host}:{self.settings.port}"
+
+    def _check_server_id(self, conn: pymysql.connections.Connection) -> None:
+        """A second replica with our server_id would make the server drop one of us, over and over."""
+        with conn.cursor() as cur:
+            cur.execute("SHOW SLAVE HOSTS")
+            rows = cur.fetchall()
+        for row in rows:
+            if int(row[0]) == self.settings.server_id and not str(row[1]).startswith("sluice-"):
+                raise ServerIdConflictError(
+                    f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
+                    f"{row[1]}:{row[2]}; give this connector a unique [source] server_id"
+                )
+
+    def _negotiate(self, conn: pymysql.connections.Connection, info: ServerInfo) -> None:
+        statements = ["SET @master_binlog_checksum = @@global.binlog_checksum"]
+        statements.append(f"SET @master_heartbeat_period = {int(self.settings.heartbeat_s * 1e9)}")
+        if info.mariadb:
+            statements.append(f"SET @mariadb_slave_capability = {MARIA_SLAVE_CAPABILITY_MINE}")
+            if self.settings.use_gtid and self.start.gtid_set:
+                statements += [
+                    "SET @slave_connect_state = %s",
+                    "SET @slave_gtid_strict_mode = 1",
+                    "SET @slave_gtid_ignore_duplicates = 0",
+                ]
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement, (self.start.gtid_set,) if "%s" in statement else None)
+
+    def _dump_command(self, info: ServerInfo) -> bytes:
+        flags = 0 if self.blocking else packets.BINLOG_DUMP_NON_BLOCK
+        sid = self.settings.server_id
+        if info.mariadb:
+            flags |= packets.BINLOG_SEND_ANNOTATE_ROWS_EVENT
+            if self.settings.use_gtid and self.start.gtid_set:
+                return packets.binlog_dump(sid, "", 4, flags)  # the start is @slave_connect_state
+        elif self.settings.use_gtid and self.start.gtid_set:
+            return packets.binlog_dump_gtid(sid, MysqlGtidSet.parse(self.start.gtid_set).encode(), flags=flags)
+        return packets.binlog_dump(sid, self.start.file, self.start.pos, flags)
+
+    # -- packets -----------------------------------------------------------------------
+
+    def _command(self, payload: bytes) -> None:
+        assert self.conn is not None
+        self.conn._write_bytes(packets.frame(payload))  # type: ignore[attr-defined]  # no public raw write
+        self._reader = PacketReader(self._read_bytes)
+        self._reader.reset(0)
+
+    def _read_bytes(self, n: int) -> bytes:
+        assert self.conn is not None
+        data: bytes = self.conn._read_bytes(n)  # type: ignore[attr-defined]
+        return data
+
+    def _expect_ok(self, what: str) -> None:
+        payload = self._payload()
+        if payload[:1] == b"\xff":
+            raise self._server_error(packets.parse_error(payload), what)
+        if payload[:1] != b"\x00":
+            raise ProtocolError(f"{what}: expected OK, got {payload[:16].hex()}")
+
+    def _payload(self) -> bytes:
+        assert self._reader is not None
+        try:
+            return self._reader.read_payload()
+        except pymysql.err.OperationalError as exc:
+            raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
+        except ProtocolError as exc:
+            if "sequence 0 " in str(exc):  # MariaDB's shutdown error arrives with sequence 0
+                raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
+            raise
+
+    def events(self) -> Iterator[bytes]:
+        """Raw event bytes until the server ends a non-blocking dump; errors are typed."""
+        if self.conn is not None and self.settings.heartbeat_s > 0:
+            self.conn._sock.settimeout(max(2 * self.settings.heartbeat_s, 5))  # type: ignore[attr-defined]
+        while True:
+            try:
+                payload = self._payload()
+            except (TimeoutError, OSError) as exc:
+                raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
+            if payload[:1] == b"\x00":
+                yield payload[1:]
+            elif payload[:1] == b"\xff":
+                raise self._server_error(packets.parse_error(payload), "binlog dump")
+            elif packets.is_eof(payload):
+                return
+            else:
+                raise ProtocolError(f"unexpected packet in the binlog stream: {payload[:16].hex()}")
+
+    def _server_error(self, error: packets.ServerError, what: str) -> SourceError:
+        if error.code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+            if "same server_uuid/server_id" in error.message or "same server_id" in error.message:
+                return ServerIdConflictError(f"{self._where()}: {error.message}")
+            return BinlogPositionLostError(self._lost_position_message(error))
+        if error.code in (1927, 1053, 1317):  # connection killed, server shutdown, query interrupted
+            return SourceUnavailableError(f"{self._where()}: {what}: {error}")
+        return ServerConfigError(f"{self._where()}: {what}: {error}")
+
+    def _lost_position_message(self, error: packets.ServerError) -> str:
+        oldest = current = "unknown"
+        try:
+            conn = open_connection(self.settings)
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                logs = cur.fetchall()
+                cur.execute("SHOW MASTER STATUS")
+                status = cur.fetchone()
+            conn.close()
+            oldest = f"{logs[0][0]}:4" if logs else "none"
+            current = f"{status[0]}:{status[1]}" if status else "unknown"
+        except SourceError:
+            pass
+        return (
+            f"{self._where()} cannot send binlog from {self.start} (error 1236: {error.message}). "
+            f"The server's oldest binlog is {oldest}, its current position {current}. Rows between are lost "
+            'to the binlog. Choose: start from the earliest binlog ([source] start = "earliest"), start from '
+            'the current position ([source] start = "current"), or re-snapshot the tables (`sluice snapshot`); '
+            "Sluice never skips ahead on its own."
+        )
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(pymysql.err.Error, OSError):  # already gone: closing is best effort
+                self.conn.close()
+            self.conn = None

@@ -1,0 +1,86 @@
+"""Reading table definitions from the live server: the first snapshot, and refreshes.
+
+Definitions are read with SHOW CREATE TABLE and parsed by the same DDL parser that
+follows the binlog, so a captured table and a replayed one are built the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pymysql
+
+from connector.errors import SourceError
+from connector.filters import SYSTEM_DATABASES, TableFilter
+from connector.position import Position
+from connector.schema.ddl import apply_ddl
+from connector.schema.model import Database, Schema, Table
+
+log = logging.getLogger("sluice.schema")
+
+
+def master_position(conn: pymysql.connections.Connection) -> Position:
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+    if row is None:
+        raise SourceError("SHOW MASTER STATUS returned nothing: binary logging is off")
+    return Position(str(row[0]), int(row[1]))
+
+
+def read_table(conn: pymysql.connections.Connection, database: str, table: str, schema: Schema) -> Table | None:
+    """The table as the server defines it now, parsed into `schema`; None when it does not exist."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SHOW CREATE TABLE `{_ident(database)}`.`{_ident(table)}`")
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] in (1146, 1049):  # no such table / database
+                return None
+            raise
+        row = cur.fetchone()
+    assert row is not None
+    if len(row) > 2:  # a view: SHOW CREATE TABLE answers with View, Create View, ...
+        return None
+    schema.drop(database, table)
+    apply_ddl(schema, str(row[1]), database)
+    return schema.get(database, table)
+
+
+def capture(conn: pymysql.connections.Connection, included: TableFilter) -> Schema:
+    """Every captured base table and every user database's defaults, as the server has them now."""
+    schema = Schema()
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA"
+        )
+        for name, charset, collation in cur.fetchall():
+            if name not in SYSTEM_DATABASES:
+                schema.databases[name] = Database(name, str(charset).lower(), str(collation).lower())
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES"
+            " WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        names = [(str(db), str(t)) for db, t in cur.fetchall() if included(str(db), str(t))]
+    for database, table in names:
+        read_table(conn, database, table, schema)
+    return schema
+
+
+def ddl_between(conn: pymysql.connections.Connection, start: Position, end: Position) -> list[str]:
+    """Statements other than transaction control logged between two positions of one file."""
+    if start.file != end.file:
+        return ["<binlog rotated>"]
+    found = []
+    with conn.cursor() as cur:
+        cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start.pos)}", (start.file,))
+        for _, pos, event_type, _, _, info in cur.fetchall():
+            if int(pos) >= end.pos:
+                break
+            text = str(info).strip()
+            if event_type == "Query" and text.upper() not in ("BEGIN", "COMMIT") and not text.startswith("XA "):
+                found.append(text)
+    return found
+
+
+def _ident(name: str) -> str:
+    return name.replace("`", "``")

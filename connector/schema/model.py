@@ -1,0 +1,103 @@
+"""The tracked schema: databases, tables and columns as DDL left them.
+
+Values are frozen; a DDL produces new `Table` values. `Schema` is the mutable map of
+them at one binlog position, changed only through `apply` (connector/schema/ddl.py
+computes what to apply). Every value round-trips through JSON for the history store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    data_type: str  # canonical lowercase base type: "int", "varchar", "decimal", "enum", ...
+    params: tuple[str, ...] = ()  # (length), (precision, scale), ENUM/SET labels
+    unsigned: bool = False
+    charset: str | None = None  # explicit, or inherited from the table when created
+    collation: str | None = None
+    nullable: bool = True
+    generated: str | None = None  # "virtual" / "stored" for generated columns
+    invisible: bool = False
+
+    def sql_type(self) -> str:
+        args = ",".join(_quote(p) if self.data_type in ("enum", "set") else p for p in self.params)
+        text = f"{self.data_type}({args})" if self.params else self.data_type
+        return text + (" unsigned" if self.unsigned else "")
+
+
+def _quote(label: str) -> str:
+    return "'" + label.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    database: str
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    charset: str | None = None
+    collation: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.database, self.name)
+
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def index_of(self, name: str) -> int:
+        lowered = name.lower()
+        for i, col in enumerate(self.columns):
+            if col.name.lower() == lowered:  # column names are case-insensitive in MySQL
+                return i
+        return -1
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Table:
+        columns = tuple(Column(**{**c, "params": tuple(c["params"])}) for c in data["columns"])
+        return cls(
+            data["database"], data["name"], columns, tuple(data["primary_key"]), data.get("charset"),
+            data.get("collation"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    name: str
+    charset: str | None = None
+    collation: str | None = None
+
+
+@dataclass(slots=True)
+class Schema:
+    """Every tracked table and database at one position. Names compare case-sensitively,
+    as on Linux servers (lower_case_table_names=0), which is what the binlog carries."""
+
+    tables: dict[tuple[str, str], Table] = field(default_factory=dict)
+    databases: dict[str, Database] = field(default_factory=dict)
+
+    def get(self, database: str, name: str) -> Table | None:
+        return self.tables.get((database, name))
+
+    def put(self, table: Table) -> None:
+        self.tables[table.key] = table
+
+    def drop(self, database: str, name: str) -> Table | None:
+        return self.tables.pop((database, name), None)
+
+    def tables_of(self, database: str) -> list[Table]:
+        return [t for (db, _), t in self.tables.items() if db == database]
+
+    def copy(self) -> Schema:
+        return Schema(dict(self.tables), dict(self.databases))
+
+
+def renamed(table: Table, database: str, name: str) -> Table:
+    return replace(table, database=database, name=name)
