@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pymysql
 
+from connector.config import Config, parse_config
+from connector.replica.client import SourceSettings
+
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 PORT = int(os.environ.get("SLUICE_MARIADB_PORT", "3306"))
@@ -29,3 +32,15 @@ def current_binlog(conn: pymysql.connections.Connection) -> tuple[str, int]:
         row = cur.fetchone()
     assert row is not None, "binary logging is off on the test MariaDB"
     return str(row[0]), int(row[1])
+
+
+def source_settings(server_id: int = 6001, heartbeat_s: float = 1.0) -> SourceSettings:
+    return SourceSettings(host=HOST, port=PORT, user="root", password="", server_id=server_id, heartbeat_s=heartbeat_s)
+
+
+def live_config(include: list[str], name: str = "test", server_id: int = 6001, **source: object) -> Config:
+    """A connector configuration for the test server, capturing the tables `include` matches."""
+    return parse_config(
+        {"name": name, "source": {"port": PORT, "server_id": server_id, "heartbeat_s": 1.0, **source},
+         "filter": {"include": include}}
+    )  # fmt: skip

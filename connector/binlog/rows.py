@@ -32,6 +32,8 @@ ROWS_EVENT_TYPES: dict[int, tuple[RowsKind, bool, bool]] = {
     E.DELETE_ROWS_COMPRESSED_EVENT: (RowsKind.DELETE, True, True),
 }
 
+MAX_COLUMNS = 4096  # a table has at most 4096 columns (InnoDB: 1017)
+
 # A rows event with this table id only marks a statement end (no table map, no rows).
 DUMMY_TABLE_ID = 0x00FFFFFF
 
@@ -106,7 +108,10 @@ def decode_rows(
     skip: bool = False,
 ) -> RowsEvent:
     kind, _, compressed = ROWS_EVENT_TYPES[type_code]
-    count = r.count("column count")
+    # Not r.count(): a wide row of NULLs has fewer bytes than columns (one bit each).
+    count = r.packed("column count")
+    if count > MAX_COLUMNS:
+        raise FormatError(f"column count {count} is above MySQL's limit of {MAX_COLUMNS}")
     width = (count + 7) // 8
     present = _bitmap(r.take(width, "columns-present bitmap"), count)
     present_after = _bitmap(r.take(width, "after-image bitmap"), count) if kind == RowsKind.UPDATE else ()

@@ -50,7 +50,7 @@ class SchemaTracker:
         records = self.store.load()
         if not records:
             return False
-        self.schema = rebuild(records, as_of)
+        self.schema = rebuild(records, as_of if as_of.file else None)  # a GTID start: the latest
         self.seeded_at = min((r.position for r in records if r.kind == "snapshot"), key=Position.sort_key, default=None)
         self._named.clear()
         return True

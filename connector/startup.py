@@ -1,0 +1,104 @@
+"""Starting a connector: where to begin, and the schema that is valid there.
+
+The first start captures the captured tables' definitions together with a binlog
+position they are valid at (no DDL may run between the two reads of the position, else
+it tries again), and records them as the first entries of the schema history. Later
+starts rebuild the schema from the history as of their resume position.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pymysql
+
+from connector.config import Config
+from connector.errors import ServerConfigError, SourceError
+from connector.filters import TableFilter
+from connector.position import Position
+from connector.replica.client import SourceSettings, check_server, open_connection
+from connector.schema.capture import capture, ddl_between, master_position, read_table
+from connector.schema.history import HistoryStore, MariadbHistoryStore
+from connector.schema.model import Schema, Table
+from connector.schema.tracker import SchemaTracker
+
+log = logging.getLogger("sluice.startup")
+
+CAPTURE_ATTEMPTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    tracker: SchemaTracker
+    start: Position
+
+
+def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Connection]:
+    """Connections to the checkpoint database, which is created when missing."""
+    settings = config.checkpoint_settings()
+    database = config.checkpoint.database
+    with open_connection(settings) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    return lambda: open_connection(settings, database)
+
+
+def prepare(config: Config, store: HistoryStore | None = None, resume: Position | None = None) -> Prepared:
+    """The schema tracker and the start position for a connector, from the history or a capture."""
+    settings = config.source.settings()
+    included = config.table_filter()
+    store = store or MariadbHistoryStore(checkpoint_connector(config), config.name)
+    tracker = SchemaTracker(store, included, refresher(settings))
+    with open_connection(settings) as conn:
+        check_server(conn, settings)
+        start = resume or configured_start(conn, config.source.start)
+        if not tracker.restore(start):
+            schema, valid_at = consistent_capture(conn, included)
+            tracker.seed(schema, valid_at)
+            log.info("schema captured at %s: %d tables", valid_at, len(schema.tables))
+            if config.source.start == "current" and resume is None:
+                start = valid_at
+    tracker.source = start.file
+    return Prepared(tracker, start)
+
+
+def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:
+    if start == "current":
+        return master_position(conn)
+    if start == "earliest":
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            first = cur.fetchone()
+        if first is None:
+            raise ServerConfigError("SHOW BINARY LOGS lists no binlog file")
+        return Position(str(first[0]), 4)
+    if start.startswith("gtid:"):
+        return Position("", 4, start[5:])
+    file, _, pos = start.rpartition(":")
+    return Position(file, int(pos))
+
+
+def consistent_capture(conn: pymysql.connections.Connection, included: TableFilter) -> tuple[Schema, Position]:
+    """Table definitions and a position they are valid at, without locking tables.
+
+    Read the position, the definitions, the position again; when only row changes were
+    logged between the two, the definitions hold at the first position.
+    """
+    for _ in range(CAPTURE_ATTEMPTS):
+        before = master_position(conn)
+        schema = capture(conn, included)
+        after = master_position(conn)
+        statements = ddl_between(conn, before, after) if after != before else []
+        if not statements:
+            return schema, before
+        log.info("DDL ran during the schema capture (%s); capturing again", statements[0][:200])
+    raise SourceError(f"DDL kept running during {CAPTURE_ATTEMPTS} schema captures; start again when it settles")
+
+
+def refresher(settings: SourceSettings) -> Callable[[str, str, Schema], Table | None]:
+    def refresh(database: str, table: str, schema: Schema) -> Table | None:
+        with open_connection(settings) as conn:
+            return read_table(conn, database, table, schema)
+
+    return refresh

@@ -1,0 +1,21 @@
+"""`mysql://user:password@host:port` URLs, as `--schema-from` takes them."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from connector.errors import ConfigError
+from connector.replica.client import SourceSettings
+
+
+def source_settings_of_url(url: str) -> SourceSettings:
+    parts = urlsplit(url)
+    if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
+        raise ConfigError(f"{url!r} is not mysql://user:password@host:port")
+    try:
+        port = parts.port or 3306
+    except ValueError as exc:
+        raise ConfigError(f"{url!r}: the port is not a number") from exc
+    return SourceSettings(
+        host=parts.hostname, port=port, user=unquote(parts.username or "root"), password=unquote(parts.password or "")
+    )

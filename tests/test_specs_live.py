@@ -1,0 +1,60 @@
+"""The spec files in tests/specs/, run against the live MariaDB and streamed back by the replica client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.position import Position
+from connector.schema.capture import master_position
+from connector.schema.history import MemoryHistoryStore
+from connector.startup import prepare
+from connector.stream import Changes, ChangeStream, Commit
+from tests.live import connect, live_config
+from tests.specs import differences, parse_spec, spec_files
+
+pytestmark = pytest.mark.live
+
+
+def stream_until(config_include: list[str], start: Position, end: Position, prepared: Any) -> list[dict[str, Any]]:
+    config = live_config(config_include)
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
+    messages: list[dict[str, Any]] = []
+    for item in stream.items(start, blocking=False):
+        if isinstance(item, Changes):
+            messages.extend(item.messages)
+        elif isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
+            break
+    return messages
+
+
+@pytest.mark.parametrize("path", spec_files(), ids=lambda p: p.stem)
+def test_spec(path: Path) -> None:
+    steps = parse_spec(path)
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS spec")
+        cur.execute("CREATE DATABASE spec")
+    include = [r"spec\..*"]
+    prepared = prepare(live_config(include), MemoryHistoryStore())
+    start = prepared.start
+    spec_conn = connect("spec")
+    with spec_conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for step in steps:
+            cur.execute(step.sql)
+    end = master_position(spec_conn)
+    messages = stream_until(include, start, end, prepared)
+    expected = [(step, want) for step in steps for want in step.expected]
+    problems = []
+    for i, (step, want) in enumerate(expected):
+        got = messages[i] if i < len(messages) else {}
+        diff = differences(want, got)
+        if diff:
+            problems.append(f"{path.name}:{step.line} message {i + 1}: " + "; ".join(diff))
+    if len(messages) != len(expected):
+        extra = [f"{m['type']} {m['table']}" for m in messages[len(expected) :]]
+        problems.append(f"{len(messages)} messages for {len(expected)} expected; unexpected: {extra}")
+    assert not problems, "\n".join(problems)
