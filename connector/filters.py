@@ -35,8 +35,13 @@ class TableFilter:
         return _matches(self, database, table)
 
     def database(self, database: str) -> bool:
-        """Might some table of this database be captured? (For database-level DDL.)"""
-        return database not in SYSTEM_DATABASES and not any(p.fullmatch(f"{database}.") for p in self._exc)
+        r"""Would a table of this database whose name matters not be captured? For statements
+        about a database rather than a table (CREATE DATABASE, GRANT): `shop\..*` admits
+        `shop`, `shop\.orders` does not, and a statement with no database needs a catch-all."""
+        return _matches(self, database, _ANY_TABLE)
+
+
+_ANY_TABLE = "\U0010fffe"  # a name no real table has: only patterns that take any name match it
 
 
 @lru_cache(maxsize=65536)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 from connector.binlog import constants as c
@@ -37,7 +37,7 @@ from connector.binlog.events import (
 )
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
-from connector.errors import SluiceError, is_retriable
+from connector.errors import SluiceError, SourceUnavailableError, is_retriable
 from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
@@ -220,7 +220,7 @@ class ChangeStream:
         self.info: ServerInfo | None = None
         self.reconnects = 0
 
-    def items(self, start: Position, blocking: bool = True) -> Iterator[StreamItem]:
+    def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
         handed: tuple[str, int] | None = None  # last rows event handed on in the open transaction
         delays = self.backoff.delays()
@@ -265,6 +265,8 @@ class ChangeStream:
                         skipping = False
                     yield item
                 parser.source = assembler.file
+            if blocking:  # a blocking dump has no end: the server is going away (shutdown)
+                raise SourceUnavailableError(f"{start.file}: the server ended the binlog dump")
         finally:
             dump.close()
 

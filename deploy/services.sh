@@ -5,6 +5,7 @@
 #   deploy/services.sh up      install what is missing (apt), then start everything
 #   deploy/services.sh down    stop everything this script started
 #   deploy/services.sh status  one line per service
+#   deploy/services.sh restart-mariadb
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -104,7 +105,8 @@ mariadb_down() {
 case "${1:-up}" in
   up) mariadb_up ;;
   down) mariadb_down ;;
+  restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
   status)
     if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|restart-mariadb" >&2; exit 2 ;;
 esac

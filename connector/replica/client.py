@@ -38,6 +38,9 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
 MARIA_SLAVE_CAPABILITY_MINE = 4
+# How this process registers (SHOW SLAVE HOSTS shows it): one name per process, so a
+# reconnect recognises its own earlier registration and any other holder is a conflict.
+REPORT_HOST = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:60]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,7 @@ class BinlogDump:
         self.settings = settings
         self.start = start
         self.blocking = blocking
-        self.report_host = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.report_host = REPORT_HOST
         self.conn: pymysql.connections.Connection | None = None
         self.info: ServerInfo | None = None
         self._reader: PacketReader | None = None
@@ -184,7 +187,7 @@ class BinlogDump:
             cur.execute("SHOW SLAVE HOSTS")
             rows = cur.fetchall()
         for row in rows:
-            if int(row[0]) == self.settings.server_id and not str(row[1]).startswith("sluice-"):
+            if int(row[0]) == self.settings.server_id and str(row[1]) != self.report_host:
                 raise ServerIdConflictError(
                     f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
                     f"{row[1]}:{row[2]}; give this connector a unique [source] server_id"

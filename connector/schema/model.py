@@ -7,6 +7,7 @@ computes what to apply). Every value round-trips through JSON for the history st
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -57,7 +58,9 @@ class Table:
         return -1
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON values (lists, not tuples), as they read back from any store."""
+        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Table:

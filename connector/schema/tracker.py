@@ -42,6 +42,9 @@ class SchemaTracker:
         self.seeded_at: Position | None = None
         self.source = source  # the current binlog file, for error messages
         self._named: dict[bytes, tuple[Table, TableMapEvent]] = {}
+        # (position, database, table) of every record in the store: a replay after a restart
+        # passes the same DDL again and must not record it twice.
+        self._recorded: set[tuple[tuple[str, int, int], str, str]] = set()
 
     # -- start ---------------------------------------------------------------------------
 
@@ -51,6 +54,7 @@ class SchemaTracker:
         if not records:
             return False
         self.schema = rebuild(records, as_of if as_of.file else None)  # a GTID start: the latest
+        self._recorded = {(r.position.sort_key(), r.database, r.table) for r in records}
         self.seeded_at = min((r.position for r in records if r.kind == "snapshot"), key=Position.sort_key, default=None)
         self._named.clear()
         return True
@@ -106,7 +110,10 @@ class SchemaTracker:
             else:
                 db = self.schema.databases.get(change.database)
                 definition = None if db is None else {"name": db.name, "charset": db.charset, "collation": db.collation}
-            records.append(HistoryRecord(end, kind, change.database, change.table, definition, sql))
+            key = (end.sort_key(), change.database, change.table)
+            if key not in self._recorded:
+                self._recorded.add(key)
+                records.append(HistoryRecord(end, kind, change.database, change.table, definition, sql))
         self.store.append(records)
         if changes:
             self._named.clear()

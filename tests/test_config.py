@@ -1,0 +1,59 @@
+"""Configuration: every bad key or value stops the start, naming the key and what it accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connector.config import load_config, parse_config
+from connector.errors import ConfigError
+
+
+def test_defaults_and_values(tmp_path: Path) -> None:
+    path = tmp_path / "sluice.toml"
+    path.write_text(
+        'name = "orders"\n[source]\nhost = "db"\nport = 3307\nserver_id = 99\nheartbeat_s = 2\n'
+        '[filter]\ninclude = ["shop\\\\..*"]\nexclude = ["shop\\\\.tmp_.*"]\n'
+    )
+    config = load_config(path)
+    assert (config.name, config.source.host, config.source.port, config.source.heartbeat_s) == (
+        "orders",
+        "db",
+        3307,
+        2.0,
+    )
+    included = config.table_filter()
+    assert included("shop", "orders") and not included("shop", "tmp_x") and not included("other", "t")
+    assert not included("sluice_meta", "schema_history") and not included("mysql", "user")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"sourse": {}}, "unknown key sourse; accepted: name, source, filter, checkpoint"),
+        ({"source": {"hots": "x"}}, "unknown key source.hots; accepted: source.host"),
+        ({"source": {"port": "3306"}}, "source.port must be int, got str '3306'"),
+        ({"source": {"port": 70000}}, "source.port = 70000 is out of range; accepted: 1..65535"),
+        ({"source": {"server_id": 0}}, "source.server_id = 0 is out of range"),
+        ({"source": {"start": "somewhere"}}, "source.start = 'somewhere' is out of range"),
+        ({"source": {"use_gtid": 1}}, "source.use_gtid must be bool"),
+        ({"filter": {"include": "x"}}, "filter.include must be a list of strings"),
+        ({"filter": {"include": ["("]}}, "[filter] include: '(' is not a regular expression"),
+        ({"name": "has space"}, "name = 'has space' is out of range"),
+        ({"source": 3}, "[source] must be a table"),
+    ],
+)
+def test_bad_configuration_names_the_key(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    assert message in str(info.value)
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[source\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)

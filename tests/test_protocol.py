@@ -1,0 +1,104 @@
+"""Replication commands, stream framing, positions and GTID sets: byte literals and round trips."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+
+from connector.position import MariadbGtidState, MysqlGtidSet, Position, PositionError, binlog_sort_key
+from connector.replica import packets
+from connector.replica.packets import PacketReader, ProtocolError, frame
+
+
+def reader_of(data: bytes) -> PacketReader:
+    stream = io.BytesIO(data)
+
+    def read(n: int) -> bytes:
+        chunk = stream.read(n)
+        if len(chunk) != n:
+            raise EOFError(f"wanted {n} bytes, {len(chunk)} left")
+        return chunk
+
+    return PacketReader(read)
+
+
+def test_register_slave_layout() -> None:
+    # COM_REGISTER_SLAVE: 0x15, server_id, host, user, password (each length-prefixed), port, rank, master id
+    assert packets.register_slave(7, "h1", "u", "", 3307) == bytes.fromhex("1507000000026831017500eb0c0000000000000000")
+
+
+def test_binlog_dump_layout() -> None:
+    assert packets.binlog_dump(9, "bin.000002", 1234, packets.BINLOG_SEND_ANNOTATE_ROWS_EVENT) == (
+        bytes.fromhex("12d2040000020009000000") + b"bin.000002"
+    )
+    with pytest.raises(ProtocolError):
+        packets.binlog_dump(9, "bin.000002", 2)
+
+
+def test_binlog_dump_gtid_layout() -> None:
+    data = MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7").encode()
+    cmd = packets.binlog_dump_gtid(3, data)
+    flags, server_id, name_len = struct.unpack_from("<HII", cmd, 1)
+    assert (cmd[0], flags, server_id, name_len) == (0x1E, packets.BINLOG_THROUGH_GTID, 3, 0)
+    pos, size = struct.unpack_from("<QI", cmd, 11)
+    assert (pos, size, cmd[23:]) == (4, len(data), data)
+    # Gtid_set::encode: count of sids, then sid bytes, interval count, [start, end) pairs
+    assert data == (
+        struct.pack("<Q", 1) + bytes.fromhex("3e11fa4771ca11e19e33c80aa9429562") + struct.pack("<Q", 2)
+        + struct.pack("<qq", 1, 6) + struct.pack("<qq", 7, 8)
+    )  # fmt: skip
+
+
+def test_error_packet() -> None:
+    error = packets.parse_error(b"\xff\xd4\x04#HY000Could not find first log file name in binary log index file")
+    assert (error.code, error.state) == (1236, "HY000")
+    assert error.message.startswith("Could not find")
+
+
+@pytest.mark.parametrize("size", [0, 1, 0xFFFFFE, 0xFFFFFF, 0xFFFFFF + 1, 2 * 0xFFFFFF, 2 * 0xFFFFFF + 5])
+def test_payloads_split_at_16_mib_are_joined(size: int) -> None:
+    payload = (bytes(range(251)) * (size // 251 + 1))[:size]
+    reader = reader_of(frame(payload, 1) + frame(b"next", 1 + size // 0xFFFFFF + 1))
+    reader.reset(0)
+    assert reader.read_payload() == payload
+    assert reader.read_payload() == b"next"
+
+
+def test_a_sequence_gap_means_lost_bytes() -> None:
+    reader = reader_of(frame(b"a", 1) + frame(b"b", 3))
+    reader.reset(0)
+    reader.read_payload()
+    with pytest.raises(ProtocolError, match="sequence 3 after 1"):
+        reader.read_payload()
+
+
+def test_eof_packet() -> None:
+    assert packets.is_eof(b"\xfe\x00\x00\x02\x00")
+    assert not packets.is_eof(b"\x00\xfe")
+
+
+def test_mariadb_gtid_state() -> None:
+    state = MariadbGtidState.parse("1-2-30, 0-1-5")
+    assert str(state) == "0-1-5,1-2-30"
+    assert str(state.with_gtid("0-1-6").with_gtid("2-1-1")) == "0-1-6,1-2-30,2-1-1"
+    for bad in ("0-1", "0-1-x", "0-1-1,0-2-2"):
+        with pytest.raises(PositionError):
+            MariadbGtidState.parse(bad)
+
+
+def test_mysql_gtid_set_merges_and_prints() -> None:
+    sid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    gtids = MysqlGtidSet.parse(f"{sid.upper()}:1-3:5")
+    gtids = gtids.with_gtid(f"{sid}:4").with_gtid(f"{sid}:9")
+    assert str(gtids) == f"{sid}:1-5:9"
+    for bad in ("nope:1", f"{sid}", f"{sid}:0", f"{sid}:5-3"):
+        with pytest.raises(PositionError):
+            MysqlGtidSet.parse(bad)
+
+
+def test_binlog_files_sort_by_number() -> None:
+    assert binlog_sort_key("bin.000009", 100) < binlog_sort_key("bin.000010", 4)
+    assert binlog_sort_key("bin.999999", 4) < binlog_sort_key("bin.1000000", 4)
+    assert Position("bin.000002", 4).sort_key() < Position("bin.000002", 5).sort_key()

@@ -1,0 +1,430 @@
+"""The replica client against the live MariaDB: resume, reconnects, rotation, purge, checks, schema history."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from connector.errors import BinlogPositionLostError, SchemaMismatchError, ServerConfigError, ServerIdConflictError
+from connector.filters import TableFilter
+from connector.position import Position
+from connector.replica import packets
+from connector.replica.client import BinlogDump, SourceSettings, check_server, open_connection
+from connector.schema.capture import master_position
+from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
+from connector.schema.model import Column
+from connector.startup import checkpoint_connector, prepare
+from connector.stream import Backoff, Changes, ChangeStream, Commit, StreamItem
+from tests.live import ROOT, connect, live_config, source_settings
+
+pytestmark = pytest.mark.live
+
+FAST = Backoff(first_s=0.05, max_s=1.0, attempts=200)
+
+
+def fresh_database(name: str, *tables: str) -> None:
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+        for ddl in tables:
+            cur.execute(ddl.format(db=name))
+    conn.close()
+
+
+def workload(
+    db: str, transactions: int, seed: int, pause_s: float = 0, first_id: int = 1
+) -> dict[str, list[tuple[str, str]]]:
+    """Random transactions of 1-4 statements; returns GTID -> the (type, id) of each row change."""
+    rng = random.Random(seed)
+    conn = connect(db)
+    expected: dict[str, list[tuple[str, str]]] = {}
+    next_id = first_id
+    with conn.cursor() as cur:
+        for _ in range(transactions):
+            cur.execute("BEGIN")
+            changes = []
+            for _ in range(rng.randint(1, 4)):
+                ids = list(range(next_id, next_id + rng.randint(1, 3)))
+                next_id += len(ids)
+                cur.executemany("INSERT INTO items VALUES (%s, %s)", [(i, rng.randrange(100)) for i in ids])
+                changes += [("INSERT", str(i)) for i in ids]
+                if rng.random() < 0.3:
+                    cur.execute("UPDATE items SET n = n + 1 WHERE id = %s", (ids[0],))
+                    changes.append(("UPDATE", str(ids[0])))
+            cur.execute("COMMIT")
+            cur.execute("SELECT @@last_gtid")
+            row = cur.fetchone()
+            assert row is not None
+            expected[str(row[0])] = changes
+            time.sleep(pause_s)
+    conn.close()
+    return expected
+
+
+class Consumer:
+    """Changes count only once their Commit arrives, as a Kafka producer would treat them."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, str]] = []
+        self.committed: dict[str, list[tuple[str, str]]] = {}
+        self.duplicates: list[str] = []
+        self.last: Position | None = None
+
+    def take(self, item: StreamItem) -> None:
+        if isinstance(item, Changes):
+            self.pending += [(m["type"], m["data"][0]["id"]) for m in item.messages if not m["isDdl"] and m["data"]]
+        elif isinstance(item, Commit):
+            if item.gtid in self.committed:
+                self.duplicates.append(item.gtid)
+            if item.gtid is not None and (self.pending or item.rows):
+                self.committed[item.gtid] = self.pending
+            self.pending = []
+            self.last = item.position
+        else:
+            self.last = item.position
+
+    def drop_partial(self) -> None:
+        self.pending = []
+
+
+def stream(db: str, tracker_prep: Any, **kwargs: Any) -> ChangeStream:
+    config = live_config([rf"{db}\..*"], **kwargs)
+    return ChangeStream(config.source.settings(), tracker_prep.tracker, config.table_filter(), FAST)
+
+
+def run_to(items: Iterator[StreamItem], consumer: Consumer, end: Position) -> None:
+    for item in items:
+        consumer.take(item)
+        if isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
+            return
+
+
+ITEMS = "CREATE TABLE {db}.items (id INT PRIMARY KEY, n INT)"
+
+
+def test_stop_and_resume_anywhere_delivers_each_transaction_once() -> None:
+    fresh_database("resume", ITEMS)
+    prepared = prepare(live_config([r"resume\..*"]), MemoryHistoryStore())
+    expected = workload("resume", 60, seed=1)
+    end = master_position(connect())
+    consumer = Consumer()
+    position = prepared.start
+    rng = random.Random(7)
+    restarts = 0
+    while consumer.last is None or consumer.last.sort_key() < end.sort_key():
+        items = stream("resume", prepared).items(position, blocking=False)
+        budget = rng.randint(1, 12)  # stop after this many items: at a boundary or inside a transaction
+        for item in items:
+            consumer.take(item)
+            budget -= 1
+            if budget == 0 or (isinstance(item, Commit) and item.position.sort_key() >= end.sort_key()):
+                break
+        items.close()
+        consumer.drop_partial()  # uncommitted changes die with the stopped client
+        assert consumer.last is not None
+        position = consumer.last
+        restarts += 1
+    assert restarts > 10
+    assert consumer.duplicates == []
+    assert consumer.committed == expected
+
+
+def dump_thread_ids() -> list[int]:
+    with connect().cursor() as cur:
+        cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+        return [int(r[0]) for r in cur.fetchall()]
+
+
+def test_server_side_kill_reconnects_without_loss_or_repeat() -> None:
+    fresh_database("killed", ITEMS)
+    prepared = prepare(live_config([r"killed\..*"]), MemoryHistoryStore())
+    written: dict[str, list[tuple[str, str]]] = {}
+    writer = threading.Thread(target=lambda: written.update(workload("killed", 40, seed=2, pause_s=0.05)))
+    source = stream("killed", prepared)
+    items = source.items(prepared.start)
+    consumer = Consumer()
+    kills = 0
+    writer.start()
+    for item in items:
+        consumer.take(item)
+        if isinstance(item, Changes) and len(consumer.committed) >= 8 * (kills + 1) and kills < 3:
+            for thread in dump_thread_ids():  # kill the dump thread in the middle of a transaction
+                connect().cursor().execute(f"KILL {thread}")
+            kills += 1
+        if not writer.is_alive() and len(consumer.committed) == len(written):
+            break
+    items.close()
+    writer.join()
+    assert kills == 3 and source.reconnects >= 3
+    assert consumer.duplicates == []
+    assert consumer.committed == written
+
+
+def test_binlog_rotation_and_server_restart_are_followed() -> None:
+    fresh_database("restart", ITEMS)
+    prepared = prepare(live_config([r"restart\..*"]), MemoryHistoryStore())
+    source = stream("restart", prepared)
+    items = source.items(prepared.start)
+    consumer = Consumer()
+    expected = workload("restart", 5, seed=3)
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+    conn.close()
+    expected_more: dict[str, list[tuple[str, str]]] = {}
+    for item in items:
+        consumer.take(item)
+        if len(consumer.committed) == len(expected) and not expected_more:
+            rotated_to = master_position(connect()).file
+            subprocess.run(["bash", str(ROOT / "deploy" / "services.sh"), "restart-mariadb"], check=True)
+            expected_more = workload("restart", 5, seed=4, first_id=1000)
+            end = master_position(connect())
+        if expected_more and isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
+            break
+    items.close()
+    assert source.reconnects >= 1
+    assert consumer.duplicates == []
+    assert consumer.committed == {**expected, **expected_more}
+    assert consumer.last is not None and consumer.last.sort_key() > Position(rotated_to, 4).sort_key()
+
+
+def test_purged_binlog_is_fatal_with_the_way_out() -> None:
+    # A dump thread whose client left lingers until its next write and keeps its file from PURGE.
+    for thread in dump_thread_ids():
+        connect().cursor().execute(f"KILL {thread}")
+    deadline = time.monotonic() + 10
+    while dump_thread_ids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    conn = connect()
+    old = master_position(conn)
+    with conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        current = master_position(conn)
+        # MariaDB keeps a file until its binlog checkpoint is written: PURGE until it is gone.
+        for _ in range(100):
+            cur.execute("PURGE BINARY LOGS TO %s", (current.file,))
+            cur.execute("SHOW BINARY LOGS")
+            if old.file not in [row[0] for row in cur.fetchall()]:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"PURGE kept {old.file}")
+    conn.close()
+    source = ChangeStream(source_settings(), prepare(live_config([r"none\..*"]), MemoryHistoryStore()).tracker,
+                          TableFilter.of([r"none\..*"], None), FAST)  # fmt: skip
+    with pytest.raises(BinlogPositionLostError) as info:
+        next(source.items(old, blocking=False))
+    message = str(info.value)
+    assert str(old) in message and f"oldest binlog is {current.file}:4" in message
+    assert "earliest" in message and "current" in message and "re-snapshot" in message
+    assert source.reconnects == 0  # fatal: never retried
+
+
+def test_events_larger_than_16_mib_arrive_whole() -> None:
+    fresh_database("bigrow", "CREATE TABLE {db}.blobs (id INT PRIMARY KEY, b LONGBLOB)")
+    prepared = prepare(live_config([r"bigrow\..*"]), MemoryHistoryStore())
+    payload = bytes(random.Random(5).randrange(256) for _ in range(256)) * (20 * 4096 + 7)  # ~20 MiB
+    conn = connect("bigrow")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO blobs VALUES (1, %s)", (payload,))
+    end = master_position(conn)
+    consumer_rows: list[str] = []
+    for item in stream("bigrow", prepared).items(prepared.start, blocking=False):
+        if isinstance(item, Changes):
+            consumer_rows += [m["data"][0]["b"] for m in item.messages]
+        if isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
+            break
+    assert len(consumer_rows) == 1
+    got = consumer_rows[0].encode("latin-1")
+    assert len(got) == len(payload) > 0xFFFFFF
+    assert hashlib.sha256(got).digest() == hashlib.sha256(payload).digest()
+
+
+# -- server checks ------------------------------------------------------------------------
+
+
+def set_global(name: str, value: str) -> str:
+    with connect().cursor() as cur:
+        cur.execute(f"SELECT @@global.{name}")
+        row = cur.fetchone()
+        assert row is not None
+        cur.execute(f"SET GLOBAL {name} = %s", (value,))
+    return str(row[0])
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "advice"),
+    [("binlog_format", "STATEMENT", "SET GLOBAL binlog_format = 'ROW'"),
+     ("binlog_row_image", "MINIMAL", "SET GLOBAL binlog_row_image = 'FULL'")],
+)  # fmt: skip
+def test_server_check_names_the_setting(variable: str, value: str, advice: str) -> None:
+    old = set_global(variable, value)
+    try:
+        with pytest.raises(ServerConfigError, match=advice.replace("(", r"\(")):
+            check_server(open_connection(source_settings()), source_settings())
+    finally:
+        set_global(variable, old)
+
+
+def test_server_check_names_missing_privileges_and_refuses_bad_passwords() -> None:
+    with connect().cursor() as cur:
+        cur.execute("DROP USER IF EXISTS 'weak'@'%'")
+        cur.execute("CREATE USER 'weak'@'%' IDENTIFIED BY 'pw'")
+        cur.execute("GRANT SELECT ON *.* TO 'weak'@'%'")
+    weak = SourceSettings(port=source_settings().port, user="weak", password="pw", server_id=6100)
+    with pytest.raises(ServerConfigError, match="lacks REPLICATION SLAVE, REPLICATION CLIENT"):
+        check_server(open_connection(weak), weak)
+    wrong = SourceSettings(port=source_settings().port, user="weak", password="nope", server_id=6100)
+    with pytest.raises(ServerConfigError, match="Access denied"):
+        open_connection(wrong)
+    own = SourceSettings(port=source_settings().port, server_id=1)
+    with pytest.raises(ServerConfigError, match="server_id 1 is the source's own"):
+        check_server(open_connection(own), own)
+
+
+def test_server_id_conflict_is_reported() -> None:
+    other = pymysql.connect(host="127.0.0.1", port=source_settings().port, user="root", password="")
+    # another replica registers server_id 6200 under its own name
+    other._write_bytes(packets.frame(packets.register_slave(6200, "other-replica")))  # type: ignore[attr-defined]
+    reply = packets.PacketReader(other._read_bytes)  # type: ignore[attr-defined]
+    reply.reset(0)
+    assert reply.read_payload()[:1] == b"\x00"  # OK: registered
+    start = master_position(connect())
+    try:
+        with pytest.raises(
+            ServerIdConflictError, match="server_id 6200 is already used by the replica at other-replica"
+        ):
+            BinlogDump(SourceSettings(port=source_settings().port, server_id=6200), start).open()
+    finally:
+        other.close()
+
+
+# -- schema history ---------------------------------------------------------------------
+
+
+def collect(source: ChangeStream, start: Position, end: Position) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for item in source.items(start, blocking=False):
+        if isinstance(item, Changes):
+            messages += item.messages
+        if isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
+            break
+    return messages
+
+
+def clear_history(name: str) -> None:
+    config = live_config([], name=name)
+    connect_meta = checkpoint_connector(config)
+    MariadbHistoryStore(connect_meta, name)
+    with connect_meta() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM schema_history WHERE connector = %s", (name,))
+
+
+def test_replay_from_before_an_alter_uses_the_names_of_that_time() -> None:
+    name = "ddl-replay"
+    clear_history(name)
+    fresh_database("replay", "CREATE TABLE {db}.t (id INT PRIMARY KEY, a VARCHAR(5), b INT, c INT)")
+    config = live_config([r"replay\..*"], name=name)
+    first = prepare(config)  # captures and records the snapshot in sluice_meta.schema_history
+    conn = connect("replay")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (1, 'old', 2, 3)")
+        before_alter = master_position(conn)
+        cur.execute(
+            "ALTER TABLE t ADD COLUMN d DATE FIRST, DROP COLUMN b, RENAME COLUMN a TO alpha, MODIFY c INT AFTER d"
+        )
+        cur.execute("INSERT INTO t VALUES ('2020-01-01', 9, 2, 'new')")
+    end = master_position(conn)
+    live = collect(ChangeStream(config.source.settings(), first.tracker, config.table_filter(), FAST), first.start, end)
+    rows = [m["data"][0] for m in live if m["type"] == "INSERT"]
+    assert rows == [
+        {"id": "1", "a": "old", "b": "2", "c": "3"},
+        {"d": "2020-01-01", "c": "9", "id": "2", "alpha": "new"},
+    ]
+    # A new process: the schema comes back from the history as of the resume position.
+    again = prepare(config, resume=before_alter)
+    assert [c.name for c in again.tracker.schema.tables[("replay", "t")].columns] == ["id", "a", "b", "c"]
+    replayed = collect(ChangeStream(config.source.settings(), again.tracker, config.table_filter(), FAST),
+                       before_alter, end)  # fmt: skip
+    assert [m["data"][0] for m in replayed if m["type"] == "INSERT"] == rows[1:]
+    history = MariadbHistoryStore(checkpoint_connector(config), name).load()
+    assert [r.kind for r in history if r.table == "t"] == ["snapshot", "ddl"]
+    assert history[-1].statement.startswith("ALTER TABLE t ADD COLUMN d")
+
+
+def test_table_map_disagreeing_with_the_history_is_an_error_with_both_sides() -> None:
+    fresh_database("mismatch", "CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT)")
+    prepared = prepare(live_config([r"mismatch\..*"]), MemoryHistoryStore())
+    table = prepared.tracker.schema.tables[("mismatch", "t")]
+    wrong = type(table)(table.database, table.name, (*table.columns, Column("ghost", "int")), table.primary_key)
+    prepared.tracker.schema.put(wrong)
+    conn = connect("mismatch")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (1, 2)")
+    end = master_position(conn)
+    with pytest.raises(SchemaMismatchError) as info:
+        collect(stream("mismatch", prepared), prepared.start, end)
+    message = str(info.value)
+    assert "tracked 3 (id, a, ghost), TABLE_MAP 2 (id, a)" in message
+    assert info.value.file == prepared.start.file and info.value.pos > prepared.start.pos
+
+
+def test_ddl_the_parser_cannot_read_refreshes_the_table_from_the_server() -> None:
+    fresh_database("oracle", "CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    prepared = prepare(live_config([r"oracle\..*"]), MemoryHistoryStore())
+    conn = connect("oracle")
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ORACLE'")
+        cur.execute("ALTER TABLE t ADD q VARCHAR2(10)")  # VARCHAR2: an Oracle-mode type the parser does not know
+        cur.execute("SET SESSION sql_mode = DEFAULT")
+        cur.execute("INSERT INTO t VALUES (1, 'x')")
+    end = master_position(conn)
+    messages = collect(stream("oracle", prepared), prepared.start, end)
+    assert [m["data"][0] for m in messages if m["type"] == "INSERT"] == [{"id": "1", "q": "x"}]
+    store = prepared.tracker.store
+    assert isinstance(store, MemoryHistoryStore)
+    assert [r.kind for r in store.records if r.table == "t"] == ["snapshot", "refresh"]
+
+
+def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
+    fresh_database("tailed", ITEMS)
+    config = tmp_path / "sluice.toml"
+    config.write_text(
+        f'name = "tail-test"\n[source]\nport = {source_settings().port}\nserver_id = 6300\nheartbeat_s = 1\n'
+        '[filter]\ninclude = ["tailed\\\\..*"]\n'
+    )
+    process = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "sluice"), "tail", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and 6300 not in _replica_ids():
+            time.sleep(0.2)
+        with connect("tailed").cursor() as cur:
+            cur.execute("INSERT INTO items VALUES (1, 10), (2, 20)")
+        assert process.stdout is not None
+        lines = [process.stdout.readline(), process.stdout.readline()]
+    finally:
+        process.terminate()
+        process.wait(10)
+    rows = [json.loads(line) for line in lines]
+    assert [(r["table"], r["type"], r["data"]) for r in rows] == [
+        ("items", "INSERT", [{"id": "1", "n": "10"}]), ("items", "INSERT", [{"id": "2", "n": "20"}]),
+    ]  # fmt: skip
+
+
+def _replica_ids() -> set[int]:
+    with connect().cursor() as cur:
+        cur.execute("SHOW SLAVE HOSTS")
+        return {int(r[0]) for r in cur.fetchall()}
