@@ -61,13 +61,32 @@ innodb_flush_log_at_trx_commit=2
 sync_binlog=0
 character-set-server=utf8mb4
 collation-server=utf8mb4_general_ci
+ssl-ca=$RUN/tls/ca.pem
+ssl-cert=$RUN/tls/server.pem
+ssl-key=$RUN/tls/server-key.pem
 EOF
+}
+
+tls_certs() {
+  # A private CA and a server certificate for 127.0.0.1, so TLS connections can be verified.
+  local dir="$RUN/tls"
+  [ -f "$dir/server.pem" ] && return 0
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sluice-test-ca" \
+    -keyout "$dir/ca-key.pem" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$dir/server-key.pem" -out "$dir/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -CAcreateserial \
+    -days 3650 -extfile "$dir/san.ext" -out "$dir/server.pem" 2>/dev/null
+  chmod 644 "$dir"/*.pem
 }
 
 mariadb_up() {
   if mariadb_alive; then log "mariadb already up on 127.0.0.1:$MARIADB_PORT"; return 0; fi
-  apt_install mariadb-server mariadb-client
+  apt_install mariadb-server mariadb-client openssl
   mkdir -p "$MARIADB_DIR/binlog"
+  tls_certs
   mariadb_conf
   if [ ! -d "$MARIADB_DIR/data/mysql" ]; then
     log "initialising mariadb data dir"

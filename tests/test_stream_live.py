@@ -14,7 +14,13 @@ from typing import Any
 import pymysql
 import pytest
 
-from connector.errors import BinlogPositionLostError, SchemaMismatchError, ServerConfigError, ServerIdConflictError
+from connector.errors import (
+    BinlogPositionLostError,
+    SchemaMismatchError,
+    ServerConfigError,
+    ServerIdConflictError,
+    SourceUnavailableError,
+)
 from connector.filters import TableFilter
 from connector.position import Position
 from connector.replica import packets
@@ -23,7 +29,7 @@ from connector.schema.capture import master_position
 from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import checkpoint_connector, prepare
-from connector.stream import Backoff, Changes, ChangeStream, Commit, StreamItem
+from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem
 from tests.live import ROOT, connect, live_config, source_settings
 
 pytestmark = pytest.mark.live
@@ -428,3 +434,58 @@ def _replica_ids() -> set[int]:
     with connect().cursor() as cur:
         cur.execute("SHOW SLAVE HOSTS")
         return {int(r[0]) for r in cur.fetchall()}
+
+
+def test_tls_connection_is_verified_and_streams() -> None:
+    ca = str(ROOT / ".run" / "tls" / "ca.pem")
+    fresh_database("tls", ITEMS)
+    config = live_config([r"tls\..*"], ssl_ca=ca)
+    with open_connection(config.source.settings()) as conn, conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        row = cur.fetchone()
+    assert row is not None and row[1], "the connection is not encrypted"
+    prepared = prepare(config, MemoryHistoryStore())
+    expected = workload("tls", 5, seed=9)
+    end = master_position(connect())
+    consumer = Consumer()
+    source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+    run_to(source.items(prepared.start, blocking=False), consumer, end)
+    assert consumer.committed == expected
+    wrong_ca = SourceSettings(port=source_settings().port, ssl_ca=str(ROOT / ".run" / "tls" / "server.pem"))
+    with pytest.raises(SourceUnavailableError, match="certificate verify failed"):
+        open_connection(wrong_ca)
+
+
+def test_mariadb_gtid_start_and_positions_carry_gtid_state() -> None:
+    fresh_database("gtids", ITEMS)
+    prepared = prepare(live_config([r"gtids\..*"]), MemoryHistoryStore())
+    first = workload("gtids", 3, seed=10)
+    end = master_position(connect())
+    consumer = Consumer()
+    run_to(stream("gtids", prepared).items(prepared.start, blocking=False), consumer, end)
+    assert consumer.last is not None and list(first)[-1] in consumer.last.gtid_set.split(",")
+    # Resume by GTID alone: no file, no position.
+    second = workload("gtids", 3, seed=11, first_id=500)
+    end = master_position(connect())
+    by_gtid = Consumer()
+    gtid_stream = stream("gtids", prepared, use_gtid=True)
+    run_to(gtid_stream.items(Position("", 4, consumer.last.gtid_set), blocking=False), by_gtid, end)
+    assert by_gtid.committed == second
+
+
+def test_heartbeats_move_an_idle_position() -> None:
+    fresh_database("idle", ITEMS)
+    prepared = prepare(live_config([r"idle\..*"]), MemoryHistoryStore())
+    workload("idle", 1, seed=12)
+    items = stream("idle", prepared).items(prepared.start)
+    seen: list[StreamItem] = []
+    started = time.monotonic()
+    for item in items:
+        seen.append(item)
+        if sum(isinstance(i, Heartbeat) for i in seen) >= 2 or time.monotonic() - started > 20:
+            break
+    items.close()
+    beats = [i for i in seen if isinstance(i, Heartbeat)]
+    commit = next(i for i in seen if isinstance(i, Commit))
+    assert len(beats) >= 2
+    assert all(b.position.sort_key() >= commit.position.sort_key() for b in beats)
