@@ -5,7 +5,7 @@
 #   deploy/services.sh up      install what is missing (apt), then start everything
 #   deploy/services.sh down    stop everything this script started
 #   deploy/services.sh status  one line per service
-#   deploy/services.sh restart-mariadb
+#   deploy/services.sh restart-mariadb|restart-redis|restart-kafka   (the tests' outage cases)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +13,11 @@ RUN="${SLUICE_RUN_DIR:-$ROOT/.run}"
 MARIADB_PORT="${SLUICE_MARIADB_PORT:-3306}"
 MARIADB_DIR="$RUN/mariadb"
 MARIADB_SOCK="$MARIADB_DIR/mariadb.sock"
+REDIS_PORT="${SLUICE_REDIS_PORT:-6379}"
+REDIS_DIR="$RUN/redis"
+KAFKA_PORT="${SLUICE_KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${SLUICE_KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_DIR="$RUN/kafka"
 
 log() { printf '[services] %s\n' "$*" >&2; }
 
@@ -121,11 +126,140 @@ mariadb_down() {
   fi
 }
 
+# -- Redis ----------------------------------------------------------------------------
+
+redis_alive() {
+  command -v redis-cli >/dev/null && redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG
+}
+
+redis_up() {
+  if redis_alive; then log "redis already up on 127.0.0.1:$REDIS_PORT"; return 0; fi
+  apt_install redis-server
+  mkdir -p "$REDIS_DIR"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$REDIS_DIR" --save "" --appendonly no \
+    --daemonize yes --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log"
+  for _ in $(seq 1 40); do redis_alive && break; sleep 0.25; done
+  redis_alive || { log "redis did not start; see $REDIS_DIR/redis.log"; exit 1; }
+  log "redis up on 127.0.0.1:$REDIS_PORT"
+}
+
+redis_down() {
+  stop_pidfile "$REDIS_DIR/redis.pid" redis
+}
+
+# -- Kafka (single-node KRaft, jars from Maven Central) -----------------------------------
+
+kafka_alive() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_PORT") 2>/dev/null && [ -f "$KAFKA_DIR/started" ]
+}
+
+kafka_lib() {
+  # The broker's runtime classpath, resolved once by Maven (cached in ~/.m2) from deploy/kafka/pom.xml.
+  local stamp; stamp="$(md5sum "$ROOT/deploy/kafka/pom.xml" | cut -c1-8)"
+  [ -f "$KAFKA_DIR/lib/.resolved-$stamp" ] && return 0
+  command -v mvn >/dev/null || apt_install maven
+  log "resolving Kafka jars from Maven Central (deploy/kafka/pom.xml)"
+  rm -rf "$KAFKA_DIR/lib"
+  mvn -q -B -f "$ROOT/deploy/kafka/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$KAFKA_DIR/lib" >"$RUN/kafka-mvn.log" 2>&1 \
+    || { log "maven failed; see $RUN/kafka-mvn.log"; tail -20 "$RUN/kafka-mvn.log" >&2; exit 1; }
+  touch "$KAFKA_DIR/lib/.resolved-$stamp"
+}
+
+kafka_conf() {
+  cat >"$KAFKA_DIR/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.retention.hours=24
+EOF
+  cat >"$KAFKA_DIR/log4j2.yaml" <<EOF
+Configuration:
+  Appenders:
+    File:
+      name: file
+      fileName: "$KAFKA_DIR/server.log"
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        ref: file
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+EOF
+}
+
+kafka_java() {
+  java -Xms256m -Xmx512m -cp "$KAFKA_DIR/lib/*" \
+    -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.yaml" -Dkafka.logs.dir="$KAFKA_DIR" "$@"
+}
+
+kafka_up() {
+  if kafka_alive; then log "kafka already up on 127.0.0.1:$KAFKA_PORT"; return 0; fi
+  command -v java >/dev/null || apt_install openjdk-17-jre-headless
+  mkdir -p "$KAFKA_DIR"
+  rm -f "$KAFKA_DIR/started"
+  kafka_lib
+  kafka_conf
+  if [ ! -f "$KAFKA_DIR/data/meta.properties" ]; then
+    local cluster; cluster="$(kafka_java kafka.tools.StorageTool random-uuid)"
+    kafka_java kafka.tools.StorageTool format -t "$cluster" -c "$KAFKA_DIR/server.properties" >/dev/null
+  fi
+  (setsid bash -c 'echo $$ >"$1/kafka.pid"; exec "${@:2}"' _ "$KAFKA_DIR" \
+     java -Xms256m -Xmx512m -cp "$KAFKA_DIR/lib/*" -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.yaml" \
+     -Dkafka.logs.dir="$KAFKA_DIR" kafka.Kafka "$KAFKA_DIR/server.properties" \
+     >"$KAFKA_DIR/stdout.log" 2>&1 &)
+  for _ in $(seq 1 120); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$KAFKA_PORT") 2>/dev/null; then touch "$KAFKA_DIR/started"; break; fi
+    sleep 0.5
+  done
+  kafka_alive || { log "kafka did not start; see $KAFKA_DIR/server.log"; tail -20 "$KAFKA_DIR/server.log" >&2; exit 1; }
+  log "kafka up on 127.0.0.1:$KAFKA_PORT (KRaft, data in $KAFKA_DIR/data)"
+}
+
+kafka_down() {
+  stop_pidfile "$KAFKA_DIR/kafka.pid" kafka
+  rm -f "$KAFKA_DIR/started"
+}
+
+stop_pidfile() {
+  # $1: pid file, $2: name. SIGTERM, then wait for the process to go.
+  [ -f "$1" ] || return 0
+  local pid; pid="$(cat "$1")"
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 1 80); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "$2 stopped"
+  fi
+  rm -f "$1"
+}
+
 case "${1:-up}" in
-  up) mariadb_up ;;
-  down) mariadb_down ;;
+  up) mariadb_up; redis_up; kafka_up ;;
+  down) kafka_down; redis_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
+  restart-redis) redis_down; redis_up ;;
+  restart-kafka) kafka_down; kafka_up ;;
   status)
-    if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi ;;
-  *) echo "usage: $0 up|down|status|restart-mariadb" >&2; exit 2 ;;
+    if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi
+    if redis_alive; then echo "redis: up 127.0.0.1:$REDIS_PORT"; else echo "redis: down"; fi
+    if kafka_alive; then echo "kafka: up 127.0.0.1:$KAFKA_PORT"; else echo "kafka: down"; fi ;;
+  *) echo "usage: $0 up|down|status|restart-mariadb|restart-redis|restart-kafka" >&2; exit 2 ;;
 esac
