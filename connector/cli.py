@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import re
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TextIO
+from typing import Any, TextIO
 
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
-from connector.config import load_config
+from connector.checkpoint import CheckpointUnavailableError
+from connector.config import Config, load_config
 from connector.errors import ConfigError, SluiceError
 from connector.filters import TableFilter
 from connector.flat import FlatMessageBuilder, JsonLineEncoder
+from connector.position import Position
 from connector.replica.client import open_connection
+from connector.runner import Connector, checkpoint_stores
+from connector.schema.capture import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
 from connector.startup import consistent_capture, prepare
@@ -39,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     tail = commands.add_parser("tail", help="stream live flat messages from the server as JSON lines")
     tail.add_argument("--config", required=True, metavar="FILE")
     tail.add_argument("--start", default=None, help='override [source] start: "current", "earliest", FILE:POS')
+    run = commands.add_parser("run", help="run the connector: binlog -> Avro -> Kafka, with checkpoints")
+    run.add_argument("--config", required=True, metavar="FILE")
+    status = commands.add_parser("status", help="saved positions (Redis, database) and the lag behind the server")
+    status.add_argument("--config", required=True, metavar="FILE")
+    position = commands.add_parser("position", help="show, set or reset the saved position (connector stopped)")
+    position.add_argument("action", choices=["show", "set", "reset"])
+    position.add_argument("value", nargs="?", help="for set: FILE:POS, or gtid:SET")
+    position.add_argument("--config", required=True, metavar="FILE")
     return parser
 
 
@@ -89,6 +105,63 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
             out.flush()
 
 
+def run_connector(config_path: str) -> None:
+    connector = Connector(load_config(config_path))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: connector.stop.set())
+    connector.run()
+
+
+def status(config: Config) -> dict[str, Any]:
+    """Saved positions and how far behind the server they are."""
+    stores = checkpoint_stores(config)
+    report: dict[str, Any] = {"connector": config.name}
+    with open_connection(config.source.settings()) as conn:
+        server = master_position(conn)
+    report["server"] = str(server)
+    for label, store in (("redis", stores.fast), ("database", stores.durable)):
+        if store is None:
+            report[label] = "not configured"
+            continue
+        try:
+            saved = store.get()
+        except CheckpointUnavailableError as exc:
+            report[label] = f"unavailable: {exc}"
+            continue
+        report[label] = None if saved is None else {"position": str(saved), **_lag(saved, server)}
+    return report
+
+
+def _lag(saved: Position, server: Position) -> dict[str, Any]:
+    lag: dict[str, Any] = {"event_age_s": round(time.time() - saved.timestamp, 1) if saved.timestamp else None}
+    if saved.file == server.file:
+        lag["bytes_behind"] = server.pos - saved.pos
+    else:
+        lag["files_behind"] = server.sort_key()[1] - saved.sort_key()[1]
+    return lag
+
+
+def position_command(config: Config, action: str, value: str | None) -> int:
+    stores = checkpoint_stores(config)
+    targets = [s for s in (stores.fast, stores.durable) if s is not None]
+    if action == "show":
+        for store in targets:
+            print(f"{store.name}: {store.get()}")
+    elif action == "reset":
+        for store in targets:
+            store.delete()
+        print("position reset: the next start uses [source] start")
+    else:
+        if value is None or not re.fullmatch(r"gtid:.+|[^:\s]+:\d+", value):
+            raise ConfigError("position set needs FILE:POS or gtid:SET")
+        position = Position("", 4, value[5:]) if value.startswith("gtid:") else Position(
+            value.rpartition(":")[0], int(value.rpartition(":")[2]))  # fmt: skip
+        for store in targets:
+            store.put(position)
+        print(f"position set to {position} (stop the connector first: a running one overwrites it)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -98,6 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             decode_files(args.files, sys.stdout, args.start_position, args.stop_position, tracker)
         elif args.command == "tail":
             tail(args.config, args.start, sys.stdout)
+        elif args.command == "run":
+            run_connector(args.config)
+        elif args.command == "status":
+            print(json.dumps(status(load_config(args.config)), indent=2))
+        elif args.command == "position":
+            return position_command(load_config(args.config), args.action, args.value)
     except ConfigError as exc:
         print(f"sluice: configuration: {exc}", file=sys.stderr)
         return 2

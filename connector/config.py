@@ -14,10 +14,12 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from connector.errors import ConfigError
 from connector.filters import TableFilter
 from connector.replica.client import SourceSettings
+from connector.urls import source_settings_of_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,8 @@ class SourceSection:
     user: str = "root"
     password: str = field(default="", repr=False)
     server_id: int = 54321
+    include: list[str] = field(default_factory=list)  # regexes on "database.table"; empty: everything
+    exclude: list[str] = field(default_factory=list)
     start: str = "current"  # "current", "earliest", "FILE:POS", or "gtid:SET"
     use_gtid: bool = False
     heartbeat_s: float = 5.0
@@ -43,38 +47,55 @@ class SourceSection:
 
 
 @dataclass(frozen=True, slots=True)
-class FilterSection:
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
+class Route:
+    """canal-style dynamic topic: tables whose `database.table` matches go to `topic`."""
+
+    pattern: str = ""
+    topic: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSection:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = "sluice"
+    partitions: int = 3  # for topics Sluice creates
+    replication_factor: int = 1
+    routes: list[Route] = field(default_factory=list)
+    linger_ms: int = 20
+    compression: str = "lz4"
+    max_in_flight_messages: int = 100_000  # beyond this the reader pauses until Kafka acknowledges
+    delivery_timeout_s: float = 300.0  # give up on a message after this long (the connector stops)
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointSection:
-    """The checkpoint database (schema history now, positions with the pipeline)."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    db_url: str = "mysql://root@127.0.0.1:3306/sluice_meta"  # also holds the schema history
+    flush_interval_s: float = 3.0
 
-    database: str = "sluice_meta"
-    host: str = ""  # empty: the source server
-    port: int = 0
-    user: str = ""
-    password: str = field(default="", repr=False)
+
+@dataclass(frozen=True, slots=True)
+class AvroSection:
+    schemas_dir: str = "schemas"
+    schema_registry_url: str = ""  # set: Confluent framing through the registry; empty: single-object encoding
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     name: str = "sluice"
     source: SourceSection = field(default_factory=SourceSection)
-    filter: FilterSection = field(default_factory=FilterSection)
+    kafka: KafkaSection = field(default_factory=KafkaSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    avro: AvroSection = field(default_factory=AvroSection)
 
     def table_filter(self) -> TableFilter:
-        return TableFilter.of(self.filter.include, self.filter.exclude, self.checkpoint.database)
+        return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
+
+    def meta_database(self) -> str:
+        return urlsplit(self.checkpoint.db_url).path.strip("/")
 
     def checkpoint_settings(self) -> SourceSettings:
-        src, cp = self.source, self.checkpoint
-        return dataclasses.replace(
-            src.settings(), host=cp.host or src.host, port=cp.port or src.port, user=cp.user or src.user,
-            password=cp.password if cp.user else src.password,
-        )  # fmt: skip
+        return source_settings_of_url(self.checkpoint.db_url)
 
 
 _START = re.compile(r"^(current|earliest|[^:\s]+:\d+|gtid:.+)$")
@@ -117,6 +138,11 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
         return _section(hint, value, where, key + ".")
     origin = typing.get_origin(hint)
     if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            if not isinstance(value, list):
+                raise ConfigError(f"{where}: {key} must be an array of tables ([[{key}]])")
+            return [_section(item, v, where, f"{key}[{i}].") for i, v in enumerate(value)]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: {key} must be a list of strings, got {value!r}")
         return list(value)
@@ -130,7 +156,7 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
 
 
 def _validate(config: Config, where: str) -> None:
-    src = config.source
+    src, kafka, cp = config.source, config.kafka, config.checkpoint
     checks = [
         (_NAME.match(config.name) is not None, "name", "1-128 letters, digits, '_', '.', '-'"),
         (1 <= src.port <= 65535, "source.port", "1..65535"),
@@ -138,12 +164,38 @@ def _validate(config: Config, where: str) -> None:
         (_START.match(src.start) is not None, "source.start", '"current", "earliest", "FILE:POS" or "gtid:SET"'),
         (0 <= src.heartbeat_s <= 4294967, "source.heartbeat_s", "0 (off) .. 4294967 seconds"),
         (src.connect_timeout_s > 0, "source.connect_timeout_s", "a positive number of seconds"),
-        (re.fullmatch(r"\w{1,64}", config.checkpoint.database) is not None, "checkpoint.database", "a database name"),
-    ]
+        (bool(kafka.bootstrap_servers.strip()), "kafka.bootstrap_servers", "host:port[,host:port...]"),
+        (re.fullmatch(r"[A-Za-z0-9._-]{1,200}", kafka.topic_prefix) is not None, "kafka.topic_prefix",
+         "letters, digits, '.', '_', '-'"),
+        (1 <= kafka.partitions <= 100_000, "kafka.partitions", "1..100000"),
+        (1 <= kafka.replication_factor <= 32, "kafka.replication_factor", "1..32"),
+        (kafka.compression in ("none", "gzip", "snappy", "lz4", "zstd"), "kafka.compression",
+         "none, gzip, snappy, lz4, zstd"),
+        (0 <= kafka.linger_ms <= 60_000, "kafka.linger_ms", "0..60000"),
+        (100 <= kafka.max_in_flight_messages <= 10_000_000, "kafka.max_in_flight_messages", "100..10000000"),
+        (kafka.delivery_timeout_s > 0, "kafka.delivery_timeout_s", "a positive number of seconds"),
+        (urlsplit(cp.redis_url).scheme in ("redis", "rediss", "unix", ""), "checkpoint.redis_url",
+         'redis://host:port/db, or "" for no Redis'),
+        (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",
+         "mysql://user:password@host:port/database"),
+        (0.1 <= cp.flush_interval_s <= 3600, "checkpoint.flush_interval_s", "0.1..3600 seconds"),
+    ]  # fmt: skip
     for ok, key, accepted in checks:
         if not ok:
             raise ConfigError(f"{where}: {key} = {_shown(config, key)!r} is out of range; accepted: {accepted}")
+    config.checkpoint_settings()  # the URL parses
     config.table_filter()  # compiles the patterns: a bad one fails here, naming it
+    for i, route in enumerate(kafka.routes):
+        if not route.pattern or not route.topic:
+            raise ConfigError(f"{where}: kafka.routes[{i}] needs both pattern and topic")
+        _compile_route(route.pattern, f"{where}: kafka.routes[{i}].pattern")
+
+
+def _compile_route(pattern: str, where: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: {pattern!r} is not a regular expression ({exc})") from exc
 
 
 def _shown(config: Config, key: str) -> object:

@@ -54,4 +54,4 @@ def _compile(pattern: str, what: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise ConfigError(f"[filter] {what}: {pattern!r} is not a regular expression ({exc})") from exc
+        raise ConfigError(f"[source] {what}: {pattern!r} is not a regular expression ({exc})") from exc

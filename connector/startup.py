@@ -38,7 +38,7 @@ class Prepared:
 def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Connection]:
     """Connections to the checkpoint database, which is created when missing."""
     settings = config.checkpoint_settings()
-    database = config.checkpoint.database
+    database = config.meta_database()
     with open_connection(settings) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     return lambda: open_connection(settings, database)

@@ -42,6 +42,7 @@ from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, open_connection
+from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 
 log = logging.getLogger("sluice.stream")
@@ -54,6 +55,7 @@ class Changes:
     messages: tuple[FlatMessage, ...]
     file: str
     pos: int  # the position of the event the messages come from
+    table: Table | None = None  # the rows' table definition at this position; None for statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class TransactionAssembler:
         self.began = False  # inside an explicit BEGIN (or a MariaDB GTID that stands for one)
         self.gtid: str | None = None
         self.rows = 0
+        self.timestamp = start.timestamp
 
     def feed(self, event: Event) -> Iterator[StreamItem]:
         body = event.body
@@ -120,7 +123,9 @@ class TransactionAssembler:
         messages = tuple(self.builder.feed(event))
         if messages:
             self.rows += len(messages)
-            yield Changes(messages, self.file, event.pos)
+            body = event.body
+            assert isinstance(body, RowsEvent) and body.table is not None
+            yield Changes(messages, self.file, event.pos, self.tracker.definition(body.table))
 
     def _query(self, event: Event, body: QueryEvent) -> Iterator[StreamItem]:
         sql = body.query.strip()
@@ -170,9 +175,9 @@ class TransactionAssembler:
 
     def _position(self, pos: int, event: Event, gtids: MariadbGtidState | MysqlGtidSet | None = None) -> Position:
         state = gtids if gtids is not None else self.gtids
-        return Position(
-            self.file, pos, str(state) if state is not None else "", event.header.server_id, event.header.timestamp
-        )
+        # Heartbeats and fake rotates carry no time: keep the last event's.
+        self.timestamp = event.header.timestamp or self.timestamp
+        return Position(self.file, pos, str(state) if state is not None else "", event.header.server_id, self.timestamp)
 
 
 def _drain(messages: Iterator[FlatMessage]) -> None:

@@ -9,6 +9,7 @@ from connector.replica.client import SourceSettings
 
 
 def source_settings_of_url(url: str) -> SourceSettings:
+    """The server part of the URL (its path, a database name, is the caller's to read)."""
     parts = urlsplit(url)
     if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
         raise ConfigError(f"{url!r} is not mysql://user:password@host:port")

@@ -41,6 +41,7 @@ def source_settings(server_id: int = 6001, heartbeat_s: float = 1.0) -> SourceSe
 def live_config(include: list[str], name: str = "test", server_id: int = 6001, **source: object) -> Config:
     """A connector configuration for the test server, capturing the tables `include` matches."""
     return parse_config(
-        {"name": name, "source": {"port": PORT, "server_id": server_id, "heartbeat_s": 1.0, **source},
-         "filter": {"include": include}}
+        {"name": name, "source": {"port": PORT, "server_id": server_id, "heartbeat_s": 1.0, "include": include,
+                                  **source},
+         "checkpoint": {"db_url": f"mysql://root@{HOST}:{PORT}/sluice_meta"}}
     )  # fmt: skip

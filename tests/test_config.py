@@ -14,7 +14,9 @@ def test_defaults_and_values(tmp_path: Path) -> None:
     path = tmp_path / "sluice.toml"
     path.write_text(
         'name = "orders"\n[source]\nhost = "db"\nport = 3307\nserver_id = 99\nheartbeat_s = 2\n'
-        '[filter]\ninclude = ["shop\\\\..*"]\nexclude = ["shop\\\\.tmp_.*"]\n'
+        'include = ["shop\\\\..*"]\nexclude = ["shop\\\\.tmp_.*"]\n'
+        '[kafka]\ntopic_prefix = "cdc"\n[[kafka.routes]]\npattern = "shop\\\\.orders_.*"\ntopic = "orders"\n'
+        '[checkpoint]\ndb_url = "mysql://cdc:s3cret@meta:3307/cdc_meta"\n'
     )
     config = load_config(path)
     assert (config.name, config.source.host, config.source.port, config.source.heartbeat_s) == (
@@ -25,21 +27,31 @@ def test_defaults_and_values(tmp_path: Path) -> None:
     )
     included = config.table_filter()
     assert included("shop", "orders") and not included("shop", "tmp_x") and not included("other", "t")
-    assert not included("sluice_meta", "schema_history") and not included("mysql", "user")
+    assert not included("cdc_meta", "schema_history") and not included("mysql", "user")
+    assert config.kafka.routes[0].topic == "orders" and config.kafka.topic_prefix == "cdc"
+    meta = config.checkpoint_settings()
+    assert (meta.host, meta.port, meta.user, meta.password, config.meta_database()) == ("meta", 3307, "cdc", "s3cret", "cdc_meta")
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"sourse": {}}, "unknown key sourse; accepted: name, source, filter, checkpoint"),
+        ({"sourse": {}}, "unknown key sourse; accepted: name, source, kafka, checkpoint, avro"),
         ({"source": {"hots": "x"}}, "unknown key source.hots; accepted: source.host"),
         ({"source": {"port": "3306"}}, "source.port must be int, got str '3306'"),
         ({"source": {"port": 70000}}, "source.port = 70000 is out of range; accepted: 1..65535"),
         ({"source": {"server_id": 0}}, "source.server_id = 0 is out of range"),
         ({"source": {"start": "somewhere"}}, "source.start = 'somewhere' is out of range"),
         ({"source": {"use_gtid": 1}}, "source.use_gtid must be bool"),
-        ({"filter": {"include": "x"}}, "filter.include must be a list of strings"),
-        ({"filter": {"include": ["("]}}, "[filter] include: '(' is not a regular expression"),
+        ({"source": {"include": "x"}}, "source.include must be a list of strings"),
+        ({"source": {"include": ["("]}}, "[source] include: '(' is not a regular expression"),
+        ({"kafka": {"compression": "brotli"}}, "kafka.compression = 'brotli' is out of range; accepted: none, gzip"),
+        ({"kafka": {"routes": [{"pattern": "a"}]}}, "kafka.routes[0] needs both pattern and topic"),
+        ({"kafka": {"routes": [{"pattern": "a", "topic": "t", "x": 1}]}}, "unknown key kafka.routes[0].x"),
+        ({"checkpoint": {"db_url": "mysql://h/"}}, "checkpoint.db_url = 'mysql://h/' is out of range"),
+        ({"checkpoint": {"db_url": "postgres://h/db"}}, "is not mysql://user:password@host:port"),
+        ({"checkpoint": {"flush_interval_s": 0}}, "checkpoint.flush_interval_s = 0.0 is out of range"),
+        ({"avro": {"schemas": "x"}}, "unknown key avro.schemas; accepted: avro.schemas_dir, avro.schema_registry_url"),
         ({"name": "has space"}, "name = 'has space' is out of range"),
         ({"source": 3}, "[source] must be a table"),
     ],

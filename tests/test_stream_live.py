@@ -407,7 +407,7 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
     config = tmp_path / "sluice.toml"
     config.write_text(
         f'name = "tail-test"\n[source]\nport = {source_settings().port}\nserver_id = 6300\nheartbeat_s = 1\n'
-        '[filter]\ninclude = ["tailed\\\\..*"]\n'
+        'include = ["tailed\\\\..*"]\n'
     )
     process = subprocess.Popen(
         [str(ROOT / ".venv" / "bin" / "sluice"), "tail", "--config", str(config)],

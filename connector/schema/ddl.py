@@ -246,7 +246,7 @@ class _Statement:
         attrs.read()
         col = replace(
             col, charset=attrs.charset, collation=attrs.collation, nullable=attrs.nullable and col.nullable,
-            generated=attrs.generated, invisible=attrs.invisible,
+            generated=attrs.generated, invisible=attrs.invisible, default=attrs.default,
         )  # fmt: skip
         if attrs.primary:
             col = replace(col, nullable=False)
@@ -587,6 +587,10 @@ class _TableEditor:
             columns[index] = replace(columns[index], invisible=True)
         elif cur.accept("SET", "VISIBLE"):
             columns[index] = replace(columns[index], invisible=False)
+        elif cur.accept("SET", "DEFAULT"):
+            columns[index] = replace(columns[index], default=_ColumnAttributes(cur)._value())
+        elif cur.accept("DROP", "DEFAULT"):
+            columns[index] = replace(columns[index], default=None)
         cur.skip_to_separator()  # SET DEFAULT ..., DROP DEFAULT
         self.table = replace(self.table, columns=tuple(columns))
 
@@ -615,6 +619,7 @@ class _ColumnAttributes:
         self.primary = False
         self.generated: str | None = None
         self.invisible = False
+        self.default: str | None = None
 
     def read(self) -> None:
         cur = self.cur
@@ -637,8 +642,10 @@ class _ColumnAttributes:
             self.charset = cur.name("a charset").lower()
         elif cur.accept("COLLATE"):
             self.collation = cur.name("a collation").lower()
-        elif cur.accept("DEFAULT") or cur.accept("ON", "UPDATE"):
-            self._skip_value()
+        elif cur.accept("DEFAULT"):
+            self.default = self._value()
+        elif cur.accept("ON", "UPDATE"):
+            self._value()
         elif cur.accept("UNIQUE"):
             cur.accept("KEY")
         elif cur.accept("PRIMARY", "KEY") or cur.accept("KEY"):
@@ -666,18 +673,25 @@ class _ColumnAttributes:
         elif token is not None and token.is_word("VIRTUAL"):
             cur.i += 1
 
-    def _skip_value(self) -> None:
+    def _value(self) -> str | None:
+        """A DEFAULT value: the literal's text, or None for NULL and for expressions."""
         cur = self.cur
         if cur.is_punct("("):
             cur.skip_balanced()
-            return
+            return None
         token = cur.next("a value")
+        sign = ""
         if token.kind == "punct" and token.text in "+-":
+            sign = "-" if token.text == "-" else ""
             token = cur.next("a value")
         if token.kind == "word" and token.text.startswith("_") and (t := cur.peek()) and t.kind == "string":
-            cur.i += 1  # charset introducer: _utf8mb4'text'
+            token = cur.next("a string")  # charset introducer: _utf8mb4'text'
         if cur.is_punct("("):
             cur.skip_balanced()  # CURRENT_TIMESTAMP(6), uuid()
+            return None
+        if token.kind in {"string", "number"}:
+            return sign + token.text
+        return None  # NULL, CURRENT_TIMESTAMP, TRUE and other words
 
 
 def _index(columns: list[Column], name: str) -> int:

@@ -23,6 +23,7 @@ class Column:
     nullable: bool = True
     generated: str | None = None  # "virtual" / "stored" for generated columns
     invisible: bool = False
+    default: str | None = None  # a literal DEFAULT's value as text; None: NULL or an expression
 
     def sql_type(self) -> str:
         args = ",".join(_quote(p) if self.data_type in ("enum", "set") else p for p in self.params)

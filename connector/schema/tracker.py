@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import SchemaMismatchError
 from connector.filters import TableFilter
+from connector.flat import mysql_type
 from connector.position import Position
 from connector.schema.binlogmatch import disagreements, named
 from connector.schema.ddl import DdlChange, UntrackedTableError, apply_ddl
@@ -45,6 +47,7 @@ class SchemaTracker:
         # (position, database, table) of every record in the store: a replay after a restart
         # passes the same DDL again and must not record it twice.
         self._recorded: set[tuple[tuple[str, int, int], str, str]] = set()
+        self._from_binlog: dict[bytes, Table] = {}
 
     # -- start ---------------------------------------------------------------------------
 
@@ -155,6 +158,20 @@ class SchemaTracker:
         self._named[table_map.raw] = (tracked, result)
         return result
 
+    def definition(self, table_map: TableMapEvent) -> Table:
+        """The definition rows of this (already checked) TABLE_MAP were written with.
+
+        The tracked table, except for events older than the snapshot that were named from
+        the TABLE_MAP itself: then a definition is read off the TABLE_MAP.
+        """
+        tracked = self.schema.get(table_map.schema, table_map.table)
+        if tracked is not None and tracked.column_names() == table_map.column_names:
+            return tracked
+        hit = self._from_binlog.get(table_map.raw)
+        if hit is None:
+            hit = self._from_binlog[table_map.raw] = table_from_table_map(table_map)
+        return hit
+
     def before_seed(self, pos: int) -> bool:
         return self.seeded_at is not None and Position(self.source, pos).sort_key() < self.seeded_at.sort_key()
 
@@ -164,6 +181,19 @@ class SchemaTracker:
             + "; ".join(problems),
             file=self.source, pos=pos, event_type="TABLE_MAP_EVENT",
         )  # fmt: skip
+
+
+def table_from_table_map(table_map: TableMapEvent) -> Table:
+    """A definition from what the binlog logged: names, SQL types, nullability, key."""
+    columns = ", ".join(
+        f"`{name.replace('`', '``')}` {mysql_type(col)} {'NULL' if col.nullable else 'NOT NULL'}"
+        for name, col in zip(table_map.column_names, table_map.columns)
+    )
+    keys = ", ".join(f"`{n.replace('`', '``')}`" for n in table_map.pk_names)
+    schema = Schema()
+    apply_ddl(schema, f"CREATE TABLE t ({columns}{', PRIMARY KEY (' + keys + ')' if keys else ''})", "d")
+    table = schema.tables[("d", "t")]
+    return replace(table, database=table_map.schema, name=table_map.table)
 
 
 def _mentioned_tables(sql: str, default_db: str) -> list[tuple[str, str]]:

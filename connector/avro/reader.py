@@ -1,0 +1,66 @@
+"""Reading Sluice's messages back: framing, writer schema from `schemas/` (or the registry), body.
+
+For consumers and tests. TIME columns (time-micros) are returned as signed microseconds,
+not `datetime.time`: MySQL's TIME runs from -838:59:59 to 838:59:59.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import struct
+from typing import Any
+
+import fastavro
+
+from connector.avro.encoding import SINGLE_OBJECT_MARKER
+from connector.avro.registry import SchemaDirectory
+from connector.errors import SluiceError
+
+
+class UnreadableMessageError(SluiceError):
+    """Bytes that are neither single-object encoded nor Confluent framed, or of an unknown schema."""
+
+
+def _plain_time(schema: Any) -> Any:
+    """The schema with time-micros as plain longs (same bytes, wider range)."""
+    if isinstance(schema, dict):
+        if schema.get("logicalType") == "time-micros":
+            return "long"
+        return {k: _plain_time(v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_plain_time(v) for v in schema]
+    return schema
+
+
+class MessageReader:
+    def __init__(self, directory: SchemaDirectory, registry: Any = None) -> None:
+        self.directory = directory
+        self.registry = registry  # a confluent_kafka SchemaRegistryClient, for Confluent-framed messages
+        self._parsed: dict[bytes, tuple[dict[str, Any], Any]] = {}
+
+    def read(self, data: bytes) -> tuple[dict[str, Any], Any]:
+        """(writer schema, record) of one key or value."""
+        if data[:2] == SINGLE_OBJECT_MARKER and len(data) >= 10:
+            fingerprint, body = data[2:10], data[10:]
+            schema, parsed = self._schema(fingerprint, lambda: self.directory.schema_by_fingerprint(fingerprint))
+        elif data[:1] == b"\x00" and len(data) >= 5 and self.registry is not None:
+            schema_id = struct.unpack(">I", data[1:5])[0]
+            body = data[5:]
+            schema, parsed = self._schema(
+                b"id" + data[1:5], lambda: json.loads(self.registry.get_schema(schema_id).schema_str)
+            )
+        else:
+            raise UnreadableMessageError(f"message starts {data[:10].hex()}: not C3 01 + fingerprint nor 00 + id")
+        return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, None)
+
+    def _schema(self, key: bytes, load: Any) -> tuple[dict[str, Any], Any]:
+        hit = self._parsed.get(key)
+        if hit is None:
+            try:
+                schema = load()
+            except KeyError as exc:
+                raise UnreadableMessageError(str(exc)) from exc
+            hit = self._parsed[key] = (schema, fastavro.parse_schema(_plain_time(copy.deepcopy(schema))))
+        return hit

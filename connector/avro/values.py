@@ -1,0 +1,82 @@
+"""Column values: a flat message's rendered text -> the value its Avro type wants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from connector.schema.model import Column
+
+Converter = Callable[[str], Any]
+
+_GEOMETRY = frozenset(
+    {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+     "geometrycollection", "geomcollection"}
+)  # fmt: skip
+_INTS = frozenset({"tinyint", "smallint", "mediumint", "int", "year", "bit"})
+_STRINGS = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json", "long"})
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+@lru_cache(maxsize=8192)
+def _days(text: str) -> int | None:
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    if not month or not day:
+        return None  # a zero date, or one with a zero part: no calendar day
+    return date(year, month, day).toordinal() - _EPOCH_ORDINAL
+
+
+def _date(text: str) -> int | None:
+    return _days(text[:10])
+
+
+def _seconds_micros(text: str) -> int:
+    """`HH:MM:SS[.f]` (hours may exceed 23) as microseconds."""
+    hours, minutes, rest = text.split(":")
+    seconds, _, fraction = rest.partition(".")
+    micros = int((fraction + "000000")[:6]) if fraction else 0
+    return ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000 + micros
+
+
+def _time(text: str) -> int:
+    return -_seconds_micros(text[1:]) if text.startswith("-") else _seconds_micros(text)
+
+
+def _timestamp(text: str) -> int | None:
+    days = _days(text[:10])
+    if days is None:
+        return None
+    return days * 86_400_000_000 + _seconds_micros(text[11:] or "00:00:00")
+
+
+def _latin1(text: str) -> bytes:
+    return text.encode("latin-1")  # binary values are rendered one character per byte
+
+
+def _vector(text: str) -> list[float]:
+    return [float(x) for x in text.strip("[]").split(",") if x]
+
+
+def converter(col: Column) -> Converter:
+    kind = col.data_type
+    if kind in _INTS or (kind == "bigint" and not col.unsigned):
+        return int
+    if kind in ("float", "double"):
+        return float
+    if kind in ("decimal", "bigint"):  # BIGINT UNSIGNED is a decimal(20, 0)
+        return Decimal
+    table: dict[str, Converter] = {"date": _date, "time": _time, "datetime": _timestamp, "timestamp": _timestamp}
+    if kind in table:
+        return table[kind]
+    if kind == "vector":
+        return _vector
+    if kind in _STRINGS:
+        return str
+    if kind in _GEOMETRY:
+        return bytes.fromhex
+    return _latin1

@@ -1,0 +1,302 @@
+"""Checkpoints: which position is safe to resume from, and where it is kept.
+
+`InFlight` is the FIFO of transactions whose messages Kafka has not all acknowledged.
+A transaction's end position becomes committable when it and every transaction before
+it are fully acknowledged, so a saved position never runs ahead of Kafka. A delivery
+error poisons its transaction: nothing at or after it is ever committed.
+
+`Checkpointer` writes each committed position to Redis at once and copies it from Redis
+to the checkpoint database every `flush_interval_s` and at shutdown. Redis down: the
+position goes to the database directly (with a warning). Both down: `commit` raises and
+the pipeline pauses until one of them takes the position again; none is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import pymysql
+import redis
+
+from connector.errors import SluiceError, SourceError
+from connector.position import Position
+
+log = logging.getLogger("sluice.checkpoint")
+
+
+class DeliveryError(SluiceError):
+    """Kafka gave up on a message: the connector stops, its checkpoint before that transaction."""
+
+
+class CheckpointUnavailableError(SluiceError):
+    """Neither Redis nor the checkpoint database would take the position."""
+
+
+# -- in-flight transactions ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Transaction:
+    pending: int = 0
+    failed: str | None = None
+    position: Position | None = None
+
+
+class InFlight:
+    def __init__(self) -> None:
+        self._queue: deque[_Transaction] = deque()
+        self._open = _Transaction()
+        self.outstanding = 0  # messages handed to Kafka and not yet acknowledged
+        self.errors: list[str] = []
+
+    def track(self) -> Callable[[str | None], None]:
+        """The delivery callback of one more message of the open transaction."""
+        txn = self._open
+        txn.pending += 1
+        self.outstanding += 1
+
+        def delivered(error: str | None) -> None:
+            txn.pending -= 1
+            self.outstanding -= 1
+            if error is not None:
+                txn.failed = txn.failed or error
+                self.errors.append(error)
+
+        return delivered
+
+    def close(self, position: Position) -> None:
+        """The open transaction ends at `position` (a commit, or a heartbeat between transactions)."""
+        self._open.position = position
+        self._queue.append(self._open)
+        self._open = _Transaction()
+
+    def committable(self) -> Position | None:
+        """The newest position whose transaction and all before it are acknowledged."""
+        newest = None
+        while self._queue and self._queue[0].pending == 0 and self._queue[0].failed is None:
+            newest = self._queue.popleft().position
+        return newest
+
+    @property
+    def transactions(self) -> int:
+        return len(self._queue)
+
+
+# -- stores -----------------------------------------------------------------------------
+
+
+def position_json(position: Position) -> str:
+    return json.dumps(asdict(position), sort_keys=True)
+
+
+def position_of_json(text: str | bytes) -> Position:
+    return Position(**json.loads(text))
+
+
+class CheckpointStore(Protocol):
+    name: str
+
+    def get(self) -> Position | None: ...
+
+    def put(self, position: Position) -> None: ...
+
+    def delete(self) -> None: ...
+
+
+@dataclass
+class MemoryCheckpointStore:
+    name: str = "memory"
+    value: Position | None = None
+    down: bool = False
+    writes: list[Position] = field(default_factory=list)
+
+    def get(self) -> Position | None:
+        self._check()
+        return self.value
+
+    def put(self, position: Position) -> None:
+        self._check()
+        self.value = position
+        self.writes.append(position)
+
+    def delete(self) -> None:
+        self._check()
+        self.value = None
+
+    def _check(self) -> None:
+        if self.down:
+            raise CheckpointUnavailableError(f"{self.name} is down")
+
+
+class RedisCheckpointStore:
+    def __init__(self, url: str, connector: str) -> None:
+        self.name = f"redis {url}"
+        self.key = f"sluice:{connector}:position"
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+
+    def get(self) -> Position | None:
+        try:
+            raw = self.client.get(self.key)
+        except redis.RedisError as exc:
+            raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
+        return None if raw is None else position_of_json(raw)
+
+    def put(self, position: Position) -> None:
+        try:
+            self.client.set(self.key, position_json(position))
+        except redis.RedisError as exc:
+            raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
+
+    def delete(self) -> None:
+        try:
+            self.client.delete(self.key)
+        except redis.RedisError as exc:
+            raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
+
+
+_TABLE = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+  connector VARCHAR(128) PRIMARY KEY,
+  binlog_file VARCHAR(255) NOT NULL,
+  binlog_pos BIGINT NOT NULL,
+  gtid_set TEXT NOT NULL,
+  server_id BIGINT NOT NULL,
+  event_time BIGINT NOT NULL,
+  updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+"""
+
+
+class DatabaseCheckpointStore:
+    """`checkpoints` in the checkpoint database, one row per connector."""
+
+    def __init__(self, connect: Callable[[], pymysql.connections.Connection], connector: str) -> None:
+        self.name = "checkpoint database"
+        self._connect = connect
+        self.connector = connector
+        self._run(lambda cur: cur.execute(_TABLE))
+
+    def _run(self, action: Callable[[pymysql.cursors.Cursor], object]) -> object:
+        try:
+            with self._connect() as conn, conn.cursor() as cur:
+                return action(cur)
+        except (pymysql.err.OperationalError, SourceError) as exc:
+            raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
+
+    def get(self) -> Position | None:
+        def read(cur: pymysql.cursors.Cursor) -> object:
+            cur.execute(
+                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time FROM checkpoints WHERE connector = %s",
+                (self.connector,),
+            )
+            return cur.fetchone()
+
+        row = self._run(read)
+        if row is None:
+            return None
+        assert isinstance(row, tuple)
+        return Position(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]))
+
+    def put(self, position: Position) -> None:
+        self._run(
+            lambda cur: cur.execute(
+                "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file),"
+                " binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set), server_id = VALUES(server_id),"
+                " event_time = VALUES(event_time)",
+                (
+                    self.connector,
+                    position.file,
+                    position.pos,
+                    position.gtid_set,
+                    position.server_id,
+                    position.timestamp,
+                ),
+            )
+        )
+
+    def delete(self) -> None:
+        self._run(lambda cur: cur.execute("DELETE FROM checkpoints WHERE connector = %s", (self.connector,)))
+
+
+# -- the checkpointer ---------------------------------------------------------------------
+
+
+class Checkpointer:
+    def __init__(self, fast: CheckpointStore | None, durable: CheckpointStore, flush_interval_s: float = 3.0) -> None:
+        self.fast = fast
+        self.durable = durable
+        self.flush_interval_s = flush_interval_s
+        self.committed: Position | None = None
+        self.flushed: Position | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.fast_down = False
+
+    def load(self) -> tuple[Position | None, str]:
+        """The resume position and where it came from: Redis, else the database."""
+        if self.fast is not None:
+            try:
+                found = self.fast.get()
+                if found is not None:
+                    return found, self.fast.name
+            except CheckpointUnavailableError as exc:
+                log.warning("%s; reading the position from the %s", exc, self.durable.name)
+        return self.durable.get(), self.durable.name
+
+    def commit(self, position: Position) -> None:
+        """Record a committable position: Redis at once; the database directly when Redis is down."""
+        with self._lock:
+            if self.fast is not None:
+                try:
+                    self.fast.put(position)
+                    if self.fast_down:
+                        log.warning("%s is back; positions go there again", self.fast.name)
+                    self.fast_down = False
+                    self.committed = position
+                    return
+                except CheckpointUnavailableError as exc:
+                    if not self.fast_down:
+                        log.warning("%s; writing positions to the %s directly", exc, self.durable.name)
+                    self.fast_down = True
+            self.durable.put(position)  # raises CheckpointUnavailableError when it is down too
+            self.committed = self.flushed = position
+
+    def flush(self) -> None:
+        """Copy the newest committed position to the database (from Redis when it is up)."""
+        with self._lock:
+            position = self.committed
+            if self.fast is not None and not self.fast_down:
+                # Redis gone since the last commit: the position in memory is the same one.
+                with contextlib.suppress(CheckpointUnavailableError):
+                    position = self.fast.get() or position
+            if position is None or position == self.flushed:
+                return
+            try:
+                self.durable.put(position)
+                self.flushed = position
+            except CheckpointUnavailableError as exc:
+                log.warning("flush to the %s failed (%s); retrying in %.1f s", self.durable.name, exc,
+                            self.flush_interval_s)  # fmt: skip
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="checkpoint-flusher", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            self.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.flush()

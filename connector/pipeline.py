@@ -1,0 +1,164 @@
+"""The connector's main loop: stream items -> Avro -> Kafka, with checkpoints behind Kafka's acknowledgements.
+
+Rows go to `{prefix}.{database}.{table}` (or a route's topic), keyed by their primary key;
+rows of tables without one have no key and go to the partition the table's name hashes
+to. DDL goes to `{prefix}.{database}._ddl`. Each transaction's end is closed in the
+in-flight FIFO; the newest fully acknowledged position is committed after every item.
+
+Back-pressure: with `max_in_flight` messages unacknowledged (Kafka slow or down) the
+reader stops pulling events until acknowledgements make room; memory stays bounded by
+that number. Checkpoint stores both down: the reader waits, retrying the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from connector.avro.encoding import MessageEncoder
+from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
+from connector.flat import FlatMessage
+from connector.position import Position
+from connector.schema.model import Table
+from connector.sink.kafka import Sink
+from connector.sink.partitioning import TopicRouter, partition_for
+from connector.stream import Changes, Commit, StreamItem
+
+log = logging.getLogger("sluice.pipeline")
+
+
+@dataclass
+class Counters:
+    rows: int = 0
+    statements: int = 0
+    transactions: int = 0
+    commits: int = 0  # positions written to the checkpoint stores
+    paused_s: float = 0.0
+
+
+def _changes_key(message: FlatMessage, table: Table) -> bool:
+    old = message["old"][0] if message["old"] else {}
+    return any(k in old for k in table.primary_key)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        encoder: MessageEncoder,
+        sink: Sink,
+        router: TopicRouter,
+        checkpointer: Checkpointer,
+        max_in_flight: int = 100_000,
+        stop: threading.Event | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.encoder = encoder
+        self.sink = sink
+        self.router = router
+        self.checkpointer = checkpointer
+        self.max_in_flight = max_in_flight
+        self.inflight = InFlight()
+        self.stop = stop or threading.Event()
+        self.sleep = sleep
+        self.counters = Counters()
+        self.last_committed: Position | None = None
+
+    def run(self, items: Iterable[StreamItem]) -> None:
+        """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged."""
+        try:
+            for item in items:
+                self.take(item)
+                if self.stop.is_set():
+                    break
+        finally:
+            self.drain()
+
+    def take(self, item: StreamItem) -> None:
+        if isinstance(item, Changes):
+            for message in item.messages:
+                self._send(message, item.table)
+        else:
+            self.inflight.close(item.position)
+            if isinstance(item, Commit):
+                self.counters.transactions += 1
+        self.sink.poll(0)
+        self._check_errors()
+        self._commit()
+        self._backpressure()
+
+    def _send(self, message: FlatMessage, table: Table | None) -> None:
+        database, name = message["database"], message["table"]
+        if message["isDdl"]:
+            topic = self.router.ddl_topic(database)
+            self.sink.ensure_topic(topic)
+            key, value = self.encoder.ddl(message, topic)
+            self.sink.produce(topic, key, value, None, self.inflight.track())
+            self.counters.statements += 1
+            return
+        if table is None:
+            return  # a statement that is not DDL (GRANT, ...): nothing to publish
+        if message["type"] == "UPDATE" and _changes_key(message, table):
+            # The old key's messages live on its own partition: a DELETE there, an INSERT under
+            # the new key, so every key's history stays in one partition, in order.
+            before = {**message["data"][0], **message["old"][0]}
+            self._send({**message, "type": "DELETE", "data": [before], "old": None}, table)
+            self._send({**message, "type": "INSERT", "old": None}, table)
+            return
+        topic = self.router.topic(database, name)
+        self.sink.ensure_topic(topic)
+        row_key, value = self.encoder.row(message, table, topic)
+        partition = None
+        if row_key is None:  # no primary key: one partition per table keeps its order
+            partition = partition_for(f"{database}.{name}".encode(), self.sink.partitions(topic))
+        self.sink.produce(topic, row_key, value, partition, self.inflight.track())
+        self.counters.rows += 1
+
+    def _check_errors(self) -> None:
+        if self.inflight.errors:
+            raise DeliveryError(
+                f"Kafka gave up on {len(self.inflight.errors)} message(s): {self.inflight.errors[0]}; "
+                f"the checkpoint stays at {self.last_committed}"
+            )
+
+    def _commit(self) -> None:
+        position = self.inflight.committable()
+        if position is None:
+            return
+        delay = 0.1
+        while True:
+            try:
+                self.checkpointer.commit(position)
+                break
+            except CheckpointUnavailableError as exc:
+                # Both stores are down: hold the position and stop reading until one comes back.
+                log.warning("cannot save position %s (%s); pausing %.1f s", position, exc, delay)
+                self.sleep(delay)
+                self.counters.paused_s += delay
+                delay = min(delay * 2, 5.0)
+                if self.stop.is_set():
+                    raise
+        self.last_committed = position
+        self.counters.commits += 1
+
+    def _backpressure(self) -> None:
+        if self.inflight.outstanding < self.max_in_flight:
+            return
+        started = time.monotonic()
+        log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
+        while self.inflight.outstanding >= self.max_in_flight * 0.8 and not self.stop.is_set():
+            self.sink.poll(0.1)
+            self._check_errors()
+            self._commit()
+        self.counters.paused_s += time.monotonic() - started
+
+    def drain(self, timeout_s: float = 30.0) -> None:
+        """Wait for Kafka to acknowledge what is in flight, then commit what it did."""
+        deadline = time.monotonic() + timeout_s
+        while self.inflight.outstanding and time.monotonic() < deadline:
+            self.sink.poll(0.1)
+        self.sink.flush(max(0.0, deadline - time.monotonic()))
+        if not self.inflight.errors:
+            self._commit()

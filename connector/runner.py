@@ -1,0 +1,88 @@
+"""Wiring: a configuration becomes a running connector (the only place that builds the parts)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
+from connector.avro.registry import SchemaDirectory
+from connector.checkpoint import (
+    Checkpointer,
+    CheckpointStore,
+    DatabaseCheckpointStore,
+    RedisCheckpointStore,
+)
+from connector.config import Config
+from connector.pipeline import Pipeline
+from connector.position import Position
+from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
+from connector.sink.partitioning import TopicRouter
+from connector.startup import checkpoint_connector, prepare
+from connector.stream import ChangeStream
+
+log = logging.getLogger("sluice")
+
+
+@dataclass
+class Stores:
+    fast: CheckpointStore | None
+    durable: CheckpointStore
+
+
+def checkpoint_stores(config: Config) -> Stores:
+    durable = DatabaseCheckpointStore(checkpoint_connector(config), config.name)
+    fast = RedisCheckpointStore(config.checkpoint.redis_url, config.name) if config.checkpoint.redis_url else None
+    return Stores(fast, durable)
+
+
+def kafka_sink(config: Config) -> KafkaSink:
+    k = config.kafka
+    return KafkaSink(
+        KafkaSettings(
+            k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression, k.delivery_timeout_s
+        )
+    )
+
+
+def framing(config: Config) -> Framing:
+    url = config.avro.schema_registry_url
+    return ConfluentFraming(url) if url else SingleObjectFraming()
+
+
+class Connector:
+    def __init__(self, config: Config, sink: Sink | None = None, stores: Stores | None = None) -> None:
+        self.config = config
+        self.stop = threading.Event()
+        self.stores = stores or checkpoint_stores(config)
+        self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s)
+        self.sink = sink or kafka_sink(config)
+        self.encoder = MessageEncoder(SchemaDirectory(config.avro.schemas_dir), framing(config))
+        self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
+        self.pipeline: Pipeline | None = None
+        self.stream: ChangeStream | None = None
+
+    def resume_position(self) -> Position | None:
+        position, where = self.checkpointer.load()
+        if position is not None:
+            log.info("resuming at %s (from the %s)", position, where)
+        return position
+
+    def run(self, blocking: bool = True) -> None:
+        resume = self.resume_position()
+        prepared = prepare(self.config, resume=resume)
+        self.stream = ChangeStream(self.config.source.settings(), prepared.tracker, self.config.table_filter())
+        self.pipeline = Pipeline(
+            self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
+            self.stop,
+        )  # fmt: skip
+        log.info("streaming from %s", prepared.start)
+        self.checkpointer.start()
+        try:
+            self.pipeline.run(self.stream.items(prepared.start, blocking))
+        finally:
+            self.checkpointer.stop()
+            counters = self.pipeline.counters
+            log.info("stopped: %d rows, %d statements, %d transactions; position %s", counters.rows,
+                     counters.statements, counters.transactions, self.checkpointer.committed)  # fmt: skip

@@ -1,0 +1,75 @@
+"""Topic names and partitions, agreeing with Kafka's Java clients.
+
+Keys are hashed with Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`,
+seed 0x9747b28c), made positive, modulo the partition count: the partition a Java
+producer's default partitioner picks for the same key bytes. Rows of a table without a
+primary key have no key; they all go to the partition its name hashes to, so their order holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2, as a signed 32-bit int like Java's."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length % 4
+    if tail == 3:
+        h ^= data[whole + 2] << 16
+    if tail >= 2:
+        h ^= data[whole + 1] << 8
+    if tail >= 1:
+        h ^= data[whole]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+@dataclass(frozen=True)
+class Route:
+    pattern: re.Pattern[str]
+    topic: str
+
+
+class TopicRouter:
+    """`{prefix}.{database}.{table}` unless a route (regex on `database.table`) names the topic."""
+
+    def __init__(self, prefix: str, routes: list[tuple[str, str]]) -> None:
+        self.prefix = prefix
+        self.routes = [Route(re.compile(p), t) for p, t in routes]
+
+    @lru_cache(maxsize=65536)  # noqa: B019  (one router per connector, for its lifetime)
+    def topic(self, database: str, table: str) -> str:
+        name = f"{database}.{table}"
+        for route in self.routes:
+            if route.pattern.fullmatch(name):
+                return route.topic
+        return f"{self.prefix}.{_legal(database)}.{_legal(table)}"
+
+    def ddl_topic(self, database: str) -> str:
+        return f"{self.prefix}.{_legal(database)}._ddl"
+
+
+def _legal(name: str) -> str:
+    """Kafka topic names allow [a-zA-Z0-9._-]; anything else becomes `_`."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name) or "_"
