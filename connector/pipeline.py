@@ -36,6 +36,7 @@ class Counters:
     statements: int = 0
     transactions: int = 0
     commits: int = 0  # positions written to the checkpoint stores
+    pauses: int = 0  # times the reader waited for Kafka or the checkpoint stores
     paused_s: float = 0.0
 
 
@@ -136,6 +137,7 @@ class Pipeline:
                 # Both stores are down: hold the position and stop reading until one comes back.
                 log.warning("cannot save position %s (%s); pausing %.1f s", position, exc, delay)
                 self.sleep(delay)
+                self.counters.pauses += 1
                 self.counters.paused_s += delay
                 delay = min(delay * 2, 5.0)
                 if self.stop.is_set():
@@ -147,6 +149,7 @@ class Pipeline:
         if self.inflight.outstanding < self.max_in_flight:
             return
         started = time.monotonic()
+        self.counters.pauses += 1
         log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
         while self.inflight.outstanding >= self.max_in_flight * 0.8 and not self.stop.is_set():
             self.sink.poll(0.1)

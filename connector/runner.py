@@ -78,6 +78,10 @@ class Connector:
             self.stop,
         )  # fmt: skip
         log.info("streaming from %s", prepared.start)
+        if resume is None:
+            # The first start: save where it begins, or a restart before the first commit
+            # would begin at the then-current position and skip what happened in between.
+            self.checkpointer.commit(prepared.start)
         self.checkpointer.start()
         try:
             self.pipeline.run(self.stream.items(prepared.start, blocking))

@@ -41,7 +41,25 @@ def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Con
     database = config.meta_database()
     with open_connection(settings) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    return lambda: open_connection(settings, database)
+    same_server = (settings.host, settings.port) == (config.source.host, config.source.port)
+
+    def connect() -> pymysql.connections.Connection:
+        conn = open_connection(settings, database)
+        if same_server:
+            _unlogged(conn)
+        return conn
+
+    return connect
+
+
+def _unlogged(conn: pymysql.connections.Connection) -> None:
+    """On the source server, keep checkpoint writes out of the binlog: each flush would
+    otherwise log a transaction, whose position would be flushed again, forever."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+    except pymysql.err.MySQLError as exc:  # lacks the privilege: the loop is slow (one write per flush)
+        log.debug("checkpoint writes stay in the binlog: %s", exc)
 
 
 def prepare(config: Config, store: HistoryStore | None = None, resume: Position | None = None) -> Prepared:

@@ -30,7 +30,13 @@ def test_defaults_and_values(tmp_path: Path) -> None:
     assert not included("cdc_meta", "schema_history") and not included("mysql", "user")
     assert config.kafka.routes[0].topic == "orders" and config.kafka.topic_prefix == "cdc"
     meta = config.checkpoint_settings()
-    assert (meta.host, meta.port, meta.user, meta.password, config.meta_database()) == ("meta", 3307, "cdc", "s3cret", "cdc_meta")
+    assert (meta.host, meta.port, meta.user, meta.password, config.meta_database()) == (
+        "meta",
+        3307,
+        "cdc",
+        "s3cret",
+        "cdc_meta",
+    )
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ class ConfluentFraming:
     """Registry framing; `mock://` URLs give confluent-kafka's in-memory registry (tests)."""
 
     def __init__(self, url: str) -> None:
-        self.client = SchemaRegistryClient({"url": url})
+        self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one
         self._serializers: dict[tuple[bytes, str], Callable[[Any, SerializationContext], bytes | None]] = {}
 
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:

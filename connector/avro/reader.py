@@ -40,8 +40,9 @@ class MessageReader:
         self.registry = registry  # a confluent_kafka SchemaRegistryClient, for Confluent-framed messages
         self._parsed: dict[bytes, tuple[dict[str, Any], Any]] = {}
 
-    def read(self, data: bytes) -> tuple[dict[str, Any], Any]:
-        """(writer schema, record) of one key or value."""
+    def read(self, data: bytes, reader_schema: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+        """(writer schema, record) of one key or value; resolved to `reader_schema` when given
+        (a newer version of the table: columns added since get their defaults)."""
         if data[:2] == SINGLE_OBJECT_MARKER and len(data) >= 10:
             fingerprint, body = data[2:10], data[10:]
             schema, parsed = self._schema(fingerprint, lambda: self.directory.schema_by_fingerprint(fingerprint))
@@ -53,7 +54,19 @@ class MessageReader:
             )
         else:
             raise UnreadableMessageError(f"message starts {data[:10].hex()}: not C3 01 + fingerprint nor 00 + id")
-        return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, None)
+        resolved = self._reader_schema(reader_schema) if reader_schema is not None else None
+        return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, resolved)
+
+    def _reader_schema(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True).encode()
+        hit = self._parsed.get(key)
+        if hit is None:
+            hit = self._parsed[key] = (schema, fastavro.parse_schema(_plain_time(copy.deepcopy(schema))))
+        return hit[1]
+
+    def latest(self, database: str, table: str) -> dict[str, Any]:
+        """The newest value schema of a table, from the directory's index."""
+        return self.directory.latest_schema(database, table)
 
     def _schema(self, key: bytes, load: Any) -> tuple[dict[str, Any], Any]:
         hit = self._parsed.get(key)

@@ -28,10 +28,11 @@ from connector.avro.schemas import backward_compatible, ddl_key_schema, ddl_sche
 from connector.schema.model import Table
 
 
-def fingerprint_of(schema: dict[str, Any]) -> bytes:
+def fingerprint_of(schema: dict[str, Any] | str) -> bytes:
     """The 8 bytes the single-object encoding puts after C3 01 (CRC-64-AVRO, little-endian)."""
     canonical = to_parsing_canonical_form(fastavro.parse_schema(schema, _write_hint=False))
-    return int(fingerprint(canonical, "CRC-64-AVRO"), 16).to_bytes(8, "little")
+    # fastavro gives the fingerprint's bytes in little-endian order already, as hex
+    return bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,14 @@ class SchemaDirectory:
         if file is None:
             raise KeyError(f"no schema with fingerprint {fp.hex()} in {self.root}")
         schema: dict[str, Any] = json.loads((self.root / file).read_text())
+        return schema
+
+    def latest_schema(self, database: str, table: str) -> dict[str, Any]:
+        index = json.loads((self.root / "index.json").read_text())
+        versions = index["tables"].get(f"{database}.{table}")
+        if not versions:
+            raise KeyError(f"no schema for `{database}`.`{table}` in {self.root}")
+        schema: dict[str, Any] = json.loads((self.root / versions[-1]["file"]).read_text())
         return schema
 
     @contextmanager

@@ -214,7 +214,7 @@ def backward_compatible(old: Table, new: Table) -> Compatibility:
     for col in new.columns:
         name = avro_name(col.name)
         if name not in before:
-            if not nullable(col):
+            if not nullable(col) and default_value(col) is None:
                 reasons.append(f"new column `{col.name}` is NOT NULL with no default")
             continue
         was, now = column_type(before[name]), column_type(col)

@@ -1,0 +1,146 @@
+"""A consumer for the end-to-end tests: read every CDC topic, replay the changes, compare with the source.
+
+It uses only what a real consumer has: the topics and the schema directory. Changes are
+applied in partition order (each key lives in one partition); duplicates from a connector
+restart are dropped by their source position, as a consumer would.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from connector.avro.reader import MessageReader
+from tests.live import connect
+
+KAFKA = "127.0.0.1:9092"
+
+Row = dict[str, Any]
+
+
+def consume(prefix: str) -> list[tuple[str, int, int, bytes | None, bytes]]:
+    """(topic, partition, offset, key, value) of every message in the topics under `prefix.`."""
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    topics = {
+        name: meta for name, meta in admin.list_topics(timeout=30).topics.items() if name.startswith(prefix + ".")
+    }
+    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"replay-{uuid.uuid4()}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(t, p, 0) for t, meta in topics.items() for p in meta.partitions])
+    out: list[tuple[str, int, int, bytes | None, bytes]] = []
+    idle = 0
+    while idle < 3:
+        batch = consumer.consume(1000, 1.0)
+        idle = idle + 1 if not batch else 0
+        out += [(str(m.topic()), int(m.partition() or 0), int(m.offset() or 0), m.key(), m.value() or b"")
+                for m in batch if m.error() is None]  # fmt: skip
+    consumer.close()
+    return sorted(out, key=lambda m: (m[0], m[1], m[2]))
+
+
+class Replay:
+    def __init__(self, reader: MessageReader) -> None:
+        self.reader = reader
+        self.tables: dict[tuple[str, str], dict[Any, Row] | list[Row]] = {}
+        self.seen: set[tuple[str, int, int, str]] = set()
+        self.duplicates: list[tuple[str, int, int, str]] = []
+
+    def apply_all(self, messages: list[tuple[str, int, int, bytes | None, bytes]]) -> None:
+        for topic, _, _, _, value in messages:
+            if topic.endswith("._ddl"):
+                continue
+            self.apply(value)
+
+    def apply(self, value: bytes) -> None:
+        schema, _ = self.reader.read(value)
+        database, table = schema["sluice.database"], schema["sluice.table"]
+        _, record = self.reader.read(value, self.reader.latest(database, table))
+        source = record["source"]
+        mark = (source["file"], source["pos"], source["row"], record["type"])
+        if mark in self.seen:
+            self.duplicates.append(mark)
+            return
+        self.seen.add(mark)
+        keys = record["pkNames"]
+        state = self.tables.setdefault((database, table), {} if keys else [])
+        row = record["data"][0]
+        if isinstance(state, dict):
+            key = tuple(row[k] for k in keys)
+            if record["type"] == "DELETE":
+                state.pop(key, None)
+            else:
+                state[key] = row
+        elif record["type"] == "INSERT":
+            state.append(row)
+        elif record["type"] == "DELETE":
+            state.remove(row)
+        else:
+            state.remove(record["old"][0])
+            state.append(row)
+
+
+def normalise(value: Any, avro_type: Any) -> Any:
+    """A SELECT value in the form the Avro reader gives for that column."""
+    if value is None:
+        return None
+    logical = avro_type.get("logicalType") if isinstance(avro_type, dict) else None
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC)
+    if isinstance(value, timedelta):
+        return (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
+    if avro_type == "float":
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    if avro_type == "long" and isinstance(value, bytes):
+        return int.from_bytes(value, "big")  # BIT
+    if logical == "decimal":
+        return Decimal(value)
+    return value
+
+
+def source_rows(database: str, table: str, reader: MessageReader) -> dict[Any, Row] | list[Row]:
+    schema = reader.latest(database, table)
+    row_fields = schema["fields"][10]["type"][1]["items"]["fields"]
+    types = {f["name"]: (f["type"][1] if isinstance(f["type"], list) and f["type"][0] == "null" else
+                         f["type"][0] if isinstance(f["type"], list) else f["type"]) for f in row_fields}  # fmt: skip
+    conn = connect(database)
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(f"SELECT * FROM `{table}`")
+        names = [d[0] for d in cur.description]
+        rows = [{n: normalise(v, types[n]) for n, v in zip(names, r)} for r in cur.fetchall()]
+    keys = [k for k in _primary_key(conn, database, table)]
+    if keys:
+        return {tuple(r[k] for k in keys): r for r in rows}
+    return rows
+
+
+def _primary_key(conn: Any, database: str, table: str) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+            " AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (database, table))  # fmt: skip
+        return [r[0] for r in cur.fetchall()]
+
+
+def set_columns(reader: MessageReader, database: str, table: str) -> set[str]:
+    fields = reader.latest(database, table)["fields"][10]["type"][1]["items"]["fields"]
+    return {f["name"] for f in fields if str(f.get("mysqlType", "")).startswith("set(")}
+
+
+def comparable(state: dict[Any, Row] | list[Row], sets: set[str]) -> list[Any]:
+    """Rows in a canonical order; SET values as sets (their label order is not the point)."""
+
+    def canon(row: Row) -> list[tuple[str, Any]]:
+        return sorted(
+            (k, frozenset(v.split(",")) - {""} if k in sets and isinstance(v, str) else
+             frozenset(v) if isinstance(v, set) else v)
+            for k, v in row.items()
+        )  # fmt: skip
+
+    rows = state.values() if isinstance(state, dict) else state
+    return sorted((canon(r) for r in rows), key=repr)

@@ -1,0 +1,143 @@
+"""Avro: schemas from table definitions, the wire framings, the schema directory, value conversions."""
+
+from __future__ import annotations
+
+import io
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+
+from connector.avro.encoding import ConfluentFraming, EncodingError, MessageEncoder, SingleObjectFraming
+from connector.avro.reader import MessageReader, UnreadableMessageError
+from connector.avro.registry import SchemaDirectory, fingerprint_of
+from connector.avro.schemas import backward_compatible, value_schema
+from connector.schema.ddl import apply_ddl
+from connector.schema.model import Schema, Table
+
+TYPES = """CREATE TABLE t (
+  id BIGINT UNSIGNED PRIMARY KEY, i INT, iu INT UNSIGNED, amount DECIMAL(30,10) NOT NULL, f FLOAT, d DOUBLE,
+  day DATE, at DATETIME(6), ts TIMESTAMP(3) NULL, span TIME(6), y YEAR, b BIT(12), name VARCHAR(20),
+  blob_ BLOB, e ENUM('x','y'), s SET('p','q'), j JSON, g POINT, `odd name-é` INT, region VARCHAR(5) DEFAULT 'eu'
+)"""
+
+
+def table(sql: str = TYPES, db: str = "shop") -> Table:
+    schema = Schema()
+    apply_ddl(schema, sql, db)
+    return next(iter(schema.tables.values()))
+
+
+def message(data: dict[str, Any], kind: str = "INSERT", old: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "database": "shop", "table": "t", "type": kind, "isDdl": False, "pkNames": ["id"], "es": 1000, "ts": 2000,
+        "sql": "INSERT ...", "gtid": "0-1-7", "data": [data], "old": [old] if old else None,
+        "source": {"file": "mariadb-bin.000003", "pos": 1234, "server_id": 1, "row": 0},
+    }  # fmt: skip
+
+
+ROW: dict[str, Any] = {
+    "id": "18446744073709551615", "i": "-2147483648", "iu": "4294967295",
+    "amount": "-12345678901234567890.0123456789", "f": "0.1", "d": "-2.5", "day": "1969-12-31",
+    "at": "2024-02-29 23:59:59.999999", "ts": "1970-01-01 00:00:00.001", "span": "-838:59:59.000000",
+    "y": "2024", "b": "4095", "name": "héllo", "blob_": "\u0000\u00ff", "e": "y", "s": "p,q",
+    "j": '{"a": 1}', "g": "0101000000000000000000f03f", "odd name-é": "5", "region": None,
+}  # fmt: skip
+
+
+def test_single_object_encoding_round_trip(tmp_path: Path) -> None:
+    directory = SchemaDirectory(tmp_path)
+    encoder = MessageEncoder(directory, SingleObjectFraming())
+    key, value = encoder.row(message(ROW), table(), "cdc.shop.t")
+    version = directory.version_of(table())
+    assert value[:2] == b"\xc3\x01" and value[2:10] == version.value_fingerprint
+    assert key is not None and key[2:10] == version.key_fingerprint
+    reader = MessageReader(SchemaDirectory(tmp_path))  # a consumer with only the directory
+    schema, record = reader.read(value)
+    row = record["data"][0]
+    assert row["id"] == Decimal("18446744073709551615") and row["iu"] == 4294967295
+    assert row["amount"] == Decimal("-12345678901234567890.0123456789")
+    assert row["day"].isoformat() == "1969-12-31"
+    assert row["at"].isoformat() == "2024-02-29T23:59:59.999999+00:00"
+    assert row["ts"].isoformat() == "1970-01-01T00:00:00.001000+00:00"
+    assert row["span"] == -(838 * 3600 + 59 * 60 + 59) * 1_000_000
+    assert (row["y"], row["b"], row["blob_"], row["g"]) == (2024, 4095, b"\x00\xff", bytes.fromhex(ROW["g"]))
+    assert row["odd_name__"] == 5 and row["region"] is None and row["name"] == "héllo"
+    assert record["source"] == {"server_id": 1, "file": "mariadb-bin.000003", "pos": 1234, "row": 0}
+    assert record["id"] == 3 << 32 | 1234
+    assert reader.read(key)[1] == {"id": Decimal("18446744073709551615")}
+    fields = {f["name"]: f for f in schema["fields"][10]["type"][1]["items"]["fields"]}
+    assert fields["odd_name__"]["mysqlName"] == "odd name-é"
+    assert fields["amount"]["mysqlType"] == "decimal(30,10)" and fields["amount"]["sqlType"] == 3
+    assert fields["region"]["default"] == "eu" and fields["region"]["type"] == ["string", "null"]
+
+
+def test_fingerprint_is_the_spec_crc64_little_endian() -> None:
+    # Avro specification test vector: the Rabin fingerprint of "null" is 7195948357588979594.
+    assert fingerprint_of("null") == (7195948357588979594).to_bytes(8, "little")
+
+
+def test_update_carries_the_whole_before_image(tmp_path: Path) -> None:
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    _, value = encoder.row(message({**ROW, "name": "new"}, "UPDATE", {"name": "old", "region": "us"}), table(), "t")
+    record = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]
+    assert record["data"][0]["name"] == "new" and record["old"][0]["name"] == "old"
+    assert record["old"][0]["region"] == "us" and record["old"][0]["amount"] == Decimal(ROW["amount"])
+
+
+def test_confluent_framing_through_the_mock_registry(tmp_path: Path) -> None:
+    framing = ConfluentFraming("mock://sluice-test")
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), framing)
+    key, value = encoder.row(message(ROW), table(), "cdc.shop.t")
+    assert value[:1] == b"\x00" and key is not None and key[:1] == b"\x00"
+    client = framing.client
+    assert client.get_latest_version("cdc.shop.t-value").schema_id == int.from_bytes(value[1:5], "big")
+    record = MessageReader(SchemaDirectory(tmp_path), client).read(value)[1]
+    assert record["data"][0]["amount"] == Decimal(ROW["amount"])
+
+
+def test_schema_versions_index_and_compatibility(tmp_path: Path) -> None:
+    directory = SchemaDirectory(tmp_path)
+    v1 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"))
+    again = SchemaDirectory(tmp_path).version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"))
+    v2 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5), b INT DEFAULT 3)"))
+    v3 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a INT NOT NULL, b INT DEFAULT 3)"))
+    assert (v1.version, again.version, v2.version, v3.version) == (1, 1, 2, 3)
+    index = json.loads((tmp_path / "index.json").read_text())
+    entries = index["tables"]["shop.t"]
+    assert [e["file"] for e in entries] == ["shop/t/v1.avsc", "shop/t/v2.avsc", "shop/t/v3.avsc"]
+    assert [e.get("backward_compatible") for e in entries] == [None, True, False]
+    assert "column `a` changed from string to int" in entries[2]["reasons"][0]
+    assert index["fingerprints"][v2.value_fingerprint.hex()] == "shop/t/v2.avsc"
+    for entry in entries:
+        fastavro.parse_schema(json.loads((tmp_path / entry["file"]).read_text()))
+
+
+def test_old_rows_read_with_a_newer_schema_get_the_new_columns_default(tmp_path: Path) -> None:
+    old, new = (
+        table("CREATE TABLE t (id INT PRIMARY KEY)"),
+        table("CREATE TABLE t (id INT PRIMARY KEY, r VARCHAR(3) NOT NULL DEFAULT 'eu', n INT)"),
+    )
+    assert backward_compatible(old, new).backward
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    _, value = encoder.row({**message({"id": "1"}), "pkNames": ["id"]}, old, "t")
+    record: Any = fastavro.schemaless_reader(io.BytesIO(value[10:]), value_schema(old, 1), value_schema(new, 2))
+    assert record["data"][0] == {"id": 1, "r": "eu", "n": None}
+
+
+def test_values_that_do_not_fit_name_the_column(tmp_path: Path) -> None:
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    with pytest.raises(EncodingError, match=r"`shop`.`t`.`i`: 'abc' does not fit int"):
+        encoder.row(message({**ROW, "i": "abc"}), table(), "t")
+    with pytest.raises(UnreadableMessageError):
+        MessageReader(SchemaDirectory(tmp_path)).read(b"\xc3\x01" + bytes(8) + b"\x00")
+
+
+def test_zero_dates_are_null(tmp_path: Path) -> None:
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    _, value = encoder.row(message({**ROW, "day": "0000-00-00", "at": "0000-00-00 00:00:00"}), table(), "t")
+    row = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]["data"][0]
+    assert row["day"] is None and row["at"] is None

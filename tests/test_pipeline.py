@@ -1,0 +1,232 @@
+"""The pipeline on its in-memory twins: checkpoints behind acknowledgements, back-pressure, outages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.avro.reader import MessageReader
+from connector.avro.registry import SchemaDirectory
+from connector.checkpoint import (
+    Checkpointer,
+    CheckpointUnavailableError,
+    DeliveryError,
+    InFlight,
+    MemoryCheckpointStore,
+)
+from connector.pipeline import Pipeline
+from connector.position import Position
+from connector.schema.ddl import apply_ddl
+from connector.schema.model import Schema, Table
+from connector.sink.kafka import MemorySink
+from connector.sink.partitioning import TopicRouter, partition_for
+from connector.stream import Changes, Commit, Heartbeat, StreamItem
+from tests.test_assembler import assemble
+
+
+def pos(n: int) -> Position:
+    return Position("bin.000001", n, "", 1, 1700000000 + n)
+
+
+def table(sql: str = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))") -> Table:
+    schema = Schema()
+    apply_ddl(schema, sql, "db")
+    return next(iter(schema.tables.values()))
+
+
+def row(kind: str, id_: int, v: str | None, at: int, old: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "database": "db", "table": "t", "type": kind, "isDdl": False, "pkNames": ["id"], "es": 1, "ts": 2,
+        "sql": "", "gtid": None, "data": [{"id": str(id_), "v": v}], "old": [old] if old else None,
+        "source": {"file": "bin.000001", "pos": at, "server_id": 1, "row": 0},
+    }  # fmt: skip
+
+
+def changes(*messages: dict[str, Any], t: Table | None = None) -> Changes:
+    return Changes(tuple(messages), "bin.000001", messages[0]["source"]["pos"], t or table())
+
+
+class Rig:
+    def __init__(self, tmp: Path, max_in_flight: int = 1000) -> None:
+        self.sink = MemorySink()
+        self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+        self.checkpointer = Checkpointer(self.fast, self.durable, 3.0)
+        self.directory = SchemaDirectory(tmp / "schemas")
+        self.sleeps: list[float] = []
+        self.pipeline = Pipeline(
+            MessageEncoder(self.directory, SingleObjectFraming()), self.sink, TopicRouter("cdc", []),
+            self.checkpointer, max_in_flight, sleep=self.sleeps.append,
+        )  # fmt: skip
+
+    def run(self, items: list[StreamItem]) -> None:
+        self.pipeline.run(items)
+
+    def records(self, topic: str = "cdc.db.t") -> list[dict[str, Any]]:
+        reader = MessageReader(self.directory)
+        return [reader.read(m.value)[1] for m in self.sink.messages(topic)]
+
+
+def test_inflight_commits_only_behind_the_oldest_unacknowledged() -> None:
+    inflight = InFlight()
+    a1, a2 = inflight.track(), inflight.track()
+    inflight.close(pos(10))
+    b1 = inflight.track()
+    inflight.close(pos(20))
+    inflight.close(pos(30))  # an empty transaction
+    b1(None)  # the second transaction is acknowledged first
+    assert inflight.committable() is None
+    a2(None)
+    a1(None)
+    assert inflight.committable() == pos(30)
+    c1 = inflight.track()
+    inflight.close(pos(40))
+    d1 = inflight.track()
+    inflight.close(pos(50))
+    c1("broker gone")
+    d1(None)
+    assert inflight.committable() is None  # a failed transaction is never passed
+    assert inflight.errors == ["broker gone"]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        pytest.param([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), "0-1-1", 1)], id="one-transaction batch"),
+        pytest.param([Commit(pos(150), "0-1-1", 0)], id="empty transaction"),
+        pytest.param([Heartbeat(pos(150))], id="heartbeat"),
+    ],
+)
+def test_each_kind_of_end_advances_the_position(tmp_path: Path, items: list[StreamItem]) -> None:
+    rig = Rig(tmp_path)
+    rig.run(items)
+    assert rig.fast.value == pos(150)
+    rig.checkpointer.flush()
+    assert rig.durable.value == pos(150)
+
+
+def test_a_transaction_with_rows_query_advances_the_position(tmp_path: Path) -> None:
+    items = assemble("mysql-cdc-rs/5.7_29_row_query_log.bin")
+    last_commit = [i for i in items if isinstance(i, Commit)][-1]
+    rig = Rig(tmp_path)
+    rig.run([i if not isinstance(i, Changes) else Changes(i.messages, i.file, i.pos, None) for i in items])
+    # the INSERT transaction (ROWS_QUERY, TABLE_MAP, rows, XID) committed, then the rotation moved on
+    assert rig.fast.writes[-2] == last_commit.position
+    assert rig.fast.value == items[-1].position  # type: ignore[union-attr]
+
+
+def test_rows_are_keyed_partitioned_and_typed(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    nokey = table("CREATE TABLE n (x INT, y VARCHAR(5))")
+    rig.run([
+        changes(row("INSERT", 1, "a", 100), row("INSERT", 2, None, 100)),
+        changes(row("UPDATE", 2, "b", 200, {"v": None})),
+        changes(row("UPDATE", 3, "b", 300, {"id": "2"})),  # the key changes: DELETE 2, INSERT 3
+        changes({**row("INSERT", 0, None, 400), "table": "n", "pkNames": None, "data": [{"x": "7", "y": "q"}]},
+                t=nokey),
+        Commit(pos(500), "0-1-9", 5),
+    ])  # fmt: skip
+    records = rig.records()
+    seen = sorted((r["type"], r["data"][0]["id"], str(r["data"][0]["v"])) for r in records)
+    assert seen == sorted([("INSERT", 1, "a"), ("INSERT", 2, "None"), ("UPDATE", 2, "b"), ("DELETE", 2, "b"),
+                           ("INSERT", 3, "b")])  # fmt: skip
+    by_key = {(m.key, m.partition) for m in rig.sink.messages("cdc.db.t")}
+    assert all(part == partition_for(key, 3) for key, part in by_key if key is not None)
+    update = next(r for r in records if r["type"] == "UPDATE")
+    assert update["old"] == [{"id": 2, "v": None}]  # the whole before image
+    nokey_msgs = rig.sink.messages("cdc.db.n")
+    assert [m.key for m in nokey_msgs] == [None]
+    assert nokey_msgs[0].partition == partition_for(b"db.n", 3)
+    assert rig.fast.value == pos(500)
+
+
+def test_pk_change_keeps_each_keys_history_in_its_partition(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.run([changes(row("UPDATE", 3, "b", 300, {"id": "2"})), Commit(pos(400), None, 1)])
+    messages = rig.sink.messages("cdc.db.t")
+    reader = MessageReader(rig.directory)
+    seen = set()
+    for message in messages:
+        assert message.key is not None and message.partition == partition_for(message.key, 3)
+        seen.add((reader.read(message.value)[1]["type"], reader.read(message.key)[1]["id"]))
+    assert seen == {("DELETE", 2), ("INSERT", 3)}
+
+
+def test_delivery_failure_stops_with_the_checkpoint_before_it(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    items: list[StreamItem] = [changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1)]
+    rig.run(items)
+    rig.sink.fail_next(1, "Local: Message timed out")
+    with pytest.raises(DeliveryError, match=r"Message timed out.*checkpoint stays at bin\.000001:150"):
+        rig.run([changes(row("INSERT", 2, "b", 200)), Commit(pos(250), None, 1), Heartbeat(pos(300))])
+    assert rig.fast.value == pos(150)
+
+
+class SlowSink(MemorySink):
+    """Acknowledges nothing for the first `stalls` polls (a broker that is down), then everything."""
+
+    def __init__(self, stalls: int) -> None:
+        super().__init__()
+        self.stalls = stalls
+        self.peak = 0
+
+    def produce(self, *args: Any) -> None:
+        super().produce(*args)
+        self.peak = max(self.peak, len(self._pending))
+
+    def poll(self, timeout: float) -> int:
+        if self.stalls > 0:
+            self.stalls -= 1
+            return 0
+        return super().poll(timeout)
+
+
+def test_backpressure_bounds_what_is_in_flight(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, max_in_flight=100)
+    slow = SlowSink(stalls=300)
+    rig.sink = rig.pipeline.sink = slow
+    items: list[StreamItem] = []
+    for n in range(1, 501):
+        items += [changes(row("INSERT", n, "x", n * 10)), Commit(pos(n * 10 + 5), None, 1)]
+    rig.run(items)
+    assert slow.peak <= 100
+    assert rig.pipeline.counters.pauses > 0
+    assert rig.fast.value == pos(5005)
+    assert len(rig.sink.messages("cdc.db.t")) == 500
+
+
+def test_redis_down_goes_to_the_database_and_both_down_pauses(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.fast.down = True
+    rig.run([Heartbeat(pos(10))])
+    assert rig.durable.value == pos(10) and rig.fast.value is None
+    rig.durable.down = True
+
+    def recover(delay: float) -> None:  # the stores come back after three waits
+        rig.sleeps.append(delay)
+        if len(rig.sleeps) == 3:
+            rig.durable.down = False
+
+    rig.pipeline.sleep = recover
+    rig.run([Heartbeat(pos(20))])
+    assert rig.sleeps and rig.durable.value == pos(20)
+    rig.fast.down = False
+    rig.run([Heartbeat(pos(30))])
+    assert rig.fast.value == pos(30)
+
+
+def test_checkpointer_loads_redis_first_then_the_database() -> None:
+    fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+    checkpointer = Checkpointer(fast, durable)
+    assert checkpointer.load() == (None, "database")
+    durable.value = pos(5)
+    assert checkpointer.load() == (pos(5), "database")
+    fast.value = pos(9)
+    assert checkpointer.load() == (pos(9), "redis")
+    fast.down = True
+    assert checkpointer.load() == (pos(5), "database")
+    durable.down = True
+    with pytest.raises(CheckpointUnavailableError):
+        checkpointer.load()
