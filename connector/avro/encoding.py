@@ -11,7 +11,6 @@ Avro value its schema wants, built once per schema version.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from connector.avro.binary import compile_schema
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names
 from connector.avro.values import converter
@@ -45,17 +45,14 @@ class Framing(Protocol):
 
 class SingleObjectFraming:
     def __init__(self) -> None:
-        self._parsed: dict[bytes, Any] = {}
+        self._encoders: dict[bytes, Callable[[Any], bytes]] = {}
 
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:
-        parsed = self._parsed.get(fingerprint)
-        if parsed is None:
-            parsed = self._parsed[fingerprint] = fastavro.parse_schema(schema)
-        out = io.BytesIO()
-        out.write(SINGLE_OBJECT_MARKER)
-        out.write(fingerprint)
-        fastavro.schemaless_writer(out, parsed, record)
-        return out.getvalue()
+        encode = self._encoders.get(fingerprint)
+        if encode is None:
+            fastavro.parse_schema(schema)  # validates it once
+            encode = self._encoders[fingerprint] = compile_schema(schema)
+        return SINGLE_OBJECT_MARKER + fingerprint + encode(record)
 
 
 class ConfluentFraming:

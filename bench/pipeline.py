@@ -1,0 +1,171 @@
+"""End-to-end throughput and memory: binlog -> Avro -> Kafka acknowledged, with checkpoints on.
+
+In one run:
+  1. the bench/decode.py workload (>= 200,000 row changes) is streamed by the connector from
+     the server into the real broker; rows/s counts until the last message is acknowledged
+     and its position saved;
+  2. the producer ceiling: the same number of the same pre-encoded messages produced into the
+     same broker by a bare confluent-kafka producer with the same settings;
+  3. the connector's RSS (sampled from /proc every 0.25 s) through one 1,000,000-row transaction.
+Run with `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.decode import DB, workload
+from connector.config import AvroSection, CheckpointSection, Config, KafkaSection
+from connector.position import Position
+from connector.runner import Connector, checkpoint_stores, kafka_sink
+from connector.schema.capture import master_position
+from connector.sink.kafka import KafkaSink
+from tests.live import PORT, ROOT, connect, live_config
+
+
+class RecordingSink:
+    """Passes messages to Kafka and keeps a copy, for the ceiling run."""
+
+    def __init__(self, inner: KafkaSink) -> None:
+        self.inner = inner
+        self.kept: list[tuple[str, bytes | None, bytes, int | None]] = []
+
+    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: object) -> None:
+        self.kept.append((topic, key, value, partition))
+        self.inner.produce(topic, key, value, partition, done)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def config(name: str, tmp: str) -> Config:
+    base = live_config([rf"{DB}\..*"], name=name, server_id=4600)
+    return replace(
+        base,
+        kafka=KafkaSection(topic_prefix=name),
+        checkpoint=CheckpointSection(db_url=f"mysql://root@127.0.0.1:{PORT}/sluice_meta"),
+        avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
+    )
+
+
+def end_to_end(file: str, tmp: str) -> tuple[int, float, list[tuple[str, bytes | None, bytes, int | None]]]:
+    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp)
+    stores = checkpoint_stores(cfg)
+    for store in (stores.fast, stores.durable):
+        assert store is not None
+        store.put(Position(file, 4))
+    sink = RecordingSink(kafka_sink(cfg))
+    connector = Connector(cfg, sink=sink, stores=stores)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    connector.run(blocking=False)  # to the end of the binlog; drains Kafka and saves the position
+    elapsed = time.perf_counter() - started
+    assert connector.pipeline is not None
+    return connector.pipeline.counters.rows, elapsed, sink.kept
+
+
+def ceiling(messages: list[tuple[str, bytes | None, bytes, int | None]], cfg: Config) -> float:
+    sink = kafka_sink(cfg)
+    topics = {t: f"ceiling{uuid.uuid4().hex[:6]}.{t}" for t in {m[0] for m in messages}}
+    for topic in topics.values():
+        sink.ensure_topic(topic)
+    acked = [0]
+
+    def done(error: str | None) -> None:
+        acked[0] += error is None
+
+    started = time.perf_counter()
+    for topic, key, value, partition in messages:
+        sink.produce(topics[topic], key, value, partition, done)
+        sink.poll(0)
+    sink.flush(120)
+    elapsed = time.perf_counter() - started
+    assert acked[0] == len(messages), (acked[0], len(messages))
+    return elapsed
+
+
+def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, int]]:
+    """(seconds, RSS MiB, rows handed on so far) samples of `sluice run` through one transaction."""
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS sluice_bigtxn")
+        cur.execute("CREATE DATABASE sluice_bigtxn")
+        cur.execute("CREATE TABLE sluice_bigtxn.t (id INT PRIMARY KEY, pad CHAR(60), n DECIMAL(10,2))")
+    name = f"bigtxn{uuid.uuid4().hex[:6]}"
+    path = Path(tmp) / "big.toml"
+    path.write_text(
+        f'name = "{name}"\n[source]\nport = {PORT}\nserver_id = 4601\nheartbeat_s = 1\n'
+        "include = ['sluice_bigtxn\\..*']\n"
+        f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas-big"\n'
+        f'[checkpoint]\ndb_url = "mysql://root@127.0.0.1:{PORT}/sluice_meta"\n'
+    )
+    process = subprocess.Popen([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(3)
+    writer = threading.Thread(target=_insert_many, args=(rows,))
+    samples: list[tuple[float, int, int]] = []
+    started = time.monotonic()
+    writer.start()
+    stores = checkpoint_stores(live_config([], name=name))
+    try:
+        while True:
+            samples.append((time.monotonic() - started, _rss_mib(process.pid), 0))
+            saved = stores.fast.get() if stores.fast else None
+            if not writer.is_alive() and saved is not None and saved.sort_key() >= master_position(conn).sort_key():
+                break
+            time.sleep(0.25)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+    return samples
+
+
+def _insert_many(rows: int) -> None:
+    with connect("sluice_bigtxn").cursor() as cur:  # MariaDB's SEQUENCE engine gives the numbers
+        cur.execute(f"INSERT INTO t SELECT seq, REPEAT('x', 60), seq / 100 FROM seq_1_to_{rows}")
+
+
+def _rss_mib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--big-transaction", type=int, default=1_000_000)
+    args = parser.parse_args()
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    with tempfile.TemporaryDirectory() as tmp:
+        file = workload(args.rows)
+        rows, elapsed, kept = end_to_end(file, tmp)
+        ceiling_s = ceiling(kept, config("ceiling", tmp))
+        e2e_rate, ceiling_rate = rows / elapsed, len(kept) / ceiling_s
+        print(f"end to end (binlog -> Avro -> Kafka acked, checkpoints on): {e2e_rate:10,.0f} rows/s "
+              f"({rows:,} rows in {elapsed:.1f} s)")  # fmt: skip
+        print(f"producer ceiling (same {len(kept):,} pre-encoded messages): {ceiling_rate:10,.0f} msgs/s "
+              f"({ceiling_s:.1f} s)")  # fmt: skip
+        print(f"ratio: {e2e_rate / ceiling_rate:.2f} of the ceiling (goal: at least 0.5)")
+        samples = rss_through_big_transaction(tmp, args.big_transaction)
+        peak = max(s[1] for s in samples)
+        series = ", ".join(f"{t:.0f}s:{m}" for t, m, _ in samples[:: max(1, len(samples) // 12)])
+        print(f"RSS through one {args.big_transaction:,}-row transaction: peak {peak} MiB; samples (time:MiB) {series}")
+
+
+if __name__ == "__main__":
+    main()
