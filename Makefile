@@ -40,6 +40,7 @@ test: install services lint typecheck
 bench: install services
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/live.py
+	$(BIN)/python bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -60,8 +60,9 @@ def test_same_bytes_as_fastavro(data: dict[str, Any], old: dict[str, Any] | None
 
 
 def test_ddl_schema_and_varints() -> None:
+    source = {"server_id": 1, "file": "f", "pos": 9, "row": 0}
     record = {"id": 1, "database": "d", "table": "", "type": "ALTER", "isDdl": True, "es": 5, "ts": 6,
-              "sql": "ALTER TABLE t ADD c INT", "gtid": None, "source": {"server_id": 1, "file": "f", "pos": 9, "row": 0}}  # fmt: skip
+              "sql": "ALTER TABLE t ADD c INT", "gtid": None, "source": source}  # fmt: skip
     assert compile_schema(ddl_schema())(record) == fastavro_bytes(ddl_schema(), record)
     assert [varint(n) for n in (0, -1, 1, 63, -64, 64, 2**63 - 1)] == [
         b"\x00",
