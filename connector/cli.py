@@ -10,10 +10,16 @@ import re
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
+from confluent_kafka import Consumer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from connector.avro.reader import MessageReader
+from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.checkpoint import CheckpointUnavailableError
@@ -55,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     position.add_argument("action", choices=["show", "set", "reset"])
     position.add_argument("value", nargs="?", help="for set: FILE:POS, or gtid:SET")
     position.add_argument("--config", required=True, metavar="FILE")
+    consume = commands.add_parser("consume", help="print the connector's topics, decoded, as JSON lines")
+    consume.add_argument("--config", required=True, metavar="FILE")
+    consume.add_argument("--max", type=int, default=0, help="stop after this many messages (0: never)")
+    consume.add_argument("--idle-s", type=float, default=0, help="stop after this long without a message (0: never)")
     return parser
 
 
@@ -162,6 +172,39 @@ def position_command(config: Config, action: str, value: str | None) -> int:
     return 0
 
 
+def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> int:
+    """Every message under the topic prefix, from the beginning, decoded with `schemas/` alone."""
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), _registry(config))
+    consumer = Consumer({
+        "bootstrap.servers": config.kafka.bootstrap_servers, "group.id": f"sluice-consume-{uuid.uuid4()}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
+    })  # fmt: skip
+    consumer.subscribe([f"^{re.escape(config.kafka.topic_prefix)}\\..*"])
+    dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+    shown, quiet_since = 0, time.monotonic()
+    try:
+        while not limit or shown < limit:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                if idle_s and time.monotonic() - quiet_since > idle_s:
+                    break
+                continue
+            quiet_since = time.monotonic()
+            _, record = reader.read(message.value() or b"")
+            out.write(dumps({"topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
+                             "value": record}) + "\n")  # fmt: skip
+            out.flush()
+            shown += 1
+    finally:
+        consumer.close()
+    return shown
+
+
+def _registry(config: Config) -> Any:
+    url = config.avro.schema_registry_url
+    return SchemaRegistryClient.new_client({"url": url}) if url else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -177,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(status(load_config(args.config)), indent=2))
         elif args.command == "position":
             return position_command(load_config(args.config), args.action, args.value)
+        elif args.command == "consume":
+            consume_topics(load_config(args.config), args.max, args.idle_s, sys.stdout)
     except ConfigError as exc:
         print(f"sluice: configuration: {exc}", file=sys.stderr)
         return 2

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# `make run`: a small live workload on the local MariaDB, then its binlog decoded into
-# canal-style flat messages, so a newcomer sees change data flow end to end.
+# `make run`: the connector on a demo database with a small live workload. MariaDB, Redis
+# and Kafka are already up (make services). Sluice streams the changes into Kafka as Avro;
+# `sluice consume` prints them back, decoded with schemas/ alone; `sluice status` shows the
+# saved positions.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SLUICE="$ROOT/.venv/bin/sluice"
+CONFIG="$ROOT/deploy/sluice.example.toml"
 MYSQL=(mariadb -h127.0.0.1 -P"${SLUICE_MARIADB_PORT:-3306}" -uroot)
-
-"${MYSQL[@]}" -e "FLUSH BINARY LOGS"
-BINLOG_DIR="$ROOT/.run/mariadb/binlog"
-FILE="$("${MYSQL[@]}" -N -e "SHOW MASTER STATUS" | cut -f1)"
+cd "$ROOT"
 
 "${MYSQL[@]}" <<'SQL'
 CREATE DATABASE IF NOT EXISTS sluice_demo;
-USE sluice_demo;
-DROP TABLE IF EXISTS orders;
-CREATE TABLE orders (
+CREATE TABLE IF NOT EXISTS sluice_demo.orders (
   id BIGINT UNSIGNED PRIMARY KEY AUTO_INCREMENT,
   customer VARCHAR(64) NOT NULL,
   amount DECIMAL(12,2) NOT NULL,
@@ -21,13 +20,25 @@ CREATE TABLE orders (
   placed_at DATETIME(6) NOT NULL,
   note JSON NULL
 );
-INSERT INTO orders (customer, amount, placed_at, note) VALUES
-  ('Ada', 19.99, NOW(6), '{"gift": true}'),
-  ('Grace', 250.00, NOW(6), NULL),
-  ('Линус', 7.50, NOW(6), '{"tags": ["rush", "fragile"]}');
-UPDATE orders SET status = 'paid' WHERE customer = 'Ada';
-DELETE FROM orders WHERE customer = 'Grace';
 SQL
 
-echo "--- flat messages decoded from $FILE ---" >&2
-"$ROOT/.venv/bin/sluice" decode "$BINLOG_DIR/$FILE"
+"$SLUICE" run --config "$CONFIG" 2> .run/demo-connector.log &
+CONNECTOR=$!
+trap 'kill -TERM $CONNECTOR 2>/dev/null; wait $CONNECTOR 2>/dev/null || true' EXIT
+sleep 4
+
+echo "--- a live workload on sluice_demo.orders ---" >&2
+for i in 1 2 3; do
+  "${MYSQL[@]}" sluice_demo <<SQL
+INSERT INTO orders (customer, amount, placed_at, note) VALUES
+  ('Ada $i', 19.99, NOW(6), '{"gift": true}'), ('Grace $i', 250.00, NOW(6), NULL), ('Линус $i', 7.50, NOW(6), NULL);
+UPDATE orders SET status = 'paid' WHERE customer = 'Ada $i';
+DELETE FROM orders WHERE customer = 'Grace $i';
+SQL
+  sleep 1
+done
+
+echo "--- the topics, decoded with schemas/ ---" >&2
+"$SLUICE" consume --config "$CONFIG" --idle-s 5 --max 1000
+echo "--- positions ---" >&2
+"$SLUICE" status --config "$CONFIG"
