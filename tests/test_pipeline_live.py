@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -225,3 +226,28 @@ def test_kafka_and_redis_restarts_mid_stream(tmp_path: Path) -> None:
     replay = assert_replay_equals_source(config, db)
     assert replay.duplicates == []  # clean stops: nothing was sent twice
     assert os.path.exists(config.avro.schemas_dir)
+
+
+def test_status_and_position_commands(tmp_path: Path) -> None:
+    name, db = f"cli{uuid.uuid4().hex[:6]}", "clidb"
+    fresh(db)
+    config = config_for(name, db, tmp_path)
+    path = tmp_path / "sluice.toml"
+    write_config(config, path)
+    sluice = str(ROOT / ".venv" / "bin" / "sluice")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sluice, *args, "--config", str(path)], capture_output=True, text=True, check=False)
+
+    here = master_position(connect())
+    assert run("position", "set", f"{here.file}:{here.pos}").returncode == 0
+    shown = run("position", "show")
+    assert shown.stdout.count(f"{here.file}:{here.pos}") == 2  # Redis and the database
+    Connector(config).run(blocking=False)  # from the position set, through to the end
+    status = json.loads(run("status").stdout)
+    assert status["connector"] == name and status["redis"]["bytes_behind"] >= 0
+    assert status["server"].startswith("mariadb-bin.")
+    assert run("position", "reset").returncode == 0
+    assert run("position", "show").stdout.count(": None") == 2
+    bad = run("position", "set", "nonsense")
+    assert bad.returncode == 2 and "FILE:POS or gtid:SET" in bad.stderr
