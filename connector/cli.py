@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     position.add_argument("action", choices=["show", "set", "reset"])
     position.add_argument("value", nargs="?", help="for set: FILE:POS, or gtid:SET")
     position.add_argument("--config", required=True, metavar="FILE")
+    spark = commands.add_parser("spark", help="run a Spark job on the topics: mirror (Delta MERGE) or changelog")
+    spark.add_argument("job", choices=["mirror", "changelog"])
+    spark.add_argument("--config", required=True, metavar="FILE")
+    spark.add_argument("--once", action="store_true", help="process what is there now, then stop (AvailableNow)")
     consume = commands.add_parser("consume", help="print the connector's topics, decoded, as JSON lines")
     consume.add_argument("--config", required=True, metavar="FILE")
     consume.add_argument("--max", type=int, default=0, help="stop after this many messages (0: never)")
@@ -220,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(status(load_config(args.config)), indent=2))
         elif args.command == "position":
             return position_command(load_config(args.config), args.action, args.value)
+        elif args.command == "spark":
+            from spark.jobs import run as run_spark  # noqa: PLC0415  (pyspark loads a JVM: only when asked)
+
+            run_spark(load_config(args.config), args.job, args.once)
         elif args.command == "consume":
             consume_topics(load_config(args.config), args.max, args.idle_s, sys.stdout)
     except ConfigError as exc:

@@ -80,6 +80,26 @@ class AvroSection:
     schema_registry_url: str = ""  # set: Confluent framing through the registry; empty: single-object encoding
 
 
+SPARK_PACKAGES = [
+    "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0",
+    "org.apache.spark:spark-avro_2.13:4.0.0",
+    "io.delta:delta-spark_2.13:4.0.0",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SparkSection:
+    """The downstream jobs (`sluice spark mirror|changelog`)."""
+
+    master: str = "local[*]"
+    lake_dir: str = ".run/lake"  # Delta tables: mirror/<db>/<table>, changelog/<db>/<table>
+    checkpoint_dir: str = ".run/spark-checkpoints"  # Structured Streaming state, one folder per job
+    trigger_s: float = 10.0  # micro-batch interval when not --once
+    shuffle_partitions: int = 4
+    packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
+    ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     name: str = "sluice"
@@ -87,6 +107,7 @@ class Config:
     kafka: KafkaSection = field(default_factory=KafkaSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     avro: AvroSection = field(default_factory=AvroSection)
+    spark: SparkSection = field(default_factory=SparkSection)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
@@ -179,6 +200,8 @@ def _validate(config: Config, where: str) -> None:
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",
          "mysql://user:password@host:port/database"),
         (0.1 <= cp.flush_interval_s <= 3600, "checkpoint.flush_interval_s", "0.1..3600 seconds"),
+        (config.spark.trigger_s > 0, "spark.trigger_s", "a positive number of seconds"),
+        (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
     ]  # fmt: skip
     for ok, key, accepted in checks:
         if not ok:

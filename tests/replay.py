@@ -48,6 +48,7 @@ class Replay:
         self.reader = reader
         self.tables: dict[tuple[str, str], dict[Any, Row] | list[Row]] = {}
         self.seen: set[tuple[str, int, int, str]] = set()
+        self.table_of: dict[tuple[str, int, int, str], str] = {}
         self.duplicates: list[tuple[str, int, int, str]] = []
 
     def apply_all(self, messages: list[tuple[str, int, int, bytes | None, bytes]]) -> None:
@@ -66,6 +67,7 @@ class Replay:
             self.duplicates.append(mark)
             return
         self.seen.add(mark)
+        self.table_of[mark] = table
         keys = record["pkNames"]
         state = self.tables.setdefault((database, table), {} if keys else [])
         row = record["data"][0]

@@ -1,0 +1,205 @@
+"""PySpark jobs on Sluice's topics: an exact mirror (Delta MERGE by key) and an append-only changelog.
+
+Both read every row topic of the connector (`{topic_prefix}.{db}.{table}`, not `_ddl`) with
+Structured Streaming and, per micro-batch, decode each value with its writer schema (the
+single-object fingerprint -> `schemas/`, or the registry id) resolved to the table's newest
+schema (Spark's from_avro `avroSchema` option), so columns added by DDL appear with their
+defaults. Checkpoints make both restartable; their writes are idempotent, so a batch that
+runs twice (a failure between the Delta commit and the checkpoint) changes nothing.
+
+mirror:    one Delta table per source table at {lake_dir}/mirror/<db>/<table>. Within a batch
+           the newest change per key wins (order: source file, position, row); MERGE then
+           applies it only when it is newer than what the table holds (`_sluice_id`,
+           `_sluice_row`), so connector duplicates and replays of the job change nothing.
+           Tables without a primary key have nothing to merge by: they are in the changelog only.
+changelog: every change with its operation, source position, event time, after-image and
+           before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
+           inserted only when its source position is not there yet (exactly once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+
+from connector.avro.registry import SchemaDirectory
+from connector.config import Config
+
+log = logging.getLogger("sluice.spark")
+
+POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was last changed at
+
+
+def session(config: Config, app: str) -> SparkSession:
+    """A session with Kafka, Avro and Delta, UTC, and the driver bound to loopback by default."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark_cfg = config.spark
+    builder = (
+        SparkSession.builder.master(spark_cfg.master)
+        .appName(f"sluice-{app}-{config.name}")
+        .config("spark.jars.packages", ",".join(spark_cfg.packages))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "true")  # new columns from DDL
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(spark_cfg.shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+    )
+    if spark_cfg.ivy_settings and Path(spark_cfg.ivy_settings).exists():
+        builder = builder.config("spark.jars.ivySettings", str(Path(spark_cfg.ivy_settings).resolve()))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def row_topics_pattern(prefix: str) -> str:
+    """Java regex of the row topics: `{prefix}.{db}.{table}` but not `{prefix}.{db}._ddl`."""
+    escaped = prefix.replace(".", "\\.")
+    return f"^{escaped}\\.[^.]+\\.(?!_ddl$)[^.]+$"
+
+
+def read_changes(spark: SparkSession, config: Config) -> DataFrame:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+        .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix))
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
+def decode(batch: DataFrame, directory: SchemaDirectory) -> dict[tuple[str, str], DataFrame]:
+    """Per source table, the batch's messages as rows of the table's newest value schema."""
+    framed = batch.select(
+        F.hex(F.substring("value", 3, 8)).alias("fp"),
+        F.expr("substring(value, 11, length(value) - 10)").alias("body"),
+        "topic", "partition", "offset",
+    )  # fmt: skip
+    fingerprints = [r["fp"] for r in framed.select("fp").distinct().collect()]
+    by_table: dict[tuple[str, str], list[DataFrame]] = {}
+    for fp in fingerprints:
+        writer = directory.schema_by_fingerprint(bytes.fromhex(fp))
+        key = (writer["sluice.database"], writer["sluice.table"])
+        newest = directory.latest_schema(*key)
+        options = {"mode": "FAILFAST", "avroSchema": json.dumps(newest)}
+        decoded = framed.filter(F.col("fp") == fp).select(
+            from_avro(F.col("body"), json.dumps(writer), options).alias("m"), "partition", "offset"
+        )
+        by_table.setdefault(key, []).append(decoded)
+    out = {}
+    for key, parts in by_table.items():
+        frame = parts[0]
+        for part in parts[1:]:
+            frame = frame.unionByName(part)
+        out[key] = frame
+    return out
+
+
+def _changes(messages: DataFrame) -> DataFrame:
+    """One row per change: the envelope's position and type, and the row's columns."""
+    return messages.select(
+        F.col("m.type").alias("_sluice_type"),
+        F.col("m.id").alias("_sluice_id"),
+        F.col("m.source.row").alias("_sluice_row"),
+        F.col("m.pkNames").alias("_pk"),
+        F.col("m.data").getItem(0).alias("_data"),
+        F.col("m.old").getItem(0).alias("_old"),
+        F.col("m.source").alias("_source"),
+        F.col("m.es").alias("_es"),
+        F.col("m.gtid").alias("_gtid"),
+    )
+
+
+def mirror_batch(spark: SparkSession, config: Config, directory: SchemaDirectory) -> Callable[[DataFrame, int], None]:
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        for (database, table), messages in decode(batch, directory).items():
+            changes = _changes(messages)
+            keys = [k for k in (changes.select("_pk").first() or [[]])[0] or []]
+            if not keys:
+                continue  # no primary key: nothing to merge by (the changelog has these tables)
+            columns = [f.name for f in changes.schema["_data"].dataType.fields]  # type: ignore[attr-defined]
+            newest = Window.partitionBy(*[F.col(f"_data.{k}") for k in keys]).orderBy(
+                F.col("_sluice_id").desc(), F.col("_sluice_row").desc()
+            )
+            latest = (
+                changes.withColumn("_n", F.row_number().over(newest)).filter("_n = 1")
+                .select(*[F.col(f"_data.{c}").alias(c) for c in columns], "_sluice_type", *POSITION)
+            )  # fmt: skip
+            path = str(Path(config.spark.lake_dir) / "mirror" / database / table)
+            if not DeltaTable.isDeltaTable(spark, path):
+                latest.limit(0).drop("_sluice_type").write.format("delta").save(path)
+            target = DeltaTable.forPath(spark, path)
+            on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+            newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
+            values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in [*columns, *POSITION]}
+            (
+                target.alias("t").merge(latest.alias("s"), on)
+                .whenMatchedDelete(f"s._sluice_type = 'DELETE' AND {newer}")
+                .whenMatchedUpdate(f"s._sluice_type <> 'DELETE' AND {newer}", values)
+                .whenNotMatchedInsert("s._sluice_type <> 'DELETE'", values)
+                .execute()
+            )  # fmt: skip
+            log.info("batch %d: merged %s.%s", batch_id, database, table)
+
+    return apply
+
+
+def changelog_batch(
+    spark: SparkSession, config: Config, directory: SchemaDirectory
+) -> Callable[[DataFrame, int], None]:
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        for (database, table), messages in decode(batch, directory).items():
+            changes = _changes(messages)
+            is_delete = F.col("_sluice_type") == "DELETE"
+            entries = changes.select(
+                F.col("_sluice_type").alias("op"),
+                F.col("_source.file").alias("source_file"), F.col("_source.pos").alias("source_pos"),
+                F.col("_source.row").alias("source_row"), F.col("_source.server_id").alias("source_server_id"),
+                F.col("_sluice_id").alias("sluice_id"), F.col("_gtid").alias("gtid"),
+                F.timestamp_millis(F.col("_es")).alias("event_time"),
+                F.to_date(F.timestamp_millis(F.col("_es"))).alias("event_date"),
+                F.when(is_delete, F.lit(None)).otherwise(F.col("_data")).alias("after"),
+                F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
+                F.current_timestamp().alias("ingested_at"),
+            ).dropDuplicates(["sluice_id", "source_row", "op"])  # fmt: skip
+            path = str(Path(config.spark.lake_dir) / "changelog" / database / table)
+            if not DeltaTable.isDeltaTable(spark, path):
+                entries.limit(0).write.format("delta").partitionBy("event_date").save(path)
+            on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
+            (
+                DeltaTable.forPath(spark, path).alias("t").merge(entries.alias("s"), on)
+                .whenNotMatchedInsertAll().execute()
+            )  # fmt: skip
+            log.info("batch %d: appended changes of %s.%s", batch_id, database, table)
+
+    return apply
+
+
+JOBS: dict[str, Callable[[SparkSession, Config, SchemaDirectory], Callable[[DataFrame, int], None]]] = {
+    "mirror": mirror_batch,
+    "changelog": changelog_batch,
+}
+
+
+def run(config: Config, job: str, once: bool) -> None:
+    """Start a job; with `once`, process what is in the topics now and stop (Trigger.AvailableNow)."""
+    spark = session(config, job)
+    directory = SchemaDirectory(config.avro.schemas_dir)
+    writer = (
+        read_changes(spark, config).writeStream.foreachBatch(JOBS[job](spark, config, directory))
+        .option("checkpointLocation", str(Path(config.spark.checkpoint_dir) / config.name / job))
+    )  # fmt: skip
+    trigger: dict[str, Any] = (
+        {"availableNow": True} if once else {"processingTime": f"{config.spark.trigger_s} seconds"}
+    )
+    query = writer.trigger(**trigger).start()
+    query.awaitTermination()
