@@ -41,6 +41,7 @@ bench: install services
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/spark.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -19,6 +19,7 @@ changelog: every change with its operation, source position, event time, after-i
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from connector.avro.registry import SchemaDirectory
-from connector.config import Config
+from connector.config import Config, load_config
 
 log = logging.getLogger("sluice.spark")
 
@@ -52,6 +53,9 @@ def session(config: Config, app: str) -> SparkSession:
         .config("spark.databricks.delta.schema.autoMerge.enabled", "true")  # new columns from DDL
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(spark_cfg.shuffle_partitions))
+        # Delta rebuilds table state with 50 tasks by default: most of a small batch's time.
+        .config("spark.databricks.delta.snapshotPartitions", str(spark_cfg.shuffle_partitions))
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
     if spark_cfg.ivy_settings and Path(spark_cfg.ivy_settings).exists():
@@ -110,7 +114,6 @@ def _changes(messages: DataFrame) -> DataFrame:
         F.col("m.type").alias("_sluice_type"),
         F.col("m.id").alias("_sluice_id"),
         F.col("m.source.row").alias("_sluice_row"),
-        F.col("m.pkNames").alias("_pk"),
         F.col("m.data").getItem(0).alias("_data"),
         F.col("m.old").getItem(0).alias("_old"),
         F.col("m.source").alias("_source"),
@@ -121,9 +124,16 @@ def _changes(messages: DataFrame) -> DataFrame:
 
 def mirror_batch(spark: SparkSession, config: Config, directory: SchemaDirectory) -> Callable[[DataFrame, int], None]:
     def apply(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()  # read from Kafka once, not once per table and pass
+        try:
+            _merge_all(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _merge_all(batch: DataFrame, batch_id: int) -> None:
         for (database, table), messages in decode(batch, directory).items():
             changes = _changes(messages)
-            keys = [k for k in (changes.select("_pk").first() or [[]])[0] or []]
+            keys = directory.key_columns(database, table)
             if not keys:
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
             columns = [f.name for f in changes.schema["_data"].dataType.fields]  # type: ignore[attr-defined]
@@ -157,6 +167,13 @@ def changelog_batch(
     spark: SparkSession, config: Config, directory: SchemaDirectory
 ) -> Callable[[DataFrame, int], None]:
     def apply(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            _append_all(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _append_all(batch: DataFrame, batch_id: int) -> None:
         for (database, table), messages in decode(batch, directory).items():
             changes = _changes(messages)
             is_delete = F.col("_sluice_type") == "DELETE"
@@ -203,3 +220,17 @@ def run(config: Config, job: str, once: bool) -> None:
     )
     query = writer.trigger(**trigger).start()
     query.awaitTermination()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """For spark-submit: `spark-submit --packages ... spark/jobs.py mirror|changelog CONFIG [--once]`."""
+    parser = argparse.ArgumentParser(description="Sluice's Spark jobs")
+    parser.add_argument("job", choices=sorted(JOBS))
+    parser.add_argument("config")
+    parser.add_argument("--once", action="store_true")
+    args = parser.parse_args(argv)
+    run(load_config(args.config), args.job, args.once)
+
+
+if __name__ == "__main__":
+    main()

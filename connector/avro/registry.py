@@ -121,6 +121,15 @@ class SchemaDirectory:
         schema: dict[str, Any] = json.loads((self.root / versions[-1]["file"]).read_text())
         return schema
 
+    def key_columns(self, database: str, table: str) -> list[str]:
+        """Field names of the newest key schema; empty for a table without a primary key."""
+        index = json.loads((self.root / "index.json").read_text())
+        newest = index["tables"][f"{database}.{table}"][-1]
+        if "key_file" not in newest:
+            return []
+        key: dict[str, Any] = json.loads((self.root / newest["key_file"]).read_text())
+        return [field["name"] for field in key["fields"]]
+
     @contextmanager
     def _locked_index(self) -> Iterator[dict[str, Any]]:
         with open(self.root / ".lock", "w") as lock:

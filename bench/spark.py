@@ -1,0 +1,79 @@
+"""The mirror job's rate beside the connector's, for the same workload, in one run.
+
+Writes `--rows` inserts (plus a tenth updated and a tenth deleted) to a table on the local
+MariaDB, streams them into Kafka with the connector (rows/s, acknowledged, checkpoints on),
+then runs `mirror --once` on local[2] over those topics (rows/s applied to Delta, Spark's
+start-up excluded). Run with `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from connector.config import AvroSection, CheckpointSection, KafkaSection, SparkSection
+from connector.runner import Connector
+from spark.jobs import run, session
+from tests.live import PORT, ROOT, connect, live_config
+
+DB = "sluice_bench_lake"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=100_000)
+    args = parser.parse_args()
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    with tempfile.TemporaryDirectory() as tmp:
+        name = f"benchlake{uuid.uuid4().hex[:6]}"
+        config = replace(
+            live_config([rf"{DB}\..*"], name=name, server_id=4700),
+            kafka=KafkaSection(topic_prefix=name),
+            checkpoint=CheckpointSection(db_url=f"mysql://root@127.0.0.1:{PORT}/sluice_meta"),
+            avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
+            spark=SparkSection(master="local[2]", lake_dir=os.path.join(tmp, "lake"),
+                               checkpoint_dir=os.path.join(tmp, "ckpt"), shuffle_partitions=2,
+                               ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml")),
+        )  # fmt: skip
+        conn = connect()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+            cur.execute(f"CREATE DATABASE {DB}")
+            cur.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, k INT, c CHAR(60), amount DECIMAL(12,2),"
+                        " at DATETIME(6))")  # fmt: skip
+        Connector(config).run(blocking=False)  # first start: capture and save the position
+        with conn.cursor() as cur:
+            cur.execute(f"USE {DB}")  # the SEQUENCE engine's seq_1_to_N tables live in the current database
+            cur.execute(f"INSERT INTO {DB}.t SELECT seq, seq % 1000, REPEAT('c', 60), seq / 100,"
+                        f" '2024-01-02 03:04:05.678901' FROM seq_1_to_{args.rows}")  # fmt: skip
+            cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE id % 10 = 0")
+            cur.execute(f"DELETE FROM {DB}.t WHERE id % 10 = 5")
+        changes = args.rows + args.rows // 5
+        connector = Connector(config)
+        started = time.perf_counter()
+        connector.run(blocking=False)
+        connector_s = time.perf_counter() - started
+        spark = session(config, "bench")  # started before timing: the job reuses it
+        started = time.perf_counter()
+        run(config, "mirror", once=True)
+        mirror_s = time.perf_counter() - started
+        mirrored = spark.read.format("delta").load(os.path.join(tmp, "lake", "mirror", DB, "t")).count()
+        assert mirrored == args.rows - args.rows // 10, mirrored
+        print(f"{changes:,} row changes")
+        print(f"connector (binlog -> Kafka, acked): {changes / connector_s:10,.0f} rows/s ({connector_s:.1f} s)")
+        print(
+            f"mirror --once on local[2] (Kafka -> Delta MERGE): {changes / mirror_s:10,.0f} rows/s ({mirror_s:.1f} s)"
+        )
+
+
+if __name__ == "__main__":
+    main()
