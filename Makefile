@@ -26,7 +26,7 @@ run: install services
 	bash deploy/demo.sh
 
 lint: install
-	$(BIN)/ruff check connector tests bench
+	$(BIN)/ruff check connector tests bench spark
 
 typecheck: install
 	$(BIN)/mypy
