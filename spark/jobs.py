@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -81,17 +82,38 @@ def read_changes(spark: SparkSession, config: Config) -> DataFrame:
     )
 
 
-def decode(batch: DataFrame, directory: SchemaDirectory) -> dict[tuple[str, str], DataFrame]:
+class WriterSchemas:
+    """Where a value's writer schema comes from: its single-object fingerprint (bytes 3-10,
+    looked up in `schemas/`) or, with a registry, its Confluent schema id (bytes 2-5)."""
+
+    def __init__(self, directory: SchemaDirectory, registry: Any = None) -> None:
+        self.directory = directory
+        self.registry = registry
+        self.id_start, self.id_length = (2, 4) if registry is not None else (3, 8)
+
+    def writer(self, schema_id: str) -> dict[str, Any]:
+        if self.registry is None:
+            return self.directory.schema_by_fingerprint(bytes.fromhex(schema_id))
+        schema: dict[str, Any] = json.loads(self.registry.get_schema(int(schema_id, 16)).schema_str)
+        return schema
+
+    def frame(self, batch: DataFrame) -> DataFrame:
+        header = self.id_start + self.id_length - 1
+        return batch.select(
+            F.hex(F.substring("value", self.id_start, self.id_length)).alias("fp"),
+            F.expr(f"substring(value, {header + 1}, length(value) - {header})").alias("body"),
+            "topic", "partition", "offset",
+        )  # fmt: skip
+
+
+def decode(batch: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], DataFrame]:
     """Per source table, the batch's messages as rows of the table's newest value schema."""
-    framed = batch.select(
-        F.hex(F.substring("value", 3, 8)).alias("fp"),
-        F.expr("substring(value, 11, length(value) - 10)").alias("body"),
-        "topic", "partition", "offset",
-    )  # fmt: skip
+    directory = schemas.directory
+    framed = schemas.frame(batch)
     fingerprints = [r["fp"] for r in framed.select("fp").distinct().collect()]
     by_table: dict[tuple[str, str], list[DataFrame]] = {}
     for fp in fingerprints:
-        writer = directory.schema_by_fingerprint(bytes.fromhex(fp))
+        writer = schemas.writer(fp)
         key = (writer["sluice.database"], writer["sluice.table"])
         newest = directory.latest_schema(*key)
         options = {"mode": "FAILFAST", "avroSchema": json.dumps(newest)}
@@ -122,7 +144,9 @@ def _changes(messages: DataFrame) -> DataFrame:
     )
 
 
-def mirror_batch(spark: SparkSession, config: Config, directory: SchemaDirectory) -> Callable[[DataFrame, int], None]:
+def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
+    directory = schemas.directory
+
     def apply(batch: DataFrame, batch_id: int) -> None:
         batch.persist()  # read from Kafka once, not once per table and pass
         try:
@@ -131,7 +155,7 @@ def mirror_batch(spark: SparkSession, config: Config, directory: SchemaDirectory
             batch.unpersist()
 
     def _merge_all(batch: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(batch, directory).items():
+        for (database, table), messages in decode(batch, schemas).items():
             changes = _changes(messages)
             keys = directory.key_columns(database, table)
             if not keys:
@@ -163,9 +187,7 @@ def mirror_batch(spark: SparkSession, config: Config, directory: SchemaDirectory
     return apply
 
 
-def changelog_batch(
-    spark: SparkSession, config: Config, directory: SchemaDirectory
-) -> Callable[[DataFrame, int], None]:
+def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     def apply(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
@@ -174,7 +196,7 @@ def changelog_batch(
             batch.unpersist()
 
     def _append_all(batch: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(batch, directory).items():
+        for (database, table), messages in decode(batch, schemas).items():
             changes = _changes(messages)
             is_delete = F.col("_sluice_type") == "DELETE"
             entries = changes.select(
@@ -201,18 +223,23 @@ def changelog_batch(
     return apply
 
 
-JOBS: dict[str, Callable[[SparkSession, Config, SchemaDirectory], Callable[[DataFrame, int], None]]] = {
+JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], Callable[[DataFrame, int], None]]] = {
     "mirror": mirror_batch,
     "changelog": changelog_batch,
 }
 
 
-def run(config: Config, job: str, once: bool) -> None:
-    """Start a job; with `once`, process what is in the topics now and stop (Trigger.AvailableNow)."""
+def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
+    """Start a job; with `once`, process what is in the topics now and stop (Trigger.AvailableNow).
+
+    `registry`: a schema registry client for Confluent-framed topics; by default one for
+    `[avro] schema_registry_url` when it is set."""
     spark = session(config, job)
-    directory = SchemaDirectory(config.avro.schemas_dir)
+    if registry is None and config.avro.schema_registry_url:
+        registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
+    schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
     writer = (
-        read_changes(spark, config).writeStream.foreachBatch(JOBS[job](spark, config, directory))
+        read_changes(spark, config).writeStream.foreachBatch(JOBS[job](spark, config, schemas))
         .option("checkpointLocation", str(Path(config.spark.checkpoint_dir) / config.name / job))
     )  # fmt: skip
     trigger: dict[str, Any] = (

@@ -29,8 +29,8 @@ from tests.test_pipeline_live import caught_up, config_for, fresh, sluice_run, w
 pytestmark = pytest.mark.live
 
 
-def lake_config(tmp: Path) -> tuple[Config, str]:
-    name, db = f"lake{uuid.uuid4().hex[:6]}", "lake"
+def lake_config(tmp: Path, db: str = "lake") -> tuple[Config, str]:
+    name = f"lake{uuid.uuid4().hex[:6]}"
     config = config_for(name, db, tmp)
     ivy = str(ROOT / "deploy" / "spark" / "ivysettings.xml")
     spark = SparkSection(master="local[2]", lake_dir=str(tmp / "lake"), checkpoint_dir=str(tmp / "checkpoints"),
@@ -150,3 +150,23 @@ def write_spark_config(config: Config, path: Path) -> None:
         path.read_text() + f'[spark]\nmaster = "local[2]"\nlake_dir = "{spark.lake_dir}"\n'
         f'checkpoint_dir = "{spark.checkpoint_dir}"\nshuffle_partitions = 2\nivy_settings = "{spark.ivy_settings}"\n'
     )
+
+
+def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    config, db = lake_config(tmp_path, "lakereg")
+    config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"))
+    fresh(db)
+    Connector(config).run(blocking=False)  # first start: capture
+    workload(db, 30, seed=21, alter_at=15)
+    connector = Connector(config)
+    connector.run(blocking=False)
+    registry = connector.encoder.framing.client  # type: ignore[attr-defined]  # the in-process mock registry
+    run(config, "mirror", once=True, registry=registry)
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), registry)
+    for table in ("orders", "order_lines"):
+        path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
+        sets = set_columns(reader, db, table)
+        assert comparable(mirror_rows(spark, path), sets) == comparable(source_rows(db, table, reader), sets)

@@ -327,24 +327,22 @@ class _Statement:
     def _charset_options(self) -> tuple[str | None, str | None]:
         """[DEFAULT] CHARACTER SET [=] x / CHARSET x / COLLATE x, and other options skipped."""
         cur = self.cur
-        charset = collation = None
+        found: dict[str, str] = {}
         while not cur.at_end():
             cur.accept("DEFAULT")
-            if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
-                cur.accept("=")
-                charset = cur.name("a charset").lower()
-            elif cur.accept("COLLATE"):
-                cur.accept("=")
-                collation = cur.name("a collation").lower()
-            else:
+            option = _charset_option(cur)
+            if option is None:
                 cur.next("an option")
+            else:
+                found[option[0]] = option[1]
+        charset, collation = found.get("charset"), found.get("collation")
         if charset is None and collation is not None:
             charset = charset_of_collation(collation)
         return charset, collation
 
     def _table_options(self) -> tuple[str | None, str | None]:
         cur = self.cur
-        charset = collation = None
+        found: dict[str, str] = {}
         while not cur.at_end():
             token = cur.peek()
             assert token is not None
@@ -353,17 +351,14 @@ class _Statement:
                     cur.i = len(cur.tokens)
                 break
             cur.accept("DEFAULT")
-            if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
-                cur.accept("=")
-                charset = cur.name("a charset").lower()
-            elif cur.accept("COLLATE"):
-                cur.accept("=")
-                collation = cur.name("a collation").lower()
+            option = _charset_option(cur)
+            if option is not None:
+                found[option[0]] = option[1]
             elif cur.is_punct("("):
                 cur.skip_balanced()
             else:
                 cur.i += 1
-        return charset, collation
+        return found.get("charset"), found.get("collation")
 
     # -- DROP / RENAME / TRUNCATE ----------------------------------------------------------
 
@@ -431,14 +426,11 @@ class _TableEditor:
     def _table_option(self) -> None:
         cur = self.cur
         cur.accept("DEFAULT")
-        if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
-            cur.accept("=")
-            charset = cur.name("a charset").lower()
-            self.table = replace(self.table, charset=charset, collation=None)
-        elif cur.accept("COLLATE"):
-            cur.accept("=")
-            collation = cur.name("a collation").lower()
-            self.table = replace(self.table, charset=charset_of_collation(collation), collation=collation)
+        option = _charset_option(cur)
+        if option is not None and option[0] == "charset":
+            self.table = replace(self.table, charset=option[1], collation=None)
+        elif option is not None:
+            self.table = replace(self.table, charset=charset_of_collation(option[1]), collation=option[1])
         cur.skip_to_separator()
 
     # columns -------------------------------------------------------------------------
@@ -638,10 +630,8 @@ class _ColumnAttributes:
             self.nullable = False
         elif cur.accept("NULL"):
             self.nullable = True
-        elif cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
-            self.charset = cur.name("a charset").lower()
-        elif cur.accept("COLLATE"):
-            self.collation = cur.name("a collation").lower()
+        elif (option := _charset_option(cur)) is not None:
+            setattr(self, option[0], option[1])  # "charset" or "collation"
         elif cur.accept("DEFAULT"):
             self.default = self._value()
         elif cur.accept("ON", "UPDATE"):
@@ -692,6 +682,17 @@ class _ColumnAttributes:
         if token.kind in {"string", "number"}:
             return sign + token.text
         return None  # NULL, CURRENT_TIMESTAMP, TRUE and other words
+
+
+def _charset_option(cur: Cursor) -> tuple[str, str] | None:
+    """One `CHARACTER SET [=] x`, `CHARSET x` or `COLLATE [=] x`: ("charset" or "collation", x)."""
+    if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
+        cur.accept("=")
+        return "charset", cur.name("a charset").lower()
+    if cur.accept("COLLATE"):
+        cur.accept("=")
+        return "collation", cur.name("a collation").lower()
+    return None
 
 
 def _index(columns: list[Column], name: str) -> int:
