@@ -240,6 +240,7 @@ class Checkpointer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.fast_down = False
+        self.on_saved: Callable[[str], None] = lambda store: None  # metrics: "redis" or "database"
 
     def load(self) -> tuple[Position | None, str]:
         """The resume position and where it came from: Redis, else the database."""
@@ -258,6 +259,7 @@ class Checkpointer:
             if self.fast is not None:
                 try:
                     self.fast.put(position)
+                    self.on_saved("redis")
                     if self.fast_down:
                         log.warning("%s is back; positions go there again", self.fast.name)
                     self.fast_down = False
@@ -268,6 +270,7 @@ class Checkpointer:
                         log.warning("%s; writing positions to the %s directly", exc, self.durable.name)
                     self.fast_down = True
             self.durable.put(position)  # raises CheckpointUnavailableError when it is down too
+            self.on_saved("database")
             self.committed = self.flushed = position
 
     def flush(self) -> None:
@@ -282,6 +285,7 @@ class Checkpointer:
                 return
             try:
                 self.durable.put(position)
+                self.on_saved("database")
                 self.flushed = position
             except CheckpointUnavailableError as exc:
                 log.warning("flush to the %s failed (%s); retrying in %.1f s", self.durable.name, exc,

@@ -120,10 +120,30 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
 
 
 def run_connector(config_path: str) -> None:
-    connector = Connector(load_config(config_path))
+    config = load_config(config_path)
+    if config.metrics.log_format == "json":
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonLogFormatter())
+    connector = Connector(config)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: connector.stop.set())
     connector.run()
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message (and the exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+        }  # fmt: skip
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return time.strftime(datefmt or "%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
 
 
 def status(config: Config) -> dict[str, Any]:

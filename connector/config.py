@@ -101,6 +101,14 @@ class SparkSection:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsSection:
+    port: int = 0  # Prometheus /metrics, /health, /ready; 0: off
+    host: str = "0.0.0.0"  # noqa: S104  (a container's metrics are scraped from outside it)
+    progress_s: float = 5.0  # a progress line this often while catching up
+    log_format: str = "text"  # "text" or "json"
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     name: str = "sluice"
     source: SourceSection = field(default_factory=SourceSection)
@@ -108,6 +116,7 @@ class Config:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     avro: AvroSection = field(default_factory=AvroSection)
     spark: SparkSection = field(default_factory=SparkSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
@@ -201,6 +210,9 @@ def _validate(config: Config, where: str) -> None:
          "mysql://user:password@host:port/database"),
         (0.1 <= cp.flush_interval_s <= 3600, "checkpoint.flush_interval_s", "0.1..3600 seconds"),
         (config.spark.trigger_s > 0, "spark.trigger_s", "a positive number of seconds"),
+        (0 <= config.metrics.port <= 65535, "metrics.port", "0 (off) or 1..65535"),
+        (config.metrics.log_format in ("text", "json"), "metrics.log_format", "text, json"),
+        (config.metrics.progress_s > 0, "metrics.progress_s", "a positive number of seconds"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
     ]  # fmt: skip
     for ok, key, accepted in checks:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from connector.avro.encoding import MessageEncoder
 from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
 from connector.flat import FlatMessage
+from connector.metrics import Metrics
 from connector.position import Position
 from connector.schema.model import Table
 from connector.sink.kafka import Sink
@@ -66,6 +67,7 @@ class Pipeline:
         self.sleep = sleep
         self.counters = Counters()
         self.last_committed: Position | None = None
+        self.metrics: Metrics | None = None
 
     def run(self, items: Iterable[StreamItem]) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged."""
@@ -78,6 +80,8 @@ class Pipeline:
             self.drain()
 
     def take(self, item: StreamItem) -> None:
+        if self.metrics is not None:
+            self.metrics.tick()
         if isinstance(item, Changes):
             for message in item.messages:
                 self._send(message, item.table)
@@ -116,9 +120,13 @@ class Pipeline:
             partition = partition_for(f"{database}.{name}".encode(), self.sink.partitions(topic))
         self.sink.produce(topic, row_key, value, partition, self.inflight.track())
         self.counters.rows += 1
+        if self.metrics is not None:
+            self.metrics.row(database, name, message["type"])
 
     def _check_errors(self) -> None:
         if self.inflight.errors:
+            if self.metrics is not None:
+                self.metrics.delivery_errors.inc(len(self.inflight.errors))
             raise DeliveryError(
                 f"Kafka gave up on {len(self.inflight.errors)} message(s): {self.inflight.errors[0]}; "
                 f"the checkpoint stays at {self.last_committed}"
@@ -135,6 +143,7 @@ class Pipeline:
                 break
             except CheckpointUnavailableError as exc:
                 # Both stores are down: hold the position and stop reading until one comes back.
+                self._paused("checkpoint stores", True)
                 log.warning("cannot save position %s (%s); pausing %.1f s", position, exc, delay)
                 self.sleep(delay)
                 self.counters.pauses += 1
@@ -142,6 +151,7 @@ class Pipeline:
                 delay = min(delay * 2, 5.0)
                 if self.stop.is_set():
                     raise
+        self._paused("checkpoint stores", False)
         self.last_committed = position
         self.counters.commits += 1
 
@@ -149,13 +159,22 @@ class Pipeline:
         if self.inflight.outstanding < self.max_in_flight:
             return
         started = time.monotonic()
+        self._paused("kafka", True)
         self.counters.pauses += 1
         log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
         while self.inflight.outstanding >= self.max_in_flight * 0.8 and not self.stop.is_set():
             self.sink.poll(0.1)
             self._check_errors()
             self._commit()
+        self._paused("kafka", False)
         self.counters.paused_s += time.monotonic() - started
+
+    def _paused(self, reason: str, paused: bool) -> None:
+        if self.metrics is not None:
+            if paused:
+                self.metrics.paused_for.add(reason)
+            else:
+                self.metrics.paused_for.discard(reason)
 
     def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for Kafka to acknowledge what is in flight, then commit what it did."""

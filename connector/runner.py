@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+
+import pymysql
 
 from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
@@ -15,8 +18,12 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.config import Config
+from connector.errors import SourceError
+from connector.metrics import Metrics, Progress, serve
 from connector.pipeline import Pipeline
 from connector.position import Position
+from connector.replica.client import open_connection
+from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
 from connector.sink.partitioning import TopicRouter
 from connector.startup import checkpoint_connector, prepare
@@ -46,6 +53,16 @@ def kafka_sink(config: Config) -> KafkaSink:
     )
 
 
+def _server_position(config: Config) -> Position | None:
+    """The source's current binlog position, or None when it cannot be asked right now."""
+    try:
+        with open_connection(config.source.settings()) as conn:
+            return master_position(conn)
+    except (SourceError, pymysql.err.MySQLError) as exc:
+        log.debug("lag sample skipped: %s", exc)
+        return None
+
+
 def framing(config: Config) -> Framing:
     url = config.avro.schema_registry_url
     return ConfluentFraming(url) if url else SingleObjectFraming()
@@ -62,12 +79,34 @@ class Connector:
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
         self.stream: ChangeStream | None = None
+        self.metrics = Metrics()
+        self.http: ThreadingHTTPServer | None = None
+        self.checkpointer.on_saved = self.metrics.saved
 
     def resume_position(self) -> Position | None:
         position, where = self.checkpointer.load()
         if position is not None:
             log.info("resuming at %s (from the %s)", position, where)
         return position
+
+    def _observe(self) -> threading.Event:
+        """The metrics endpoint (when configured) and a sampler of lag and progress."""
+        settings = self.config.metrics
+        stall_s = max(30.0, 3 * self.config.source.heartbeat_s)
+        if settings.port:
+            self.http = serve(self.metrics, settings.port, stall_s, settings.host)
+        done = threading.Event()
+        progress = Progress(self.metrics, settings.progress_s)
+
+        def sample() -> None:
+            while not done.wait(min(settings.progress_s, 5.0)):
+                server = _server_position(self.config)
+                inflight = self.pipeline.inflight.outstanding if self.pipeline else 0
+                self.metrics.refresh(inflight, server)
+                progress.maybe_log(self.pipeline.counters.rows if self.pipeline else 0)
+
+        threading.Thread(target=sample, name="metrics-sampler", daemon=True).start()
+        return done
 
     def run(self, blocking: bool = True) -> None:
         resume = self.resume_position()
@@ -77,16 +116,25 @@ class Connector:
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop,
         )  # fmt: skip
+        self.stream.observer = self.metrics.event
+        self.pipeline.metrics = self.metrics
         log.info("streaming from %s", prepared.start)
         if resume is None:
             # The first start: save where it begins, or a restart before the first commit
             # would begin at the then-current position and skip what happened in between.
             self.checkpointer.commit(prepared.start)
         self.checkpointer.start()
+        observing = self._observe()
+        self.metrics.streaming = True
         try:
             self.pipeline.run(self.stream.items(prepared.start, blocking))
         finally:
+            self.metrics.streaming = False
+            observing.set()
             self.checkpointer.stop()
+            if self.http is not None:
+                self.http.shutdown()
+                self.http.server_close()
             counters = self.pipeline.counters
             log.info("stopped: %d rows, %d statements, %d transactions; position %s", counters.rows,
                      counters.statements, counters.transactions, self.checkpointer.committed)  # fmt: skip

@@ -224,6 +224,7 @@ class ChangeStream:
         self.rows_cache = RowsDecoderCache()
         self.info: ServerInfo | None = None
         self.reconnects = 0
+        self.observer: Callable[[Event, int, str], None] | None = None  # every event: metrics
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
@@ -263,6 +264,8 @@ class ChangeStream:
                 header = parse_header(raw)
                 pos = header.log_pos - header.event_length if header.log_pos else 0
                 event = parser.decode(raw, pos)
+                if self.observer is not None:
+                    self.observer(event, len(raw), assembler.file)
                 for item in assembler.feed(event):
                     if skipping and _handed_before(item, handed):
                         continue  # handed on before the connection dropped

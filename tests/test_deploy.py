@@ -54,6 +54,8 @@ def test_compose_config_names_real_services_and_ports() -> None:
     mysql_env = SERVICES["mysql"]["environment"]
     assert (config.source.user, config.source.password) == (mysql_env["MYSQL_USER"], mysql_env["MYSQL_PASSWORD"])
     assert config.avro.schemas_dir in [v.split(":")[1] for v in SERVICES["connector"]["volumes"]]
+    assert f"{config.metrics.port}:{config.metrics.port}" in SERVICES["connector"]["ports"]
+    assert f":{config.metrics.port}/health" in " ".join(SERVICES["connector"]["healthcheck"]["test"])
 
 
 def test_mysql_is_started_for_cdc_and_the_user_is_granted() -> None:
@@ -93,7 +95,7 @@ def test_dockerfile_targets_and_entrypoint() -> None:
 def test_kubernetes_manifest() -> None:
     documents = list(yaml.safe_load_all((ROOT / "deploy" / "k8s" / "sluice.yaml").read_text()))
     kinds = {d["kind"]: d for d in documents}
-    assert set(kinds) == {"ConfigMap", "PersistentVolumeClaim", "Deployment"}
+    assert set(kinds) == {"ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"}
     config: Config = parse_config(tomllib.loads(kinds["ConfigMap"]["data"]["sluice.toml"]), "k8s ConfigMap")
     deployment = kinds["Deployment"]["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"]["type"] == "Recreate"
@@ -101,3 +103,8 @@ def test_kubernetes_manifest() -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["config"] == "/etc/sluice" and container["args"][-1] == "/etc/sluice/sluice.toml"
     assert mounts["schemas"] == config.avro.schemas_dir
+    port = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
+    assert port == config.metrics.port
+    assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "metrics"}
+    assert kinds["Service"]["spec"]["ports"][0]["targetPort"] == "metrics"

@@ -1,0 +1,155 @@
+"""Observability: Prometheus metrics, /health and /ready, and a progress line while catching up.
+
+`Metrics` is fed by the stream (every event), the pipeline (every row, commit and pause)
+and a sampler thread (the server's binlog position, every `sample_s`). `serve()` answers:
+  /metrics  Prometheus text format
+  /health   200 while the main loop has moved within `stall_s` (it wakes on every heartbeat)
+  /ready    200 while streaming and not paused for Kafka or the checkpoint stores, else 503
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from connector.binlog.constants import event_type_name
+from connector.binlog.events import Event
+from connector.position import Position
+
+log = logging.getLogger("sluice.progress")
+
+
+class Metrics:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rows = Counter("sluice_rows", "Row changes handed to Kafka", ["database", "table", "type"], registry=r)
+        self.events = Counter("sluice_events", "Binlog events read", ["type"], registry=r)
+        self.bytes_read = Counter("sluice_bytes_read", "Binlog bytes read", registry=r)
+        self.lag_seconds = Gauge("sluice_binlog_lag_seconds", "Now minus the last event's time", registry=r)
+        self.lag_bytes = Gauge("sluice_binlog_lag_bytes", "Server binlog bytes not yet read", registry=r)
+        self.inflight = Gauge("sluice_inflight_messages", "Messages not yet acknowledged by Kafka", registry=r)
+        self.delivery_errors = Counter("sluice_delivery_errors", "Messages Kafka gave up on", registry=r)
+        self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
+                                    ["store"], registry=r)  # fmt: skip
+        self.bytes_total = 0.0
+        self.lag_s = 0.0
+        self.lag_b = 0.0
+        self.last_event_time = 0.0
+        self.last_loop = clock()
+        self.streaming = False
+        self.paused_for: set[str] = set()  # "kafka", "checkpoint stores"
+        self.position: Position | None = None
+        self.saved_at: dict[str, float] = {}
+
+    # -- fed by the stream and the pipeline ----------------------------------------------------
+
+    def event(self, event: Event, size: int, file: str) -> None:
+        self.events.labels(event_type_name(event.header.type_code)).inc()
+        self.bytes_read.inc(size)
+        self.bytes_total += size
+        if event.header.timestamp:
+            self.last_event_time = float(event.header.timestamp)
+        if event.header.log_pos:
+            self.position = Position(file, event.header.log_pos)
+        self.last_loop = self.clock()
+
+    def row(self, database: str, table: str, kind: str) -> None:
+        self.rows.labels(database, table, kind).inc()
+
+    def saved(self, store: str) -> None:
+        self.saved_at[store] = self.clock()
+
+    def tick(self) -> None:
+        """The main loop is alive (called on every item, heartbeats included)."""
+        self.last_loop = self.clock()
+
+    def refresh(self, inflight: int, server: Position | None) -> None:
+        now = self.clock()
+        self.inflight.set(inflight)
+        if self.last_event_time:
+            self.lag_s = max(0.0, now - self.last_event_time)
+            self.lag_seconds.set(self.lag_s)
+        if server is not None and self.position is not None:
+            self.lag_b = _bytes_behind(self.position, server)
+            self.lag_bytes.set(self.lag_b)
+        for store, at in self.saved_at.items():
+            self.checkpoint_age.labels(store).set(now - at)
+
+    def healthy(self, stall_s: float) -> bool:
+        return self.clock() - self.last_loop < stall_s
+
+    def ready(self) -> bool:
+        return self.streaming and not self.paused_for
+
+    def exposition(self) -> bytes:
+        data: bytes = generate_latest(self.registry)
+        return data
+
+
+def _bytes_behind(ours: Position, server: Position) -> float:
+    """Bytes to the server's position; across files, counted from the start of the server's file."""
+    if ours.file == server.file:
+        return float(max(0, server.pos - ours.pos))
+    return float(server.pos)  # at least this much; the files between are not sized here
+
+
+class Progress:
+    """A log line every `every_s` while behind: rows/s, lag and the estimated time to catch up."""
+
+    def __init__(self, metrics: Metrics, every_s: float = 5.0) -> None:
+        self.metrics = metrics
+        self.every_s = every_s
+        self._last = (metrics.clock(), 0.0, 0.0)
+
+    def maybe_log(self, rows_total: float) -> None:
+        now = self.metrics.clock()
+        then, rows_then, bytes_then = self._last
+        if now - then < self.every_s:
+            return
+        bytes_now, lag_s, lag_bytes = self.metrics.bytes_total, self.metrics.lag_s, self.metrics.lag_b
+        rate = (rows_total - rows_then) / (now - then)
+        byte_rate = (bytes_now - bytes_then) / (now - then)
+        self._last = (now, rows_total, bytes_now)
+        if lag_s < 2 * self.every_s and lag_bytes == 0:
+            return  # caught up: no progress line
+        eta = f"{lag_bytes / byte_rate:.0f} s" if byte_rate > 0 and lag_bytes else "unknown"
+        log.info("catching up: %.0f rows/s, lag %.0f s / %.0f bytes, caught up in ~%s", rate, lag_s, lag_bytes, eta)
+
+
+def serve(metrics: Metrics, port: int, stall_s: float, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
+    """The metrics, health and readiness endpoints, in a daemon thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._reply(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+            elif self.path == "/health":
+                ok = metrics.healthy(stall_s)
+                self._reply(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
+            elif self.path == "/ready":
+                ok = metrics.ready()
+                self._reply(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._reply(404, b"not found\n")
+
+        def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # scrapes every few seconds would flood the log
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server

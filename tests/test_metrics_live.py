@@ -1,0 +1,105 @@
+"""The metrics endpoint during a workload, against what the workload did."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from connector.cli import JsonLogFormatter
+from connector.config import MetricsSection
+from connector.runner import Connector
+from tests.live import connect
+from tests.test_pipeline_live import config_for, fresh
+
+pytestmark = pytest.mark.live
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{wanted}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_follow_the_workload(tmp_path: Path) -> None:
+    db = "metered"
+    fresh(db)
+    port = free_port()
+    config = config_for(f"metrics{uuid.uuid4().hex[:6]}", db, tmp_path)
+    config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0))
+    Connector(config).run(blocking=False)  # first start: capture
+    connector = Connector(config)
+    runner = threading.Thread(target=connector.run, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while scrape_or_none(port) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with connect(db).cursor() as cur:
+            cur.executemany("INSERT INTO order_lines VALUES (%s, 1, 'x', 1)", [(i,) for i in range(50)])
+            cur.execute("UPDATE order_lines SET qty = 2 WHERE order_id < 20")
+            cur.execute("DELETE FROM order_lines WHERE order_id >= 40")
+        deadline = time.monotonic() + 30
+        text = ""
+        while time.monotonic() < deadline:
+            _, text = scrape(port, "/metrics")
+            if metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") >= 10:
+                break
+            time.sleep(0.3)
+        assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="INSERT") == 50
+        assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="UPDATE") == 20
+        assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") == 10
+        assert metric(text, "sluice_events_total", type="WRITE_ROWS_EVENT_V1") >= 1
+        assert metric(text, "sluice_bytes_read_total") > 0
+        time.sleep(2.5)  # a sample of lag and checkpoint age
+        _, text = scrape(port, "/metrics")
+        assert metric(text, "sluice_binlog_lag_bytes") == 0
+        assert 0 <= metric(text, "sluice_checkpoint_age_seconds", store="redis") < 30
+        assert metric(text, "sluice_inflight_messages") == 0
+        assert scrape(port, "/health") == (200, "ok\n")
+        assert scrape(port, "/ready") == (200, "ready\n")
+        connector.stop.set()
+        runner.join(60)
+        assert not connector.metrics.ready()  # stopped: not ready
+    finally:
+        connector.stop.set()
+        runner.join(60)
+
+
+def scrape_or_none(port: int) -> str | None:
+    try:
+        return scrape(port, "/metrics")[1]
+    except OSError:
+        return None
+
+
+def test_json_log_lines() -> None:
+    record = logging.LogRecord("sluice", logging.WARNING, __file__, 1, "lag %d s", (5,), None)
+    line = json.loads(JsonLogFormatter().format(record))
+    assert (line["level"], line["logger"], line["message"]) == ("WARNING", "sluice", "lag 5 s")
+    assert line["time"].endswith("Z")
