@@ -26,6 +26,7 @@ import pymysql
 import redis
 
 from connector.errors import SluiceError, SourceError
+from connector.lease import FencedError
 from connector.position import Position
 
 log = logging.getLogger("sluice.checkpoint")
@@ -135,10 +136,18 @@ class MemoryCheckpointStore:
             raise CheckpointUnavailableError(f"{self.name} is down")
 
 
+_FENCED_SET = (
+    "if tonumber(redis.call('GET', KEYS[2]) or '0') > tonumber(ARGV[2]) then return 0 end "
+    "redis.call('SET', KEYS[1], ARGV[1]) return 1"
+)
+
+
 class RedisCheckpointStore:
-    def __init__(self, url: str, connector: str) -> None:
+    def __init__(self, url: str, connector: str, fence: int | None = None) -> None:
         self.name = f"redis {url}"
         self.key = f"sluice:{connector}:position"
+        self.fence_key = f"sluice:{connector}:fence"
+        self.fence = fence  # with HA: this leader's token; writes of an older token are refused
         self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
 
     def get(self) -> Position | None:
@@ -150,9 +159,14 @@ class RedisCheckpointStore:
 
     def put(self, position: Position) -> None:
         try:
-            self.client.set(self.key, position_json(position))
+            if self.fence is None:
+                self.client.set(self.key, position_json(position))
+                return
+            done = self.client.eval(_FENCED_SET, 2, self.key, self.fence_key, position_json(position), self.fence)
         except redis.RedisError as exc:
             raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
+        if not done:
+            raise FencedError(f"{self.name}: a newer leader holds the connector (this token: {self.fence})")
 
     def delete(self) -> None:
         try:
@@ -169,6 +183,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   gtid_set TEXT NOT NULL,
   server_id BIGINT NOT NULL,
   event_time BIGINT NOT NULL,
+  fence BIGINT NOT NULL DEFAULT 0,
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
@@ -177,11 +192,15 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 class DatabaseCheckpointStore:
     """`checkpoints` in the checkpoint database, one row per connector."""
 
-    def __init__(self, connect: Callable[[], pymysql.connections.Connection], connector: str) -> None:
+    def __init__(
+        self, connect: Callable[[], pymysql.connections.Connection], connector: str, fence: int | None = None
+    ) -> None:
         self.name = "checkpoint database"
         self._connect = connect
         self.connector = connector
+        self.fence = fence
         self._run(lambda cur: cur.execute(_TABLE))
+        self._run(_add_fence_column)
 
     def _run(self, action: Callable[[pymysql.cursors.Cursor], object]) -> object:
         try:
@@ -205,25 +224,44 @@ class DatabaseCheckpointStore:
         return Position(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]))
 
     def put(self, position: Position) -> None:
-        self._run(
-            lambda cur: cur.execute(
-                "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file),"
+        """Upsert the position; with a fence, in a transaction that refuses an older token."""
+        fence = self.fence or 0
+
+        def write(cur: pymysql.cursors.Cursor) -> object:
+            cur.execute("BEGIN")
+            cur.execute("SELECT fence FROM checkpoints WHERE connector = %s FOR UPDATE", (self.connector,))
+            row = cur.fetchone()
+            if self.fence is not None and row is not None and int(row[0]) > fence:
+                cur.execute("ROLLBACK")
+                return False
+            cur.execute(
+                "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time, fence)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file),"
                 " binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set), server_id = VALUES(server_id),"
-                " event_time = VALUES(event_time)",
-                (
-                    self.connector,
-                    position.file,
-                    position.pos,
-                    position.gtid_set,
-                    position.server_id,
-                    position.timestamp,
-                ),
-            )
-        )
+                " event_time = VALUES(event_time), fence = GREATEST(fence, VALUES(fence))",
+                (self.connector, position.file, position.pos, position.gtid_set, position.server_id,
+                 position.timestamp, fence),
+            )  # fmt: skip
+            cur.execute("COMMIT")
+            return True
+
+        if not self._run(write):
+            raise FencedError(f"{self.name}: a newer leader holds the connector (this token: {fence})")
 
     def delete(self) -> None:
         self._run(lambda cur: cur.execute("DELETE FROM checkpoints WHERE connector = %s", (self.connector,)))
+
+
+def _add_fence_column(cur: pymysql.cursors.Cursor) -> object:
+    """Tables made before high availability have no fence column (works on MySQL and MariaDB)."""
+    cur.execute(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = 'checkpoints' AND COLUMN_NAME = 'fence'"
+    )
+    row = cur.fetchone()
+    if row is not None and not row[0]:
+        cur.execute("ALTER TABLE checkpoints ADD COLUMN fence BIGINT NOT NULL DEFAULT 0")
+    return None
 
 
 # -- the checkpointer ---------------------------------------------------------------------
@@ -240,6 +278,7 @@ class Checkpointer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.fast_down = False
+        self.fenced: FencedError | None = None
         self.on_saved: Callable[[str], None] = lambda store: None  # metrics: "redis" or "database"
 
     def load(self) -> tuple[Position | None, str]:
@@ -255,6 +294,8 @@ class Checkpointer:
 
     def commit(self, position: Position) -> None:
         """Record a committable position: Redis at once; the database directly when Redis is down."""
+        if self.fenced is not None:
+            raise self.fenced
         with self._lock:
             if self.fast is not None:
                 try:
@@ -287,6 +328,8 @@ class Checkpointer:
                 self.durable.put(position)
                 self.on_saved("database")
                 self.flushed = position
+            except FencedError as exc:
+                self.fenced = exc  # the main loop raises it at its next commit
             except CheckpointUnavailableError as exc:
                 log.warning("flush to the %s failed (%s); retrying in %.1f s", self.durable.name, exc,
                             self.flush_interval_s)  # fmt: skip

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from connector.filters import TableFilter
 from connector.flat import FlatMessageBuilder, JsonLineEncoder
 from connector.position import Position
 from connector.replica.client import open_connection
-from connector.runner import Connector, checkpoint_stores
+from connector.runner import Connector, checkpoint_stores, run_with_lease
 from connector.schema.capture import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
@@ -124,9 +125,14 @@ def run_connector(config_path: str) -> None:
     if config.metrics.log_format == "json":
         for handler in logging.getLogger().handlers:
             handler.setFormatter(JsonLogFormatter())
-    connector = Connector(config)
+    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: connector.stop.set())
+        signal.signal(sig, lambda *_: stop.set())
+    if config.ha.enabled:
+        run_with_lease(config, stop, lambda connector: None)
+        return
+    connector = Connector(config)
+    connector.stop = stop
     connector.run()
 
 

@@ -109,6 +109,14 @@ class MetricsSection:
 
 
 @dataclass(frozen=True, slots=True)
+class HaSection:
+    """Several instances of one connector name: one streams, the others wait (Redis lease)."""
+
+    enabled: bool = False
+    lease_s: float = 10.0  # a standby takes over at most this long after the leader dies
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     name: str = "sluice"
     source: SourceSection = field(default_factory=SourceSection)
@@ -117,6 +125,7 @@ class Config:
     avro: AvroSection = field(default_factory=AvroSection)
     spark: SparkSection = field(default_factory=SparkSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
+    ha: HaSection = field(default_factory=HaSection)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
@@ -213,6 +222,8 @@ def _validate(config: Config, where: str) -> None:
         (0 <= config.metrics.port <= 65535, "metrics.port", "0 (off) or 1..65535"),
         (config.metrics.log_format in ("text", "json"), "metrics.log_format", "text, json"),
         (config.metrics.progress_s > 0, "metrics.progress_s", "a positive number of seconds"),
+        (0.5 <= config.ha.lease_s <= 3600, "ha.lease_s", "0.5..3600 seconds"),
+        (not config.ha.enabled or bool(cp.redis_url), "ha.enabled", "only with [checkpoint] redis_url (the lease)"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
     ]  # fmt: skip
     for ok, key, accepted in checks:

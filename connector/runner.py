@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from http.server import ThreadingHTTPServer
 
 import pymysql
+import redis
 
 from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
@@ -19,6 +21,7 @@ from connector.checkpoint import (
 )
 from connector.config import Config
 from connector.errors import SourceError
+from connector.lease import FencedError, Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
 from connector.pipeline import Pipeline
 from connector.position import Position
@@ -38,10 +41,42 @@ class Stores:
     durable: CheckpointStore
 
 
-def checkpoint_stores(config: Config) -> Stores:
-    durable = DatabaseCheckpointStore(checkpoint_connector(config), config.name)
-    fast = RedisCheckpointStore(config.checkpoint.redis_url, config.name) if config.checkpoint.redis_url else None
+def checkpoint_stores(config: Config, fence: int | None = None) -> Stores:
+    """The stores; with `fence` (an HA leader's token) their writes refuse older tokens."""
+    durable = DatabaseCheckpointStore(checkpoint_connector(config), config.name, fence)
+    url = config.checkpoint.redis_url
+    fast = RedisCheckpointStore(url, config.name, fence) if url else None
     return Stores(fast, durable)
+
+
+def _forward(outer: threading.Event, inner: threading.Event) -> None:
+    """Set `inner` when `outer` is set (a shutdown reaches the running connector)."""
+    while not inner.wait(0.5):
+        if outer.is_set():
+            inner.set()
+
+
+def run_with_lease(config: Config, stop: threading.Event, on_connector: Callable[[Connector], None] = print) -> None:
+    """Standby until this instance holds the connector's lease, then stream; again after losing it."""
+    client = redis.Redis.from_url(config.checkpoint.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    lease = Lease(client, config.name, config.ha.lease_s)
+    every_s = config.ha.lease_s / 3
+    log.info("instance %s waiting for the lease of %s", lease.instance, config.name)
+    while not stop.is_set():
+        if not lease.try_acquire():
+            stop.wait(every_s)
+            continue
+        connector = Connector(config, stores=checkpoint_stores(config, lease.token), takeover=True)
+        on_connector(connector)
+        renewing = keep_renewing(lease, every_s, connector.stop.set)
+        threading.Thread(target=_forward, args=(stop, connector.stop), daemon=True).start()
+        try:
+            connector.run()
+        except FencedError as exc:
+            log.error("fenced: %s", exc)
+        finally:
+            renewing.set()
+            lease.release()
 
 
 def kafka_sink(config: Config) -> KafkaSink:
@@ -69,8 +104,11 @@ def framing(config: Config) -> Framing:
 
 
 class Connector:
-    def __init__(self, config: Config, sink: Sink | None = None, stores: Stores | None = None) -> None:
+    def __init__(
+        self, config: Config, sink: Sink | None = None, stores: Stores | None = None, takeover: bool = False
+    ) -> None:
         self.config = config
+        self.takeover = takeover
         self.stop = threading.Event()
         self.stores = stores or checkpoint_stores(config)
         self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s)
@@ -111,7 +149,8 @@ class Connector:
     def run(self, blocking: bool = True) -> None:
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
-        self.stream = ChangeStream(self.config.source.settings(), prepared.tracker, self.config.table_filter())
+        settings = replace(self.config.source.settings(), takeover=self.takeover)
+        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter())
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop,

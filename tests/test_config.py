@@ -42,7 +42,7 @@ def test_defaults_and_values(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"sourse": {}}, "unknown key sourse; accepted: name, source, kafka, checkpoint, avro, spark, metrics"),
+        ({"sourse": {}}, "unknown key sourse; accepted: name, source, kafka, checkpoint, avro, spark, metrics, ha"),
         ({"source": {"hots": "x"}}, "unknown key source.hots; accepted: source.host"),
         ({"source": {"port": "3306"}}, "source.port must be int, got str '3306'"),
         ({"source": {"port": 70000}}, "source.port = 70000 is out of range; accepted: 1..65535"),

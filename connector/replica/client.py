@@ -56,6 +56,9 @@ class SourceSettings:
     heartbeat_s: float = 5.0
     connect_timeout_s: float = 10.0
     use_gtid: bool = False  # resume by GTID instead of file and position
+    # An HA leader (it holds the lease) takes over the server_id from an older Sluice
+    # instance of the same connector (the server drops the older dump); foreign replicas still conflict.
+    takeover: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,8 @@ class BinlogDump:
             cur.execute("SHOW SLAVE HOSTS")
             rows = cur.fetchall()
         for row in rows:
-            if int(row[0]) == self.settings.server_id and str(row[1]) != self.report_host:
+            ours = str(row[1]).startswith("sluice-") and self.settings.takeover
+            if int(row[0]) == self.settings.server_id and str(row[1]) != self.report_host and not ours:
                 raise ServerIdConflictError(
                     f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
                     f"{row[1]}:{row[2]}; give this connector a unique [source] server_id"
