@@ -42,6 +42,7 @@ bench: install services
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/spark.py
+	$(BIN)/python bench/catchup.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -61,12 +61,30 @@ def run_with_lease(config: Config, stop: threading.Event, on_connector: Callable
     client = redis.Redis.from_url(config.checkpoint.redis_url, socket_timeout=5, socket_connect_timeout=5)
     lease = Lease(client, config.name, config.ha.lease_s)
     every_s = config.ha.lease_s / 3
+    metrics = Metrics()  # /health answers on standbys too; /ready only while leading
+    http = None
+    if config.metrics.port:
+        http = serve(metrics, config.metrics.port, max(30.0, 3 * config.source.heartbeat_s), config.metrics.host)
     log.info("instance %s waiting for the lease of %s", lease.instance, config.name)
+    try:
+        _lead_when_possible(config, stop, lease, every_s, metrics, on_connector)
+    finally:
+        if http is not None:
+            http.shutdown()
+            http.server_close()
+
+
+def _lead_when_possible(
+    config: Config, stop: threading.Event, lease: Lease, every_s: float, metrics: Metrics,
+    on_connector: Callable[[Connector], None],
+) -> None:  # fmt: skip
     while not stop.is_set():
+        metrics.tick()
         if not lease.try_acquire():
             stop.wait(every_s)
             continue
-        connector = Connector(config, stores=checkpoint_stores(config, lease.token), takeover=True)
+        stores = checkpoint_stores(config, lease.token)
+        connector = Connector(config, stores=stores, takeover=True, metrics=metrics)
         on_connector(connector)
         renewing = keep_renewing(lease, every_s, connector.stop.set)
         threading.Thread(target=_forward, args=(stop, connector.stop), daemon=True).start()
@@ -105,7 +123,12 @@ def framing(config: Config) -> Framing:
 
 class Connector:
     def __init__(
-        self, config: Config, sink: Sink | None = None, stores: Stores | None = None, takeover: bool = False
+        self,
+        config: Config,
+        sink: Sink | None = None,
+        stores: Stores | None = None,
+        takeover: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.takeover = takeover
@@ -117,7 +140,9 @@ class Connector:
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
         self.stream: ChangeStream | None = None
-        self.metrics = Metrics()
+        # An HA instance passes its own metrics, served for its whole life (standby included).
+        self.serves_metrics = metrics is None
+        self.metrics = metrics or Metrics()
         self.http: ThreadingHTTPServer | None = None
         self.checkpointer.on_saved = self.metrics.saved
 
@@ -131,7 +156,7 @@ class Connector:
         """The metrics endpoint (when configured) and a sampler of lag and progress."""
         settings = self.config.metrics
         stall_s = max(30.0, 3 * self.config.source.heartbeat_s)
-        if settings.port:
+        if settings.port and self.serves_metrics:
             self.http = serve(self.metrics, settings.port, stall_s, settings.host)
         done = threading.Event()
         progress = Progress(self.metrics, settings.progress_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from connector.config import Config, HaSection
+from connector.config import Config, HaSection, MetricsSection
 from connector.lease import FencedError
 from connector.position import Position
-from connector.runner import Connector, checkpoint_stores
+from connector.runner import Connector, checkpoint_stores, run_with_lease
+from tests.test_metrics_live import free_port, scrape, scrape_or_none
 from tests.test_pipeline_live import (
     assert_replay_equals_source,
     caught_up,
@@ -109,3 +111,30 @@ def test_checkpoint_writes_with_an_older_fencing_token_are_refused(tmp_path: Pat
         with pytest.raises(FencedError):
             store.put(Position("mariadb-bin.000009", 100))
         assert store.get() == newer
+
+
+def test_a_standby_is_healthy_but_not_ready_until_it_leads(tmp_path: Path) -> None:
+    name, db = f"standby{uuid.uuid4().hex[:6]}", "hadb"
+    fresh(db)
+    port = free_port()
+    config = replace(config_for(name, db, tmp_path), ha=HaSection(enabled=True, lease_s=LEASE_S),
+                     metrics=MetricsSection(port=port, host="127.0.0.1"))  # fmt: skip
+    Connector(config).run(blocking=False)
+    client = redis.Redis.from_url(config.checkpoint.redis_url)
+    client.set(f"sluice:{name}:lease", "another-instance", px=int(LEASE_S * 1000))  # someone else leads
+    stop = threading.Event()
+    instance = threading.Thread(target=run_with_lease, args=(config, stop, lambda c: None), daemon=True)
+    instance.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and scrape_or_none(port) is None:
+            time.sleep(0.1)
+        assert scrape(port, "/health")[0] == 200 and scrape(port, "/ready")[0] == 503
+        client.delete(f"sluice:{name}:lease")  # the other leader is gone
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and scrape(port, "/ready")[0] != 200:
+            time.sleep(0.2)
+        assert scrape(port, "/ready")[0] == 200
+    finally:
+        stop.set()
+        instance.join(60)
