@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from connector.avro.values import converter
-from connector.schema.model import Column, Table
+from connector.avro.values import STRING_TYPES, converter
+from connector.schema.model import GEOMETRY_TYPES, Column, Table
 
 AvroType = Any  # a JSON-shaped Avro type
 
@@ -31,9 +31,6 @@ _SQL_TYPES = {
     "tinytext": 2005, "text": 2005, "mediumtext": 2005, "longtext": 2005, "tinyblob": 2004, "blob": 2004,
     "mediumblob": 2004, "longblob": 2004, "vector": -2,
 }  # fmt: skip
-_GEOMETRY = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-             "geometrycollection", "geomcollection"}  # fmt: skip
-_STRINGS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json", "long"}
 
 
 def avro_name(text: str) -> str:
@@ -66,7 +63,7 @@ def column_type(col: Column) -> AvroType:
         return {"type": "long", "logicalType": "timestamp-micros"}
     if kind == "vector":
         return {"type": "array", "items": "float"}
-    if kind in _STRINGS:
+    if kind in STRING_TYPES:
         return "string"
     return "bytes"  # binary strings, BLOBs, geometry, MariaDB INET4/INET6/UUID, and the unknown
 
@@ -107,7 +104,7 @@ def _field(col: Column, name: str) -> dict[str, Any]:
     else:
         field["type"] = kind
     field["mysqlType"] = col.sql_type()
-    field["sqlType"] = _SQL_TYPES.get(col.data_type, -2 if col.data_type in _GEOMETRY else 1111)
+    field["sqlType"] = _SQL_TYPES.get(col.data_type, -2 if col.data_type in GEOMETRY_TYPES else 1111)
     if name != col.name:
         field["mysqlName"] = col.name
     return field

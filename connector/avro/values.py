@@ -8,16 +8,12 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from connector.schema.model import Column
+from connector.schema.model import CHARACTER_TYPES, GEOMETRY_TYPES, Column
 
 Converter = Callable[[str], Any]
 
-_GEOMETRY = frozenset(
-    {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-     "geometrycollection", "geomcollection"}
-)  # fmt: skip
 _INTS = frozenset({"tinyint", "smallint", "mediumint", "int", "year", "bit"})
-_STRINGS = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json", "long"})
+STRING_TYPES = CHARACTER_TYPES | {"json", "long"}  # Avro strings
 
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -75,8 +71,8 @@ def converter(col: Column) -> Converter:
         return table[kind]
     if kind == "vector":
         return _vector
-    if kind in _STRINGS:
+    if kind in STRING_TYPES:
         return str
-    if kind in _GEOMETRY:
+    if kind in GEOMETRY_TYPES:
         return bytes.fromhex
     return _latin1

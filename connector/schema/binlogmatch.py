@@ -12,7 +12,7 @@ from dataclasses import replace
 from connector.binlog.charsets import collation_id_of_charset
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
-from connector.schema.model import Column, Table
+from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, GEOMETRY_TYPES, Column, Table
 
 _BLOBS = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
 _GEOMETRY = frozenset({T.MYSQL_TYPE_GEOMETRY})
@@ -43,11 +43,7 @@ BINLOG_TYPES: dict[str, frozenset[int]] = {
     "vector": frozenset({T.MYSQL_TYPE_VECTOR, T.MYSQL_TYPE_VARCHAR}),
     **dict.fromkeys(("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext"), _BLOBS),
     "longtext": _BLOBS,
-    **dict.fromkeys(
-        ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-         "geometrycollection", "geomcollection"),
-        _GEOMETRY,
-    ),
+    **dict.fromkeys(GEOMETRY_TYPES, _GEOMETRY),
 }  # fmt: skip
 # MariaDB's INET4/INET6/UUID are plugin types logged as fixed binary strings.
 _PLUGIN_TYPES = {"inet4": T.MYSQL_TYPE_STRING, "inet6": T.MYSQL_TYPE_STRING, "uuid": T.MYSQL_TYPE_STRING}
@@ -95,16 +91,10 @@ def _named_column(meta: ColumnMeta, col: Column, has_metadata: bool) -> ColumnMe
     changes: dict[str, object] = {"name": col.name}
     if not has_metadata:  # no SIGNEDNESS either
         changes["unsigned"] = col.unsigned
-    if meta.collation is None and col.charset is not None and (col.data_type in _TEXT_TYPES):
+    if meta.collation is None and col.charset is not None and (col.data_type in CHARACTER_TYPES | BINARY_TYPES):
         changes["collation"] = collation_id_of_charset(col.charset)
     if col.data_type == "enum" and meta.enum_values is None:
         changes["enum_values"] = col.params
     if col.data_type == "set" and meta.set_values is None:
         changes["set_values"] = col.params
     return replace(meta, **changes)  # type: ignore[arg-type]
-
-
-_TEXT_TYPES = frozenset(
-    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "binary", "varbinary",
-     "tinyblob", "blob", "mediumblob", "longblob"}
-)  # fmt: skip

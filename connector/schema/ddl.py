@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from connector.errors import SluiceError
-from connector.schema.model import Column, Database, Schema, Table
+from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, Column, Database, Schema, Table
 from connector.schema.sqltokens import Cursor, DdlSyntaxError
 
 
@@ -37,9 +37,6 @@ class DdlChange:
     table: str  # "" for a database-level change
     definition: Table | None  # None: removed
 
-
-_CHARACTER_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
-_BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 # Synonyms -> (canonical type, implied params, implied unsigned)
 _TYPE_ALIASES: dict[str, tuple[str, tuple[str, ...] | None, bool]] = {
@@ -175,9 +172,9 @@ class _Statement:
 
     @staticmethod
     def _with_charset(col: Column, charset: str | None, collation: str | None) -> Column:
-        if col.data_type in _BINARY_TYPES:
+        if col.data_type in BINARY_TYPES:
             return replace(col, charset="binary", collation="binary")
-        if col.data_type not in _CHARACTER_TYPES or col.charset is not None:
+        if col.data_type not in CHARACTER_TYPES or col.charset is not None:
             return col
         if col.collation is not None:
             return replace(col, charset=charset_of_collation(col.collation))
@@ -594,7 +591,7 @@ class _TableEditor:
         collation = cur.name("a collation").lower() if cur.accept("COLLATE") else None
         cur.skip_to_separator()
         columns = [
-            replace(c, charset=charset, collation=collation) if c.data_type in _CHARACTER_TYPES else c
+            replace(c, charset=charset, collation=collation) if c.data_type in CHARACTER_TYPES else c
             for c in self.table.columns
         ]
         self.table = replace(self.table, columns=tuple(columns), charset=charset, collation=collation)

@@ -11,6 +11,14 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+# Declared type families (canonical names, as connector/schema/ddl.py normalises them).
+CHARACTER_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
+BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+GEOMETRY_TYPES = frozenset(
+    {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+     "geometrycollection", "geomcollection"}
+)  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
