@@ -28,7 +28,7 @@ from connector.config import Config, load_config
 from connector.errors import ConfigError, SluiceError
 from connector.filters import TableFilter
 from connector.flat import FlatMessageBuilder, JsonLineEncoder
-from connector.position import Position
+from connector.position import POSITION_TEXT, Position, position_of_text
 from connector.replica.client import open_connection
 from connector.runner import Connector, checkpoint_stores, run_with_lease
 from connector.schema.capture import master_position
@@ -192,10 +192,9 @@ def position_command(config: Config, action: str, value: str | None) -> int:
             store.delete()
         print("position reset: the next start uses [source] start")
     else:
-        if value is None or not re.fullmatch(r"gtid:.+|[^:\s]+:\d+", value):
+        if value is None or not POSITION_TEXT.match(value):
             raise ConfigError("position set needs FILE:POS or gtid:SET")
-        position = Position("", 4, value[5:]) if value.startswith("gtid:") else Position(
-            value.rpartition(":")[0], int(value.rpartition(":")[2]))  # fmt: skip
+        position = position_of_text(value)
         for store in targets:
             store.put(position)
         print(f"position set to {position} (stop the connector first: a running one overwrites it)")

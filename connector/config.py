@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from connector.errors import ConfigError
 from connector.filters import TableFilter
+from connector.position import POSITION_TEXT
 from connector.replica.client import SourceSettings
 from connector.urls import source_settings_of_url
 
@@ -137,7 +138,6 @@ class Config:
         return source_settings_of_url(self.checkpoint.db_url)
 
 
-_START = re.compile(r"^(current|earliest|[^:\s]+:\d+|gtid:.+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -200,7 +200,8 @@ def _validate(config: Config, where: str) -> None:
         (_NAME.match(config.name) is not None, "name", "1-128 letters, digits, '_', '.', '-'"),
         (1 <= src.port <= 65535, "source.port", "1..65535"),
         (1 <= src.server_id <= 2**32 - 1, "source.server_id", "1..4294967295, unique among the server's replicas"),
-        (_START.match(src.start) is not None, "source.start", '"current", "earliest", "FILE:POS" or "gtid:SET"'),
+        (src.start in ("current", "earliest") or POSITION_TEXT.match(src.start) is not None, "source.start",
+         '"current", "earliest", "FILE:POS" or "gtid:SET"'),
         (0 <= src.heartbeat_s <= 4294967, "source.heartbeat_s", "0 (off) .. 4294967 seconds"),
         (src.connect_timeout_s > 0, "source.connect_timeout_s", "a positive number of seconds"),
         (bool(kafka.bootstrap_servers.strip()), "kafka.bootstrap_servers", "host:port[,host:port...]"),

@@ -36,6 +36,20 @@ class Position:
         return f"{self.file}:{self.pos}{gtid}"
 
 
+# A position as users write it: FILE:POS, or gtid:SET.
+POSITION_TEXT = re.compile(r"^(?:gtid:.+|[^:\s]+:\d+)$")
+
+
+def position_of_text(text: str) -> Position:
+    """`FILE:POS` or `gtid:SET` (the file left empty: the GTID set says where)."""
+    if not POSITION_TEXT.match(text):
+        raise PositionError(f"{text!r} is not FILE:POS or gtid:SET")
+    if text.startswith("gtid:"):
+        return Position("", 4, text[5:])
+    file, _, pos = text.rpartition(":")
+    return Position(file, int(pos))
+
+
 def binlog_sort_key(file: str, pos: int) -> tuple[str, int, int]:
     """Binlog files sort by base name, then by their numeric extension."""
     base, _, number = file.rpartition(".")

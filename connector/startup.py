@@ -17,7 +17,7 @@ import pymysql
 from connector.config import Config
 from connector.errors import ServerConfigError, SourceError
 from connector.filters import TableFilter
-from connector.position import Position
+from connector.position import Position, position_of_text
 from connector.replica.client import SourceSettings, check_server, open_connection
 from connector.schema.capture import capture, ddl_between, master_position, read_table
 from connector.schema.history import HistoryStore, MariadbHistoryStore
@@ -91,10 +91,7 @@ def configured_start(conn: pymysql.connections.Connection, start: str) -> Positi
         if first is None:
             raise ServerConfigError("SHOW BINARY LOGS lists no binlog file")
         return Position(str(first[0]), 4)
-    if start.startswith("gtid:"):
-        return Position("", 4, start[5:])
-    file, _, pos = start.rpartition(":")
-    return Position(file, int(pos))
+    return position_of_text(start)
 
 
 def consistent_capture(conn: pymysql.connections.Connection, included: TableFilter) -> tuple[Schema, Position]:

@@ -538,8 +538,8 @@ class _TableEditor:
             raise DdlSyntaxError(f"column `{old}` does not exist in `{self.table.name}`", self.cur._offset())
         del columns[index]
         self._place(columns, col, index)
-        pk = tuple(new if k.lower() == old.lower() else k for k in self.table.primary_key)
-        self.table = replace(self.table, columns=tuple(columns), primary_key=(new,) if primary else pk)
+        pk = (new,) if primary else _renamed_key(self.table.primary_key, old, new)
+        self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
 
     def _rename(self) -> None:
         cur = self.cur
@@ -552,7 +552,7 @@ class _TableEditor:
             if index < 0:
                 raise DdlSyntaxError(f"RENAME COLUMN `{old}`: no such column", cur._offset())
             columns[index] = replace(columns[index], name=new)
-            pk = tuple(new if k.lower() == old.lower() else k for k in self.table.primary_key)
+            pk = _renamed_key(self.table.primary_key, old, new)
             self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
         elif cur.accept("INDEX") or cur.accept("KEY"):
             cur.skip_to_separator()
@@ -690,6 +690,11 @@ def _charset_option(cur: Cursor) -> tuple[str, str] | None:
         cur.accept("=")
         return "collation", cur.name("a collation").lower()
     return None
+
+
+def _renamed_key(key: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
+    """The primary key after column `old` became `new` (names compare case-insensitively)."""
+    return tuple(new if k.lower() == old.lower() else k for k in key)
 
 
 def _index(columns: list[Column], name: str) -> int:
