@@ -74,6 +74,14 @@ def test_a_sequence_gap_means_lost_bytes() -> None:
         reader.read_payload()
 
 
+def test_a_restart_at_sequence_0_is_the_servers_shutdown() -> None:
+    reader = reader_of(frame(b"a", 1) + frame(b"\xff\x35\x04shutdown", 0))
+    reader.reset(0)
+    reader.read_payload()
+    with pytest.raises(packets.SequenceRestartError):
+        reader.read_payload()
+
+
 def test_eof_packet() -> None:
     assert packets.is_eof(b"\xfe\x00\x00\x02\x00")
     assert not packets.is_eof(b"\x00\xfe")

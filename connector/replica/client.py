@@ -29,7 +29,7 @@ from connector.errors import (
 )
 from connector.position import MysqlGtidSet, Position
 from connector.replica import packets
-from connector.replica.packets import PacketReader, ProtocolError
+from connector.replica.packets import PacketReader, ProtocolError, SequenceRestartError
 
 log = logging.getLogger("sluice.replica")
 
@@ -249,10 +249,8 @@ class BinlogDump:
             return self._reader.read_payload()
         except pymysql.err.OperationalError as exc:
             raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
-        except ProtocolError as exc:
-            if "sequence 0 " in str(exc):  # MariaDB's shutdown error arrives with sequence 0
-                raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
-            raise
+        except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
+            raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
 
     def events(self) -> Iterator[bytes]:
         """Raw event bytes until the server ends a non-blocking dump; errors are typed."""

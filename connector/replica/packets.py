@@ -28,6 +28,10 @@ class ProtocolError(SluiceError):
     """The server sent something the replication protocol does not allow here."""
 
 
+class SequenceRestartError(ProtocolError):
+    """A packet numbered 0 mid-response: MariaDB's error packet as it shuts down."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerError:
     code: int
@@ -102,7 +106,8 @@ class PacketReader:
             length = header[0] | header[1] << 8 | header[2] << 16
             seq = header[3]
             if self.sequence >= 0 and seq != (self.sequence + 1) & 0xFF:
-                raise ProtocolError(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
+                error = SequenceRestartError if seq == 0 else ProtocolError
+                raise error(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
             self.sequence = seq
             parts.append(self._read(length) if length else b"")
             if length < MAX_PACKET:
