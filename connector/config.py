@@ -42,8 +42,9 @@ class SourceSection:
 
     def settings(self) -> SourceSettings:
         return SourceSettings(
-            self.host, self.port, self.user, self.password, self.server_id, self.ssl_ca or None,
-            self.ssl_cert or None, self.ssl_key or None, self.heartbeat_s, self.connect_timeout_s, self.use_gtid,
+            host=self.host, port=self.port, user=self.user, password=self.password, server_id=self.server_id,
+            ssl_ca=self.ssl_ca or None, ssl_cert=self.ssl_cert or None, ssl_key=self.ssl_key or None,
+            heartbeat_s=self.heartbeat_s, connect_timeout_s=self.connect_timeout_s, use_gtid=self.use_gtid,
         )  # fmt: skip
 
 

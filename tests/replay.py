@@ -58,7 +58,7 @@ class Replay:
             self.apply(value)
 
     def apply(self, value: bytes) -> None:
-        schema, _ = self.reader.read(value)
+        schema = self.reader.writer_schema(value)
         database, table = schema["sluice.database"], schema["sluice.table"]
         _, record = self.reader.read(value, self.reader.latest(database, table))
         source = record["source"]

@@ -114,9 +114,7 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
         entries = spark.read.format("delta").load(path).select("sluice_id", "source_row", "op").collect()
         keys = [(r["sluice_id"], r["source_row"], r["op"]) for r in entries]
         assert len(keys) == len(set(keys)), f"duplicate changelog entries in {table}"
-        expected = {
-            (_id(f, p), row, op) for f, p, row, op in replay.seen if _table_of(replay, (f, p, row, op)) == table
-        }
+        expected = {(_id(f, p), row, op) for f, p, row, op in replay.seen if replay.table_of[(f, p, row, op)] == table}
         assert set(keys) == expected, f"changelog of {table}: {len(keys)} entries, {len(expected)} changes"
 
     # A plain Spark user: strip the framing, from_avro with a .avsc from schemas/ (spark/examples).
@@ -137,10 +135,6 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
 
 def _id(file: str, pos: int) -> int:
     return int(file.rpartition(".")[2]) << 32 | pos
-
-
-def _table_of(replay: Replay, mark: tuple[str, int, int, str]) -> str:
-    return replay.table_of[mark]
 
 
 def write_spark_config(config: Config, path: Path) -> None:

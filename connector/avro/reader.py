@@ -34,6 +34,10 @@ def _plain_time(schema: Any) -> Any:
     return schema
 
 
+def _key_of(schema: dict[str, Any] | None) -> bytes:
+    return json.dumps(schema, sort_keys=True).encode()
+
+
 class MessageReader:
     def __init__(self, directory: SchemaDirectory, registry: Any = None) -> None:
         self.directory = directory
@@ -43,6 +47,15 @@ class MessageReader:
     def read(self, data: bytes, reader_schema: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
         """(writer schema, record) of one key or value; resolved to `reader_schema` when given
         (a newer version of the table: columns added since get their defaults)."""
+        schema, parsed, body = self._writer(data)
+        resolved = self._schema(_key_of(reader_schema), lambda: reader_schema)[1] if reader_schema is not None else None
+        return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, resolved)
+
+    def writer_schema(self, data: bytes) -> dict[str, Any]:
+        """The writer schema of a key or value, without decoding it."""
+        return self._writer(data)[0]
+
+    def _writer(self, data: bytes) -> tuple[dict[str, Any], Any, bytes]:
         if data[:2] == SINGLE_OBJECT_MARKER and len(data) >= 10:
             fingerprint, body = data[2:10], data[10:]
             schema, parsed = self._schema(fingerprint, lambda: self.directory.schema_by_fingerprint(fingerprint))
@@ -54,15 +67,7 @@ class MessageReader:
             )
         else:
             raise UnreadableMessageError(f"message starts {data[:10].hex()}: not C3 01 + fingerprint nor 00 + id")
-        resolved = self._reader_schema(reader_schema) if reader_schema is not None else None
-        return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, resolved)
-
-    def _reader_schema(self, schema: dict[str, Any]) -> Any:
-        key = json.dumps(schema, sort_keys=True).encode()
-        hit = self._parsed.get(key)
-        if hit is None:
-            hit = self._parsed[key] = (schema, fastavro.parse_schema(_plain_time(copy.deepcopy(schema))))
-        return hit[1]
+        return schema, parsed, body
 
     def latest(self, database: str, table: str) -> dict[str, Any]:
         """The newest value schema of a table, from the directory's index."""
