@@ -25,7 +25,7 @@ from connector.metrics import Metrics
 from connector.position import Position
 from connector.schema.model import Table
 from connector.sink.kafka import Sink
-from connector.sink.partitioning import TopicRouter, partition_for
+from connector.sink.partitioning import TopicRouter, table_partition
 from connector.stream import Changes, Commit, StreamItem
 
 log = logging.getLogger("sluice.pipeline")
@@ -117,7 +117,7 @@ class Pipeline:
         row_key, value = self.encoder.row(message, table, topic)
         partition = None
         if row_key is None:  # no primary key: one partition per table keeps its order
-            partition = partition_for(f"{database}.{name}".encode(), self.sink.partitions(topic))
+            partition = table_partition(database, name, self.sink.partitions(topic))
         self.sink.produce(topic, row_key, value, partition, self.inflight.track())
         self.counters.rows += 1
         if self.metrics is not None:

@@ -45,3 +45,14 @@ def live_config(include: list[str], name: str = "test", server_id: int = 6001, *
                                   **source},
          "checkpoint": {"db_url": f"mysql://root@{HOST}:{PORT}/sluice_meta"}}
     )  # fmt: skip
+
+
+def fresh_database(name: str, *tables: str) -> None:
+    """Drop and create a database, then its tables (`{db}` in each statement is the name)."""
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+        for ddl in tables:
+            cur.execute(ddl.format(db=name))
+    conn.close()

@@ -22,7 +22,7 @@ from connector.config import AvroSection, CheckpointSection, Config, KafkaSectio
 from connector.position import binlog_sort_key
 from connector.runner import Connector, checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import PORT, ROOT, connect, live_config
+from tests.live import PORT, ROOT, connect, fresh_database, live_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
@@ -39,12 +39,7 @@ TABLES = [
 
 
 def fresh(db: str) -> None:
-    conn = connect()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        cur.execute(f"CREATE DATABASE {db}")
-        for sql in TABLES:
-            cur.execute(sql.format(db=db))
+    fresh_database(db, *TABLES)
 
 
 def workload(db: str, steps: int, seed: int, pause_s: float = 0.0, alter_at: int = -1) -> None:

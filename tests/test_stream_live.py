@@ -30,21 +30,11 @@ from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import checkpoint_connector, prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem
-from tests.live import ROOT, connect, live_config, source_settings
+from tests.live import ROOT, connect, fresh_database, live_config, source_settings
 
 pytestmark = pytest.mark.live
 
 FAST = Backoff(first_s=0.05, max_s=1.0, attempts=200)
-
-
-def fresh_database(name: str, *tables: str) -> None:
-    conn = connect()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        cur.execute(f"CREATE DATABASE {name}")
-        for ddl in tables:
-            cur.execute(ddl.format(db=name))
-    conn.close()
 
 
 def workload(

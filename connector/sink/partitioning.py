@@ -45,6 +45,12 @@ def partition_for(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+@lru_cache(maxsize=65536)
+def table_partition(database: str, table: str, partitions: int) -> int:
+    """The one partition of a table without a primary key (hashed once per table, not per row)."""
+    return partition_for(f"{database}.{table}".encode(), partitions)
+
+
 @dataclass(frozen=True)
 class Route:
     pattern: re.Pattern[str]
