@@ -21,7 +21,12 @@ log = logging.getLogger("sluice.schema")
 
 def master_position(conn: pymysql.connections.Connection) -> Position:
     with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
+        try:
+            cur.execute("SHOW MASTER STATUS")
+        except pymysql.err.ProgrammingError as exc:
+            if not exc.args or exc.args[0] != 1064:
+                raise
+            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4 renamed it
         row = cur.fetchone()
     if row is None:
         raise SourceError("SHOW MASTER STATUS returned nothing: binary logging is off")
