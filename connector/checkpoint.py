@@ -184,6 +184,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   server_id BIGINT NOT NULL,
   event_time BIGINT NOT NULL,
   fence BIGINT NOT NULL DEFAULT 0,
+  snapshot MEDIUMTEXT NULL,
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
@@ -200,7 +201,7 @@ class DatabaseCheckpointStore:
         self.connector = connector
         self.fence = fence
         self._run(lambda cur: cur.execute(_TABLE))
-        self._run(_add_fence_column)
+        self._run(_add_missing_columns)
 
     def _run(self, action: Callable[[pymysql.cursors.Cursor], object]) -> object:
         try:
@@ -212,7 +213,8 @@ class DatabaseCheckpointStore:
     def get(self) -> Position | None:
         def read(cur: pymysql.cursors.Cursor) -> object:
             cur.execute(
-                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time FROM checkpoints WHERE connector = %s",
+                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time, snapshot FROM checkpoints"
+                " WHERE connector = %s",
                 (self.connector,),
             )
             return cur.fetchone()
@@ -221,7 +223,7 @@ class DatabaseCheckpointStore:
         if row is None:
             return None
         assert isinstance(row, tuple)
-        return Position(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]))
+        return Position(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]), str(row[5] or ""))
 
     def put(self, position: Position) -> None:
         """Upsert the position; with a fence, in a transaction that refuses an older token."""
@@ -235,12 +237,13 @@ class DatabaseCheckpointStore:
                 cur.execute("ROLLBACK")
                 return False
             cur.execute(
-                "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time, fence)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file),"
-                " binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set), server_id = VALUES(server_id),"
-                " event_time = VALUES(event_time), fence = GREATEST(fence, VALUES(fence))",
+                "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time, fence,"
+                " snapshot) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE"
+                " binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set),"
+                " server_id = VALUES(server_id), event_time = VALUES(event_time),"
+                " fence = GREATEST(fence, VALUES(fence)), snapshot = VALUES(snapshot)",
                 (self.connector, position.file, position.pos, position.gtid_set, position.server_id,
-                 position.timestamp, fence),
+                 position.timestamp, fence, position.snapshot),
             )  # fmt: skip
             cur.execute("COMMIT")
             return True
@@ -252,15 +255,21 @@ class DatabaseCheckpointStore:
         self._run(lambda cur: cur.execute("DELETE FROM checkpoints WHERE connector = %s", (self.connector,)))
 
 
-def _add_fence_column(cur: pymysql.cursors.Cursor) -> object:
-    """Tables made before high availability have no fence column (works on MySQL and MariaDB)."""
+_ADDED_COLUMNS = {  # columns later versions added, for tables an older Sluice created
+    "fence": "BIGINT NOT NULL DEFAULT 0",  # high availability
+    "snapshot": "MEDIUMTEXT NULL",  # initial snapshots (MySQL allows no literal TEXT default)
+}
+
+
+def _add_missing_columns(cur: pymysql.cursors.Cursor) -> object:
     cur.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = 'checkpoints' AND COLUMN_NAME = 'fence'"
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = 'checkpoints'"
     )
-    row = cur.fetchone()
-    if row is not None and not row[0]:
-        cur.execute("ALTER TABLE checkpoints ADD COLUMN fence BIGINT NOT NULL DEFAULT 0")
+    present = {str(row[0]).lower() for row in cur.fetchall()}
+    for name, definition in _ADDED_COLUMNS.items():
+        if name not in present:
+            cur.execute(f"ALTER TABLE checkpoints ADD COLUMN {name} {definition}")
     return None
 
 

@@ -34,7 +34,9 @@ from connector.runner import Connector, checkpoint_stores, run_with_lease
 from connector.schema.capture import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.startup import consistent_capture, prepare
+from connector.snapshot.requests import DatabaseSnapshotRequests
+from connector.snapshot.state import SnapshotState
+from connector.startup import checkpoint_connector, consistent_capture, prepare
 from connector.stream import Changes, ChangeStream
 from connector.urls import source_settings_of_url
 
@@ -62,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     position.add_argument("action", choices=["show", "set", "reset"])
     position.add_argument("value", nargs="?", help="for set: FILE:POS, or gtid:SET")
     position.add_argument("--config", required=True, metavar="FILE")
+    snapshot = commands.add_parser("snapshot", help="read tables again as READ messages (a running connector does it)")
+    snapshot.add_argument("--config", required=True, metavar="FILE")
+    snapshot.add_argument("--tables", required=True, nargs="+", metavar="DB.TABLE")
     spark = commands.add_parser("spark", help="run a Spark job on the topics: mirror (Delta MERGE) or changelog")
     spark.add_argument("job", choices=["mirror", "changelog"])
     spark.add_argument("--config", required=True, metavar="FILE")
@@ -168,8 +173,43 @@ def status(config: Config) -> dict[str, Any]:
         except CheckpointUnavailableError as exc:
             report[label] = f"unavailable: {exc}"
             continue
-        report[label] = None if saved is None else {"position": str(saved), **_lag(saved, server)}
+        report[label] = None if saved is None else {"position": str(saved), **_lag(saved, server), **_snapshot(saved)}
     return report
+
+
+def _snapshot(saved: Position) -> dict[str, Any]:
+    state = SnapshotState.of_text(saved.snapshot)
+    if not state.tables:
+        return {}
+    current = ".".join(state.tables[0])
+    return {"snapshot": {"tables_left": [".".join(t) for t in state.tables], "rows_read": state.rows,
+                         "reading": current, "after_key": state.after}}  # fmt: skip
+
+
+def request_snapshot(config: Config, names: list[str]) -> int:
+    """Queue a snapshot of existing, captured tables for the connector to read."""
+    tables = [_table_name(part) for name in names for part in name.split(",") if part]
+    included = config.table_filter()
+    excluded = [f"{d}.{t}" for d, t in tables if not included(d, t)]
+    if excluded:
+        raise ConfigError(f"not captured by [source] include/exclude: {', '.join(excluded)}")
+    with open_connection(config.source.settings()) as conn, conn.cursor() as cur:
+        for database, table in tables:
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (database, table))  # fmt: skip
+            if cur.fetchone() is None:
+                raise ConfigError(f"{database}.{table} does not exist on {config.source.host}:{config.source.port}")
+    request = DatabaseSnapshotRequests(checkpoint_connector(config), config.name).add(tables)
+    print(f"snapshot requested (#{request}): {', '.join(f'{d}.{t}' for d, t in tables)}; a running connector "
+          "starts it within seconds, a stopped one when it starts")  # fmt: skip
+    return 0
+
+
+def _table_name(text: str) -> tuple[str, str]:
+    database, dot, table = text.strip().partition(".")
+    if not dot or not database or not table:
+        raise ConfigError(f"--tables: {text!r} is not database.table")
+    return database, table
 
 
 def _lag(saved: Position, server: Position) -> dict[str, Any]:
@@ -249,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(status(load_config(args.config)), indent=2))
         elif args.command == "position":
             return position_command(load_config(args.config), args.action, args.value)
+        elif args.command == "snapshot":
+            return request_snapshot(load_config(args.config), args.tables)
         elif args.command == "spark":
             from spark.jobs import run as run_spark  # noqa: PLC0415  (pyspark loads a JVM: only when asked)
 

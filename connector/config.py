@@ -119,6 +119,14 @@ class HaSection:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotSection:
+    """Rows that existed before the binlog: read in primary-key chunks, published as READ."""
+
+    mode: str = "initial"  # "initial": on the first start, every captured table; "never"
+    chunk_size: int = 5000  # rows per chunk (one short consistent read each)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     name: str = "sluice"
     source: SourceSection = field(default_factory=SourceSection)
@@ -128,6 +136,7 @@ class Config:
     spark: SparkSection = field(default_factory=SparkSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     ha: HaSection = field(default_factory=HaSection)
+    snapshot: SnapshotSection = field(default_factory=SnapshotSection)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
@@ -226,6 +235,8 @@ def _validate(config: Config, where: str) -> None:
         (config.metrics.progress_s > 0, "metrics.progress_s", "a positive number of seconds"),
         (0.5 <= config.ha.lease_s <= 3600, "ha.lease_s", "0.5..3600 seconds"),
         (not config.ha.enabled or bool(cp.redis_url), "ha.enabled", "only with [checkpoint] redis_url (the lease)"),
+        (config.snapshot.mode in ("initial", "never"), "snapshot.mode", "initial, never"),
+        (1 <= config.snapshot.chunk_size <= 1_000_000, "snapshot.chunk_size", "1..1000000"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
     ]  # fmt: skip
     for ok, key, accepted in checks:

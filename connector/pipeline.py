@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from connector.avro.encoding import MessageEncoder
 from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
@@ -26,6 +26,7 @@ from connector.position import Position
 from connector.schema.model import Table
 from connector.sink.kafka import Sink
 from connector.sink.partitioning import TopicRouter, table_partition
+from connector.snapshot.coordinator import Snapshotter
 from connector.stream import Changes, Commit, StreamItem
 
 log = logging.getLogger("sluice.pipeline")
@@ -68,27 +69,53 @@ class Pipeline:
         self.counters = Counters()
         self.last_committed: Position | None = None
         self.metrics: Metrics | None = None
+        self.snapshot: Snapshotter | None = None
 
-    def run(self, items: Iterable[StreamItem]) -> None:
-        """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged."""
+    def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
+        """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
+
+        `start`: where the items begin, so a snapshot can hand over before the first of them."""
         try:
+            if start is not None and self.snapshot is not None:
+                self.snapshot.turn(start, self, self.stop.is_set)
             for item in items:
                 self.take(item)
                 if self.stop.is_set():
                     break
         finally:
+            if self.snapshot is not None:
+                self.snapshot.close()
             self.drain()
 
     def take(self, item: StreamItem) -> None:
         if self.metrics is not None:
             self.metrics.tick()
         if isinstance(item, Changes):
+            if self.snapshot is not None:
+                self.snapshot.saw(item)
             for message in item.messages:
                 self._send(message, item.table)
-        else:
-            self.inflight.close(item.position)
-            if isinstance(item, Commit):
-                self.counters.transactions += 1
+            self.breathe()
+            return
+        position = item.position
+        if self.snapshot is not None:  # the snapshot's progress is saved with every position
+            position = replace(position, snapshot=self.snapshot.state_text)
+        self.inflight.close(position)
+        if isinstance(item, Commit):
+            self.counters.transactions += 1
+        self.breathe()
+        if self.snapshot is not None:
+            self.snapshot.turn(position, self, self.stop.is_set)
+
+    # -- what the snapshot uses (connector/snapshot/coordinator.Emitter) ----------------------
+
+    def publish(self, message: FlatMessage, table: Table) -> None:
+        self._send(message, table)
+
+    def close_position(self, position: Position) -> None:
+        self.inflight.close(position)
+
+    def breathe(self) -> None:
         self.sink.poll(0)
         self._check_errors()
         self._commit()

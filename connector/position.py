@@ -27,6 +27,7 @@ class Position:
     gtid_set: str = ""  # MariaDB `0-1-5,1-2-9` or MySQL `uuid:1-5`; "" when GTIDs are not tracked
     server_id: int = 0
     timestamp: int = 0  # event time, seconds
+    snapshot: str = ""  # an unfinished initial snapshot's progress (connector/snapshot/state.py); "" when none
 
     def sort_key(self) -> tuple[str, int, int]:
         return binlog_sort_key(self.file, self.pos)

@@ -29,7 +29,11 @@ from connector.replica.client import open_connection
 from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
 from connector.sink.partitioning import TopicRouter
-from connector.startup import checkpoint_connector, prepare
+from connector.snapshot.coordinator import Snapshotter, first_snapshot
+from connector.snapshot.reader import ServerChunks
+from connector.snapshot.requests import DatabaseSnapshotRequests
+from connector.snapshot.state import SnapshotState
+from connector.startup import Prepared, checkpoint_connector, prepare
 from connector.stream import ChangeStream
 
 log = logging.getLogger("sluice")
@@ -152,6 +156,19 @@ class Connector:
             log.info("resuming at %s (from the %s)", position, where)
         return position
 
+    def _snapshotter(self, prepared: Prepared, resume: Position | None) -> Snapshotter:
+        if resume is not None:
+            state = SnapshotState.of_text(resume.snapshot)
+        elif prepared.captured and self.config.snapshot.mode == "initial":
+            state = first_snapshot(prepared.tracker)
+        else:
+            state = SnapshotState()
+        if state.tables:
+            log.info("snapshot of %d table(s) to read, from %s.%s", len(state.tables), *state.tables[0])
+        requests = DatabaseSnapshotRequests(checkpoint_connector(self.config), self.config.name)
+        return Snapshotter(ServerChunks(self.config.source.settings()), prepared.tracker, state,
+                           self.config.snapshot.chunk_size, requests)  # fmt: skip
+
     def _observe(self) -> threading.Event:
         """The metrics endpoint (when configured) and a sampler of lag and progress."""
         settings = self.config.metrics
@@ -182,16 +199,19 @@ class Connector:
         )  # fmt: skip
         self.stream.observer = self.metrics.event
         self.pipeline.metrics = self.metrics
-        log.info("streaming from %s", prepared.start)
+        self.pipeline.snapshot = self._snapshotter(prepared, resume)
+        start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
+        log.info("streaming from %s", start)
         if resume is None:
-            # The first start: save where it begins, or a restart before the first commit
-            # would begin at the then-current position and skip what happened in between.
-            self.checkpointer.commit(prepared.start)
+            # The first start: save where it begins (and the snapshot it owes), or a restart
+            # before the first commit would begin at the then-current position and skip what
+            # happened in between.
+            self.checkpointer.commit(start)
         self.checkpointer.start()
         observing = self._observe()
         self.metrics.streaming = True
         try:
-            self.pipeline.run(self.stream.items(prepared.start, blocking))
+            self.pipeline.run(self.stream.items(start, blocking), start)
         finally:
             self.metrics.streaming = False
             observing.set()

@@ -33,6 +33,7 @@ CAPTURE_ATTEMPTS = 10
 class Prepared:
     tracker: SchemaTracker
     start: Position
+    captured: bool = False  # no history yet: the schema was read from the server (a first start)
 
 
 def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Connection]:
@@ -71,14 +72,15 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     with open_connection(settings) as conn:
         check_server(conn, settings)
         start = resume or configured_start(conn, config.source.start)
-        if not tracker.restore(start):
+        captured = not tracker.restore(start)
+        if captured:
             schema, valid_at = consistent_capture(conn, included)
             tracker.seed(schema, valid_at)
             log.info("schema captured at %s: %d tables", valid_at, len(schema.tables))
             if config.source.start == "current" and resume is None:
                 start = valid_at
     tracker.source = start.file
-    return Prepared(tracker, start)
+    return Prepared(tracker, start, captured)
 
 
 def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:

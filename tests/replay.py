@@ -77,7 +77,7 @@ class Replay:
                 state.pop(key, None)
             else:
                 state[key] = row
-        elif record["type"] == "INSERT":
+        elif record["type"] in ("INSERT", "READ"):
             state.append(row)
         elif record["type"] == "DELETE":
             state.remove(row)

@@ -71,8 +71,12 @@ class ServerInfo:
     gtid_mode: bool
 
 
-def open_connection(settings: SourceSettings, database: str | None = None) -> pymysql.connections.Connection:
-    """An authenticated connection, or SourceUnavailableError saying where it failed."""
+def open_connection(
+    settings: SourceSettings, database: str | None = None, conv: dict[Any, Any] | None = None
+) -> pymysql.connections.Connection:
+    """An authenticated connection, or SourceUnavailableError saying where it failed.
+
+    `conv` replaces pymysql's value converters (the snapshot reads values as the server's text)."""
     ssl: dict[str, Any] | None = None
     if settings.ssl_ca or settings.ssl_cert:
         ssl = {k: v for k, v in (("ca", settings.ssl_ca), ("cert", settings.ssl_cert), ("key", settings.ssl_key)) if v}
@@ -80,7 +84,7 @@ def open_connection(settings: SourceSettings, database: str | None = None) -> py
         return pymysql.connect(
             host=settings.host, port=settings.port, user=settings.user, password=settings.password,
             database=database, ssl=ssl, connect_timeout=settings.connect_timeout_s, autocommit=True,
-            charset="utf8mb4",
+            charset="utf8mb4", conv=conv,
         )  # fmt: skip
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else 0

@@ -1,0 +1,218 @@
+"""Handing snapshot chunks over to the binlog stream without a gap or a stale row.
+
+The pipeline calls `turn(at)` between transactions, `at` being the binlog position the
+stream has handed on. A chunk's read view opens first (at window `[low, high]`); its rows
+are selected and published only once the stream has reached `high`, so:
+
+- every change the read view contains was already published by the stream, and the READ
+  messages (newer) come after it;
+- every change after `high` comes after the READ messages, as in the source.
+
+On MariaDB the window is one point and that is the whole argument (the DBLog watermark
+idea with the server's own snapshot position as both watermarks). On MySQL the read view
+lies somewhere inside the window, so keys the stream changed between `at` and `high` are
+left out of the chunk (their newest state was published by the stream); a table without a
+key is read only when the stream changed none of its rows in the window.
+
+A read view opened when the stream is behind (catching up) waits at most `MAX_OPEN_S`;
+then it is dropped and the next opens only when the stream reaches where this one was,
+so no read view stays open through a long catch-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from connector.flat import FlatMessage
+from connector.position import Position
+from connector.schema.model import Table
+from connector.schema.tracker import SchemaTracker
+from connector.snapshot.reader import ChunkSource, Rendered, SnapshotReadError, Window, image_key
+from connector.snapshot.requests import SnapshotRequests
+from connector.snapshot.state import Key, SnapshotState, TableName
+from connector.stream import Changes
+
+log = logging.getLogger("sluice.snapshot")
+
+MAX_OPEN_S = 30.0
+REQUEST_POLL_S = 5.0
+
+
+class Emitter(Protocol):
+    """The pipeline, as the snapshot sees it."""
+
+    def publish(self, message: FlatMessage, table: Table) -> None: ...
+
+    def close_position(self, position: Position) -> None: ...
+
+    def breathe(self) -> None:
+        """Serve Kafka's callbacks, commit, and wait while too much is unacknowledged."""
+
+
+@dataclass
+class _Open:
+    window: Window
+    opened: float
+    touched: set[Key]
+    touched_any: bool = False
+
+
+def _behind(a: Position, b: Position) -> bool:
+    return a.sort_key() < b.sort_key()
+
+
+class Snapshotter:
+    def __init__(
+        self,
+        source: ChunkSource,
+        tracker: SchemaTracker,
+        state: SnapshotState,
+        chunk_size: int,
+        requests: SnapshotRequests | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.tracker = tracker
+        self.state = state
+        self.state_text = state.text()
+        self.chunk_size = chunk_size
+        self.requests = requests
+        self.clock = clock
+        self.wall = wall
+        self._open: _Open | None = None
+        self._wait_for: Position | None = None  # after dropping a read view: where the stream must get first
+        self._polled = -REQUEST_POLL_S
+
+    # -- called by the pipeline ------------------------------------------------------------
+
+    def saw(self, item: Changes) -> None:
+        """A rows event the stream hands on: on MySQL, its keys leave the open chunk."""
+        read = self._open
+        if read is None or read.window.exact or not self.state.tables or item.table is None:
+            return
+        if (item.table.database, item.table.name) != self.state.tables[0]:
+            return
+        read.touched_any = True
+        for message in item.messages:
+            for image in (message["data"] or []) + (message["old"] or []):
+                read.touched.add(image_key(item.table, image))
+
+    def turn(self, at: Position, out: Emitter, stopped: Callable[[], bool]) -> None:
+        """Between transactions, the stream at `at`: hand over every chunk whose time has come."""
+        self._take_requests()
+        while self.state.tables and not stopped() and at.file:
+            if self._open is None and not self._begin(at):
+                return
+            assert self._open is not None
+            if _behind(at, self._open.window.high):
+                self._maybe_drop(at)
+                return
+            try:
+                self._hand_over(at, out)
+            except SnapshotReadError as exc:
+                log.warning("%s; the chunk is read again later", exc)
+                self._close()
+                return
+            out.breathe()
+
+    def close(self) -> None:
+        self._close()
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _begin(self, at: Position) -> bool:
+        if self._wait_for is not None and _behind(at, self._wait_for):
+            return False
+        self._wait_for = None
+        try:
+            window = self.source.open()
+        except SnapshotReadError as exc:
+            log.warning("%s; trying again at the next transaction", exc)
+            return False
+        if _behind(window.low, at):
+            # The stream already handed on changes this read view may not contain.
+            self.source.close()
+            return False
+        self._open = _Open(window, self.clock(), set())
+        return True
+
+    def _maybe_drop(self, at: Position) -> None:
+        read = self._open
+        assert read is not None
+        if self.clock() - read.opened > MAX_OPEN_S:
+            log.info("stream at %s, snapshot read view at %s: closing it until the stream gets there", at,
+                     read.window.high)  # fmt: skip
+            self._wait_for = read.window.high
+            self._close()
+
+    def _hand_over(self, at: Position, out: Emitter) -> None:
+        read = self._open
+        assert read is not None
+        name = self.state.tables[0]
+        table = self.tracker.schema.get(*name)
+        if table is None:  # dropped (or no longer captured) before its turn
+            log.info("snapshot of `%s`.`%s` skipped: the table is gone", *name)
+            self._finish(at, out, None, True, 0)
+            return
+        keyed = bool(table.primary_key)
+        if not keyed and read.touched_any:
+            self._close()  # MySQL: rows of a keyless table changed inside the window; read again
+            return
+        limit = self.chunk_size if keyed else None
+        count, last = 0, None
+        for data, key in self.source.rows(table, self.state.after, limit):
+            count, last = count + 1, key
+            if key not in read.touched or not keyed:
+                out.publish(self._message(table, data, read.window.high, count), table)
+            if count % 1000 == 0:
+                out.breathe()
+        self._finish(at, out, last, not keyed or count < self.chunk_size, count)
+
+    def _finish(self, at: Position, out: Emitter, last: Key | None, finished: bool, count: int) -> None:
+        self._close()
+        name = self.state.tables[0]
+        self.state = self.state.advanced(last, finished, count)
+        self.state_text = self.state.text()
+        out.close_position(replace(at, snapshot=self.state_text))
+        if finished:
+            log.info("snapshot of `%s`.`%s` finished; %d table(s) to go", *name, len(self.state.tables))
+
+    def _message(self, table: Table, data: Rendered, high: Position, count: int) -> FlatMessage:
+        now = int(self.wall() * 1000)
+        return {
+            "database": table.database, "table": table.name, "type": "READ", "isDdl": False,
+            "pkNames": list(table.primary_key) or None, "es": now, "ts": now, "sql": "", "gtid": None,
+            "sqlType": None, "mysqlType": None, "data": [data], "old": None,
+            "source": {"file": high.file, "pos": high.pos, "server_id": high.server_id,
+                       "row": self.state.rows + count - 1},
+        }  # fmt: skip
+
+    def _close(self) -> None:
+        self._open = None
+        self.source.close()
+
+    def _take_requests(self) -> None:
+        if self.requests is None or self.clock() - self._polled < REQUEST_POLL_S:
+            return
+        self._polled = self.clock()
+        try:
+            pending = self.requests.after(self.state.request)
+        except SnapshotReadError as exc:
+            log.warning("%s; asking again in %.0f s", exc, REQUEST_POLL_S)
+            return
+        for request, tables in pending:
+            wanted = [t for t in tables if self.tracker.included(*t)]
+            log.info("snapshot request %d: %s", request, ", ".join(f"{d}.{t}" for d, t in wanted) or "nothing")
+            self.state = self.state.queued(wanted, request)
+        self.state_text = self.state.text()
+
+
+def first_snapshot(tracker: SchemaTracker) -> SnapshotState:
+    """Every captured table, in name order."""
+    tables: list[TableName] = sorted(tracker.schema.tables)
+    return SnapshotState(tuple(tables))

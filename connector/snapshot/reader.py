@@ -1,0 +1,245 @@
+"""Snapshot chunks from the source: one consistent read each, values rendered as the binlog renders them.
+
+A chunk is read inside `START TRANSACTION WITH CONSISTENT SNAPSHOT`. MariaDB reports the
+binlog position of that read view exactly (`Binlog_snapshot_file/position`, see
+sql/log.cc), so its window is one point; MySQL has no such status, so the window is the
+binlog positions read just before and just after the read view opens.
+
+Values come back as the server's text protocol gives them (no pymysql conversion) and are
+rendered like `connector/flat.py` renders the same column from a rows event, so a READ
+message and an INSERT of the same row carry the same strings (tests/test_snapshot_live.py
+checks every column type). The few types whose text differs are selected in their stored
+form: MariaDB UUID/INET4/INET6 as their bytes, FLOAT at full precision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+import pymysql
+import pymysql.converters
+import pymysql.cursors
+
+from connector.errors import SluiceError
+from connector.flat import float32_text
+from connector.position import Position
+from connector.replica.client import SourceSettings, open_connection
+from connector.schema.capture import master_position
+from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
+from connector.snapshot.state import Key, KeyValue
+
+Rendered = dict[str, str | None]
+Chunk = Iterator[tuple[Rendered, Key]]
+
+# pymysql's encoders for query parameters, without its decoders for result values.
+_TEXT_RESULTS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
+_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
+_STORED_BYTES = {"uuid": 16, "inet6": 16, "inet4": 4}
+
+
+class SnapshotReadError(SluiceError):
+    """A chunk could not be read (the source went away, the table changed): read it again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The binlog positions a read view lies between (one point on MariaDB)."""
+
+    low: Position
+    high: Position
+
+    @property
+    def exact(self) -> bool:
+        return self.low.sort_key() == self.high.sort_key()
+
+
+class ChunkSource(Protocol):
+    def open(self) -> Window:
+        """Begin a consistent read."""
+
+    def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
+        """Inside the open read: rows after the key `after` in key order (every row without a key)."""
+
+    def close(self) -> None:
+        """End the read (a no-op when none is open)."""
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _latin1(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _vector(value: Any) -> str:
+    raw = value if isinstance(value, bytes) else str(value).encode("latin-1")
+    floats = struct.unpack(f"<{len(raw) // 4}f", raw)
+    return "[" + ",".join("%.5e" % x for x in floats) + "]"
+
+
+_RENDER: dict[str, Callable[[Any], str]] = {
+    "float": lambda v: float32_text(float(v)),
+    "double": lambda v: repr(float(v)),
+    "bit": lambda v: str(int.from_bytes(v, "big")),
+    "vector": _vector,
+    **dict.fromkeys(BINARY_TYPES | set(_STORED_BYTES), _latin1),
+    **dict.fromkeys(GEOMETRY_TYPES, lambda v: bytes(v).hex()),
+}
+
+
+def select_expression(col: Column) -> str:
+    name = _ident(col.name)
+    if col.data_type in _STORED_BYTES:
+        return f"CAST({name} AS BINARY({_STORED_BYTES[col.data_type]}))"
+    if col.data_type == "float":
+        return f"CAST({name} AS DOUBLE)"  # the text protocol rounds FLOAT to 6 digits
+    return name
+
+
+def renderer(col: Column) -> Callable[[Any], str | None]:
+    render = _RENDER.get(col.data_type, _latin1)
+    return lambda v: None if v is None else render(v)
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+def key_value(value: Any) -> KeyValue:
+    """A primary-key part as the state saves it (JSON): text, or hex for bytes."""
+    if isinstance(value, bytes):
+        return {"hex": value.hex()}
+    return None if value is None else str(value)
+
+
+def image_key(table: Table, image: dict[str, str | None]) -> Key:
+    """The primary key of a rendered row image, as `rows` gives keys (binary parts as hex)."""
+    out: list[KeyValue] = []
+    for name in table.primary_key:
+        value = image.get(name)
+        binary = table.columns[table.index_of(name)].data_type in BINARY_TYPES
+        out.append({"hex": value.encode("latin-1").hex()} if binary and value is not None else value)
+    return tuple(out)
+
+
+def bound(col: Column, value: KeyValue) -> object:
+    """A saved key part as a query parameter of the column's own kind (no float comparisons)."""
+    if isinstance(value, dict):
+        return bytes.fromhex(value["hex"])
+    if value is None:
+        return None
+    if col.data_type in _INTEGER_TYPES:
+        return int(value)
+    if col.data_type == "decimal":
+        return Decimal(str(value))
+    if col.data_type in ("float", "double"):
+        return float(value)
+    return value
+
+
+def after_clause(keys: list[Column], after: Key) -> tuple[str, list[object]]:
+    """`(a, b) > (x, y)` spelled out, which both servers turn into an index range."""
+    ors, params = [], []
+    for i, col in enumerate(keys):
+        parts = [f"{_ident(k.name)} = %s" for k in keys[:i]] + [f"{_ident(col.name)} > %s"]
+        ors.append("(" + " AND ".join(parts) + ")")
+        params += [bound(k, after[j]) for j, k in enumerate(keys[: i + 1])]
+    return " OR ".join(ors), params
+
+
+def chunk_query(table: Table, after: Key | None, limit: int | None) -> tuple[str, list[object]]:
+    keys = [table.columns[table.index_of(k)] for k in table.primary_key]
+    columns = [select_expression(c) for c in table.columns] + [_ident(k.name) for k in keys]
+    # Identifiers are quoted by _ident; values go as parameters.
+    sql = f"SELECT {', '.join(columns)} FROM {_ident(table.database)}.{_ident(table.name)}"  # noqa: S608
+    params: list[object] = []
+    if after is not None and keys:
+        where, params = after_clause(keys, after)
+        sql += f" WHERE {where}"
+    if keys:
+        sql += " ORDER BY " + ", ".join(_ident(k.name) for k in keys)
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
+
+
+# -- the server ---------------------------------------------------------------------------
+
+
+class ServerChunks:
+    """Chunks read from the source server over one connection of its own."""
+
+    def __init__(self, settings: SourceSettings) -> None:
+        self.settings = settings
+        self._conn: pymysql.connections.Connection | None = None
+        self._open = False
+
+    def _connection(self) -> pymysql.connections.Connection:
+        if self._conn is None:
+            conn = open_connection(self.settings, conv=_TEXT_RESULTS)
+            with conn.cursor() as cur:
+                # One read view for the transaction, and TIMESTAMP in UTC as the binlog decoder renders it.
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute("SET SESSION time_zone = '+00:00'")
+            self._conn = conn
+        return self._conn
+
+    def open(self) -> Window:
+        try:
+            conn = self._connection()
+            before = master_position(conn)
+            with conn.cursor() as cur:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                self._open = True
+                cur.execute("SHOW STATUS LIKE 'binlog\\_snapshot\\_%'")
+                status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+            if "binlog_snapshot_file" in status:
+                exact = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+                return Window(exact, exact)
+            return Window(before, master_position(conn))
+        except (pymysql.err.MySQLError, SluiceError) as exc:
+            self._lost(exc)
+            raise SnapshotReadError(f"{self._where()}: cannot open a consistent read: {exc}") from exc
+
+    def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
+        sql, params = chunk_query(table, after, limit)
+        renderers = [renderer(c) for c in table.columns]
+        names = [c.name for c in table.columns]
+        width = len(names)
+        conn = self._connection()
+        try:
+            # Unbuffered: a table without a key is one chunk, however large.
+            with conn.cursor(pymysql.cursors.SSCursor) as cur:
+                cur.execute(sql, params)
+                for row in cur:
+                    data = {n: r(v) for n, r, v in zip(names, renderers, row)}
+                    yield data, tuple(key_value(v) for v in row[width:])
+        except pymysql.err.MySQLError as exc:
+            self._lost(exc)
+            raise SnapshotReadError(f"{self._where()}: reading `{table.database}`.`{table.name}`: {exc}") from exc
+
+    def close(self) -> None:
+        if self._open and self._conn is not None:
+            try:
+                self._conn.rollback()
+            except pymysql.err.MySQLError as exc:
+                self._lost(exc)
+        self._open = False
+
+    def _lost(self, exc: Exception) -> None:
+        """After an error the connection's state is unknown: start over on a new one."""
+        if self._conn is not None:
+            with contextlib.suppress(pymysql.err.Error):  # already closed by the failure
+                self._conn.close()
+        self._conn, self._open = None, False
+
+    def _where(self) -> str:
+        return f"snapshot read on {self.settings.host}:{self.settings.port}"

@@ -1,0 +1,248 @@
+"""The snapshot hand-over on twins: when chunks are published, what they leave out, how progress is saved.
+
+`Source` is an in-memory ChunkSource: tables of rows and a read-view window chosen by
+each test. The pipeline-level test runs the Snapshotter inside the real Pipeline with
+the in-memory Kafka twin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.filters import TableFilter
+from connector.flat import FlatMessage
+from connector.position import Position
+from connector.schema.history import MemoryHistoryStore
+from connector.schema.model import Table
+from connector.schema.tracker import SchemaTracker
+from connector.snapshot import coordinator
+from connector.snapshot.coordinator import Snapshotter, first_snapshot
+from connector.snapshot.reader import Chunk, SnapshotReadError, Window, after_clause, bound, chunk_query
+from connector.snapshot.requests import MemorySnapshotRequests
+from connector.snapshot.state import Key, SnapshotState, SnapshotStateError
+from connector.stream import Changes, Commit
+from tests.test_pipeline import Rig, changes, pos, row, table
+
+
+class Source:
+    def __init__(self, rows: dict[str, dict[int, str | None]], window: Window) -> None:
+        self.rows_of = rows  # table name -> {id: v}
+        self.window = window
+        self.opened = 0
+        self.closed = 0
+        self.fail_rows = False
+
+    def open(self) -> Window:
+        self.opened += 1
+        return self.window
+
+    def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
+        if self.fail_rows:
+            raise SnapshotReadError("connection lost")
+        data = self.rows_of[table.name]
+        keys = sorted(k for k in data if after is None or k > int(str(after[0])))
+        return self._rows(table, keys[:limit] if limit else keys, data)
+
+    def _rows(self, table: Table, keys: list[int], data: dict[int, str | None]) -> Iterator[tuple[Any, Key]]:
+        for k in keys:
+            if table.primary_key:
+                yield {"id": str(k), "v": data[k]}, (str(k),)
+            else:
+                yield {"n": str(k), "v": data[k]}, ()
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class Out:
+    def __init__(self) -> None:
+        self.messages: list[FlatMessage] = []
+        self.positions: list[Position] = []
+
+    def publish(self, message: FlatMessage, table: Table) -> None:
+        self.messages.append(message)
+
+    def close_position(self, position: Position) -> None:
+        self.positions.append(position)
+
+    def breathe(self) -> None:
+        pass
+
+    def ids(self) -> list[str]:
+        return [m["data"][0].get("id") or m["data"][0]["n"] for m in self.messages]
+
+
+def tracker(*tables: Table, include: list[str] | None = None) -> SchemaTracker:
+    t = SchemaTracker(MemoryHistoryStore(), TableFilter.of(include, None))
+    for each in tables:
+        t.schema.put(each)
+    return t
+
+
+T = table()  # db.t (id INT PRIMARY KEY, v VARCHAR(10))
+KEYLESS = table("CREATE TABLE k (n INT, v VARCHAR(10))")
+
+
+def at(n: int) -> Position:
+    return pos(n)
+
+
+def snapshotter(source: Source, *tables: Table, chunk: int = 3, **kw: Any) -> Snapshotter:
+    t = tracker(*tables)
+    return Snapshotter(source, t, first_snapshot(t), chunk, **kw)
+
+
+def never() -> bool:
+    return False
+
+
+def test_an_idle_server_gets_every_chunk_in_one_turn_with_its_progress_saved() -> None:
+    source = Source({"t": {i: f"v{i}" for i in range(1, 8)}}, Window(at(100), at(100)))
+    snap, out = snapshotter(source, T), Out()
+    snap.turn(at(100), out, never)
+    assert out.ids() == [str(i) for i in range(1, 8)]
+    assert {m["type"] for m in out.messages} == {"READ"}
+    assert [m["source"]["row"] for m in out.messages] == list(range(7))
+    # Three chunks (3 + 3 + 1 rows); each closes the position with the progress after it.
+    states = [SnapshotState.of_text(p.snapshot) for p in out.positions]
+    assert [s.after for s in states] == [("3",), ("6",), None]
+    assert [s.tables for s in states] == [(("db", "t"),), (("db", "t"),), ()]
+    assert out.positions[-1].snapshot == "" and snap.state_text == ""
+    assert source.closed >= 3
+
+
+def test_a_chunk_waits_until_the_stream_reaches_its_read_view() -> None:
+    source = Source({"t": {1: "a"}}, Window(at(200), at(200)))
+    snap, out = snapshotter(source, T), Out()
+    snap.turn(at(100), out, never)
+    snap.turn(at(150), out, never)
+    assert out.messages == [] and source.opened == 1  # one read view, held
+    snap.turn(at(200), out, never)
+    assert out.ids() == ["1"]
+    assert out.messages[0]["source"]["pos"] == 200
+
+
+def test_a_read_view_behind_the_stream_is_dropped_and_read_again() -> None:
+    source = Source({"t": {1: "a"}}, Window(at(90), at(90)))
+    snap, out = snapshotter(source, T), Out()
+    snap.turn(at(100), out, never)
+    assert out.messages == [] and source.closed == 1
+    source.window = Window(at(120), at(120))
+    snap.turn(at(120), out, never)
+    assert out.ids() == ["1"]
+
+
+def test_mysql_window_leaves_out_keys_the_stream_changed_inside_it() -> None:
+    source = Source({"t": {1: "a", 2: "b", 3: "c"}}, Window(at(100), at(130)))
+    snap, out = snapshotter(source, T, chunk=10), Out()
+    snap.turn(at(100), out, never)
+    snap.saw(changes(row("UPDATE", 2, "b2", 110, {"v": "b"})))
+    snap.turn(at(130), out, never)
+    assert out.ids() == ["1", "3"]  # key 2's newest state came from the stream
+    assert SnapshotState.of_text(out.positions[-1].snapshot).tables == ()
+
+
+def test_mysql_window_reads_a_keyless_table_only_when_the_stream_left_it_alone() -> None:
+    source = Source({"k": {1: "a", 2: "b"}}, Window(at(100), at(130)))
+    snap, out = snapshotter(source, KEYLESS), Out()
+    snap.turn(at(100), out, never)
+    message = {**row("INSERT", 9, "z", 110), "table": "k", "data": [{"n": "9", "v": "z"}]}
+    snap.saw(Changes((message,), "bin.000001", 110, KEYLESS))
+    snap.turn(at(130), out, never)
+    assert out.messages == []  # changed inside the window: read again
+    source.window = Window(at(140), at(140))
+    snap.turn(at(140), out, never)
+    assert out.ids() == ["1", "2"]  # a keyless table is one chunk
+
+
+def test_a_read_view_is_not_held_through_a_long_catch_up() -> None:
+    now = [0.0]
+    source = Source({"t": {1: "a"}}, Window(at(500), at(500)))
+    snap, out = snapshotter(source, T, clock=lambda: now[0]), Out()
+    snap.turn(at(100), out, never)
+    now[0] = coordinator.MAX_OPEN_S + 1
+    snap.turn(at(200), out, never)
+    assert source.closed == 1  # dropped
+    snap.turn(at(300), out, never)
+    assert source.opened == 1  # not opened again before the stream gets to 500
+    source.window = Window(at(600), at(600))
+    snap.turn(at(500), out, never)
+    snap.turn(at(600), out, never)
+    assert source.opened == 2 and out.ids() == ["1"]
+
+
+def test_a_failed_read_publishes_nothing_new_and_keeps_the_progress() -> None:
+    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    snap, out = snapshotter(source, T), Out()
+    source.fail_rows = True
+    snap.turn(at(100), out, never)
+    assert out.messages == [] and out.positions == [] and snap.state.tables == (("db", "t"),)
+    source.fail_rows = False
+    snap.turn(at(101), out, never)
+    source.window = Window(at(101), at(101))
+    snap.turn(at(101), out, never)
+    assert out.ids() == ["1"]
+
+
+def test_a_dropped_table_is_skipped() -> None:
+    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    t = tracker(T)
+    snap = Snapshotter(source, t, SnapshotState((("db", "gone"), ("db", "t"))), 3)
+    out = Out()
+    snap.turn(at(100), out, never)
+    assert out.ids() == ["1"] and snap.state.tables == ()
+
+
+def test_requests_queue_captured_tables_once() -> None:
+    requests = MemorySnapshotRequests()
+    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    t = tracker(T, include=[r"db\.t"])
+    snap = Snapshotter(source, t, SnapshotState(), 3, requests)
+    requests.add([("db", "t"), ("other", "x")])
+    out = Out()
+    snap.turn(at(100), out, never)
+    assert out.ids() == ["1"] and snap.state.request == 1
+    assert SnapshotState.of_text(snap.state_text).request == 1  # not taken again after a restart
+
+
+def test_stop_ends_the_turn_between_chunks() -> None:
+    source = Source({"t": {i: "x" for i in range(1, 10)}}, Window(at(100), at(100)))
+    snap, out = snapshotter(source, T), Out()
+    calls = iter([False, True])
+    snap.turn(at(100), out, lambda: next(calls, True))
+    assert out.ids() == ["1", "2", "3"]
+
+
+def test_the_pipeline_saves_the_snapshot_progress_with_every_position(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    source = Source({"t": {1: "a", 2: "b"}}, Window(at(10), at(10)))
+    rig.pipeline.snapshot = snapshotter(source, T, chunk=1)
+    rig.pipeline.run([changes(row("INSERT", 3, "c", 12)), Commit(at(20), None, 1)], start=at(10))
+    records = rig.records()
+    assert [(r["type"], r["data"][0]["id"]) for r in records] == [("READ", 1), ("READ", 2), ("INSERT", 3)]
+    saved = rig.fast.get()
+    assert saved is not None and saved.pos == 20 and saved.snapshot == ""
+
+
+def test_snapshot_state_round_trips_and_refuses_garbage() -> None:
+    state = SnapshotState((("d", "t"), ("d", "u")), ("42", {"hex": "00ff"}), 17, 3)
+    assert SnapshotState.of_text(state.text()) == state
+    assert SnapshotState().text() == ""
+    with pytest.raises(SnapshotStateError, match="not readable"):
+        SnapshotState.of_text("{nope")
+
+
+def test_chunk_queries_page_by_the_whole_key_with_typed_parameters() -> None:
+    lines = table("CREATE TABLE l (o BIGINT UNSIGNED, n INT, v VARBINARY(4), PRIMARY KEY (o, v))")
+    sql, params = chunk_query(lines, ("18446744073709551615", {"hex": "00ff"}), 500)
+    assert sql == (
+        "SELECT `o`, `n`, `v`, `o`, `v` FROM `db`.`l` WHERE (`o` > %s) OR (`o` = %s AND `v` > %s)"
+        " ORDER BY `o`, `v` LIMIT 500"
+    )
+    assert params == [2**64 - 1, 2**64 - 1, b"\x00\xff"]  # no float comparison of a big key
+    assert chunk_query(KEYLESS, None, None)[0] == "SELECT `n`, `v` FROM `db`.`k`"
+    assert after_clause([lines.columns[0]], ("7",))[1] == [7]
+    assert bound(lines.columns[1], None) is None
