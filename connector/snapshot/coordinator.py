@@ -87,6 +87,7 @@ class Snapshotter:
         self._open: _Open | None = None
         self._wait_for: Position | None = None  # after dropping a read view: where the stream must get first
         self._polled = -REQUEST_POLL_S
+        self._table_rows, self._table_started = 0, clock()  # for the log line when a table is done
 
     # -- called by the pipeline ------------------------------------------------------------
 
@@ -179,8 +180,12 @@ class Snapshotter:
         self.state = self.state.advanced(last, finished, count)
         self.state_text = self.state.text()
         out.close_position(replace(at, snapshot=self.state_text))
+        self._table_rows += count
         if finished:
-            log.info("snapshot of `%s`.`%s` finished; %d table(s) to go", *name, len(self.state.tables))
+            took = max(self.clock() - self._table_started, 1e-3)
+            log.info("snapshot of `%s`.`%s` finished: %d rows in %.1f s (%.0f rows/s); %d table(s) to go", *name,
+                     self._table_rows, took, self._table_rows / took, len(self.state.tables))  # fmt: skip
+            self._table_rows, self._table_started = 0, self.clock()
 
     def _message(self, table: Table, data: Rendered, high: Position, count: int) -> FlatMessage:
         now = int(self.wall() * 1000)
