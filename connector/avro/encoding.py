@@ -11,6 +11,7 @@ Avro value its schema wants, built once per schema version.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -150,5 +151,10 @@ class MessageEncoder:
 def message_id(message: FlatMessage) -> int:
     """The binlog position as one number: file number x 2^32 + offset (rows of an event share it)."""
     source = message["source"]
-    _, number, pos = binlog_sort_key(source["file"], source["pos"])
-    return max(number, 0) << 32 | pos
+    pos: int = source["pos"]
+    return _file_number(source["file"]) << 32 | pos
+
+
+@functools.lru_cache(maxsize=64)
+def _file_number(file: str) -> int:
+    return max(binlog_sort_key(file, 0)[1], 0)
