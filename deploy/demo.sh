@@ -20,7 +20,18 @@ CREATE TABLE IF NOT EXISTS sluice_demo.orders (
   placed_at DATETIME(6) NOT NULL,
   note JSON NULL
 );
+-- Rows that exist before the connector's first start: its initial snapshot publishes them as READ.
+INSERT INTO sluice_demo.orders (customer, amount, placed_at, note)
+  SELECT 'Before Sluice', 1.00, NOW(6), NULL FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM sluice_demo.orders);
 SQL
+
+# The demo starts at the server's current position every time (the binlogs of an earlier run
+# may be purged by now, which a real connector reports and never skips). The first run's
+# initial snapshot publishes the existing rows as READ; later runs ask for a re-snapshot.
+if "$SLUICE" position show --config "$CONFIG" 2>/dev/null | grep -q ': [^N]'; then
+  "$SLUICE" position reset --config "$CONFIG" >/dev/null
+  "$SLUICE" snapshot --config "$CONFIG" --tables sluice_demo.orders
+fi
 
 "$SLUICE" run --config "$CONFIG" 2> .run/demo-connector.log &
 CONNECTOR=$!
