@@ -86,10 +86,6 @@ T = table()  # db.t (id INT PRIMARY KEY, v VARCHAR(10))
 KEYLESS = table("CREATE TABLE k (n INT, v VARCHAR(10))")
 
 
-def at(n: int) -> Position:
-    return pos(n)
-
-
 def snapshotter(source: Source, *tables: Table, chunk: int = 3, **kw: Any) -> Snapshotter:
     t = tracker(*tables)
     return Snapshotter(source, t, first_snapshot(t), chunk, **kw)
@@ -100,9 +96,9 @@ def never() -> bool:
 
 
 def test_an_idle_server_gets_every_chunk_in_one_turn_with_its_progress_saved() -> None:
-    source = Source({"t": {i: f"v{i}" for i in range(1, 8)}}, Window(at(100), at(100)))
+    source = Source({"t": {i: f"v{i}" for i in range(1, 8)}}, Window(pos(100), pos(100)))
     snap, out = snapshotter(source, T), Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     assert out.ids() == [str(i) for i in range(1, 8)]
     assert {m["type"] for m in out.messages} == {"READ"}
     assert [m["source"]["row"] for m in out.messages] == list(range(7))
@@ -115,112 +111,112 @@ def test_an_idle_server_gets_every_chunk_in_one_turn_with_its_progress_saved() -
 
 
 def test_a_chunk_waits_until_the_stream_reaches_its_read_view() -> None:
-    source = Source({"t": {1: "a"}}, Window(at(200), at(200)))
+    source = Source({"t": {1: "a"}}, Window(pos(200), pos(200)))
     snap, out = snapshotter(source, T), Out()
-    snap.turn(at(100), out, never)
-    snap.turn(at(150), out, never)
+    snap.turn(pos(100), out, never)
+    snap.turn(pos(150), out, never)
     assert out.messages == [] and source.opened == 1  # one read view, held
-    snap.turn(at(200), out, never)
+    snap.turn(pos(200), out, never)
     assert out.ids() == ["1"]
     assert out.messages[0]["source"]["pos"] == 200
 
 
 def test_a_read_view_behind_the_stream_is_dropped_and_read_again() -> None:
-    source = Source({"t": {1: "a"}}, Window(at(90), at(90)))
+    source = Source({"t": {1: "a"}}, Window(pos(90), pos(90)))
     snap, out = snapshotter(source, T), Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     assert out.messages == [] and source.closed == 1
-    source.window = Window(at(120), at(120))
-    snap.turn(at(120), out, never)
+    source.window = Window(pos(120), pos(120))
+    snap.turn(pos(120), out, never)
     assert out.ids() == ["1"]
 
 
 def test_mysql_window_leaves_out_keys_the_stream_changed_inside_it() -> None:
-    source = Source({"t": {1: "a", 2: "b", 3: "c"}}, Window(at(100), at(130)))
+    source = Source({"t": {1: "a", 2: "b", 3: "c"}}, Window(pos(100), pos(130)))
     snap, out = snapshotter(source, T, chunk=10), Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     snap.saw(changes(row("UPDATE", 2, "b2", 110, {"v": "b"})))
-    snap.turn(at(130), out, never)
+    snap.turn(pos(130), out, never)
     assert out.ids() == ["1", "3"]  # key 2's newest state came from the stream
     assert SnapshotState.of_text(out.positions[-1].snapshot).tables == ()
 
 
 def test_mysql_window_reads_a_keyless_table_only_when_the_stream_left_it_alone() -> None:
-    source = Source({"k": {1: "a", 2: "b"}}, Window(at(100), at(130)))
+    source = Source({"k": {1: "a", 2: "b"}}, Window(pos(100), pos(130)))
     snap, out = snapshotter(source, KEYLESS), Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     message = {**row("INSERT", 9, "z", 110), "table": "k", "data": [{"n": "9", "v": "z"}]}
     snap.saw(Changes((message,), "bin.000001", 110, KEYLESS))
-    snap.turn(at(130), out, never)
+    snap.turn(pos(130), out, never)
     assert out.messages == []  # changed inside the window: read again
-    source.window = Window(at(140), at(140))
-    snap.turn(at(140), out, never)
+    source.window = Window(pos(140), pos(140))
+    snap.turn(pos(140), out, never)
     assert out.ids() == ["1", "2"]  # a keyless table is one chunk
 
 
 def test_a_read_view_is_not_held_through_a_long_catch_up() -> None:
     now = [0.0]
-    source = Source({"t": {1: "a"}}, Window(at(500), at(500)))
+    source = Source({"t": {1: "a"}}, Window(pos(500), pos(500)))
     snap, out = snapshotter(source, T, clock=lambda: now[0]), Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     now[0] = coordinator.MAX_OPEN_S + 1
-    snap.turn(at(200), out, never)
+    snap.turn(pos(200), out, never)
     assert source.closed == 1  # dropped
-    snap.turn(at(300), out, never)
+    snap.turn(pos(300), out, never)
     assert source.opened == 1  # not opened again before the stream gets to 500
-    source.window = Window(at(600), at(600))
-    snap.turn(at(500), out, never)
-    snap.turn(at(600), out, never)
+    source.window = Window(pos(600), pos(600))
+    snap.turn(pos(500), out, never)
+    snap.turn(pos(600), out, never)
     assert source.opened == 2 and out.ids() == ["1"]
 
 
 def test_a_failed_read_publishes_nothing_new_and_keeps_the_progress() -> None:
-    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    source = Source({"t": {1: "a"}}, Window(pos(100), pos(100)))
     snap, out = snapshotter(source, T), Out()
     source.fail_rows = True
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     assert out.messages == [] and out.positions == [] and snap.state.tables == (("db", "t"),)
     source.fail_rows = False
-    snap.turn(at(101), out, never)
-    source.window = Window(at(101), at(101))
-    snap.turn(at(101), out, never)
+    snap.turn(pos(101), out, never)
+    source.window = Window(pos(101), pos(101))
+    snap.turn(pos(101), out, never)
     assert out.ids() == ["1"]
 
 
 def test_a_dropped_table_is_skipped() -> None:
-    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    source = Source({"t": {1: "a"}}, Window(pos(100), pos(100)))
     t = tracker(T)
     snap = Snapshotter(source, t, SnapshotState((("db", "gone"), ("db", "t"))), 3)
     out = Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     assert out.ids() == ["1"] and snap.state.tables == ()
 
 
 def test_requests_queue_captured_tables_once() -> None:
     requests = MemorySnapshotRequests()
-    source = Source({"t": {1: "a"}}, Window(at(100), at(100)))
+    source = Source({"t": {1: "a"}}, Window(pos(100), pos(100)))
     t = tracker(T, include=[r"db\.t"])
     snap = Snapshotter(source, t, SnapshotState(), 3, requests)
     requests.add([("db", "t"), ("other", "x")])
     out = Out()
-    snap.turn(at(100), out, never)
+    snap.turn(pos(100), out, never)
     assert out.ids() == ["1"] and snap.state.request == 1
     assert SnapshotState.of_text(snap.state_text).request == 1  # not taken again after a restart
 
 
 def test_stop_ends_the_turn_between_chunks() -> None:
-    source = Source({"t": {i: "x" for i in range(1, 10)}}, Window(at(100), at(100)))
+    source = Source({"t": {i: "x" for i in range(1, 10)}}, Window(pos(100), pos(100)))
     snap, out = snapshotter(source, T), Out()
     calls = iter([False, True])
-    snap.turn(at(100), out, lambda: next(calls, True))
+    snap.turn(pos(100), out, lambda: next(calls, True))
     assert out.ids() == ["1", "2", "3"]
 
 
 def test_the_pipeline_saves_the_snapshot_progress_with_every_position(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
-    source = Source({"t": {1: "a", 2: "b"}}, Window(at(10), at(10)))
+    source = Source({"t": {1: "a", 2: "b"}}, Window(pos(10), pos(10)))
     rig.pipeline.snapshot = snapshotter(source, T, chunk=1)
-    rig.pipeline.run([changes(row("INSERT", 3, "c", 12)), Commit(at(20), None, 1)], start=at(10))
+    rig.pipeline.run([changes(row("INSERT", 3, "c", 12)), Commit(pos(20), None, 1)], start=pos(10))
     records = rig.records()
     assert [(r["type"], r["data"][0]["id"]) for r in records] == [("READ", 1), ("READ", 2), ("INSERT", 3)]
     saved = rig.fast.get()

@@ -126,7 +126,7 @@ def image_key(table: Table, image: dict[str, str | None]) -> Key:
     for name in table.primary_key:
         value = image.get(name)
         binary = table.columns[table.index_of(name)].data_type in BINARY_TYPES
-        out.append({"hex": value.encode("latin-1").hex()} if binary and value is not None else value)
+        out.append(key_value(value.encode("latin-1") if binary and value is not None else value))
     return tuple(out)
 
 

@@ -8,7 +8,7 @@ never claims rows Kafka has not confirmed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from connector.errors import SluiceError
@@ -28,7 +28,6 @@ class SnapshotState:
     after: Key | None = None  # the last primary key read from tables[0]; None: from its start
     rows: int = 0  # READ messages so far (numbers each one's `source.row`)
     request: int = 0  # the newest on-demand request (`sluice snapshot`) already queued
-    done: tuple[TableName, ...] = field(default=(), compare=False)  # finished in this process (for logs)
 
     @property
     def active(self) -> bool:
@@ -65,6 +64,5 @@ class SnapshotState:
     def advanced(self, last: Key | None, finished: bool, rows: int) -> SnapshotState:
         """After a chunk of tables[0]: its last key, or the next table when it is finished."""
         if finished:
-            return replace(self, tables=self.tables[1:], after=None, rows=self.rows + rows,
-                           done=self.done + self.tables[:1])  # fmt: skip
+            return replace(self, tables=self.tables[1:], after=None, rows=self.rows + rows)
         return replace(self, after=last, rows=self.rows + rows)
