@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pymysql
@@ -56,3 +58,13 @@ def fresh_database(name: str, *tables: str) -> None:
         for ddl in tables:
             cur.execute(ddl.format(db=name))
     conn.close()
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.5) -> None:
+    """Poll `check` until it holds; an AssertionError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -22,7 +22,7 @@ from connector.config import AvroSection, CheckpointSection, Config, KafkaSectio
 from connector.position import binlog_sort_key
 from connector.runner import Connector, checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import PORT, ROOT, connect, fresh_database, live_config
+from tests.live import PORT, ROOT, connect, fresh_database, live_config, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
@@ -151,13 +151,12 @@ def write_config(config: Config, path: Path) -> None:
 def caught_up(config: Config, timeout_s: float = 120) -> None:
     stores = checkpoint_stores(config)
     target = master_position(connect())
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
         saved = stores.fast.get() if stores.fast else None
-        if saved is not None and saved.sort_key() >= target.sort_key():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the connector did not reach {target}")
+        return saved is not None and saved.sort_key() >= target.sort_key()
+
+    wait_until(reached, timeout_s, f"the connector to reach {target}", every_s=0.2)
 
 
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
-from tests.live import ROOT, connect, fresh_database, live_config
+from tests.live import ROOT, connect, fresh_database, live_config, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_differential_live import COLUMNS, _placeholder
 from tests.test_pipeline_live import caught_up, config_for, sluice_run, write_config
@@ -139,15 +139,6 @@ def _snapshot_left(config: Any) -> SnapshotState:
     return SnapshotState.of_text(saved.snapshot if saved else "")
 
 
-def _wait_until(check: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_snapshot_under_writes_and_a_kill_replays_to_the_final_tables(tmp_path: Path) -> None:
     rows = 200_000
     name, db = f"snap{uuid.uuid4().hex[:6]}", "snapbig"
@@ -163,15 +154,15 @@ def test_snapshot_under_writes_and_a_kill_replays_to_the_final_tables(tmp_path: 
     process = sluice_run(path)
     try:
         # Kill it once a part of the snapshot is saved, then start it again.
-        _wait_until(lambda: 0 < _snapshot_left(config).rows < rows, 180, "a part of the snapshot saved")
+        wait_until(lambda: 0 < _snapshot_left(config).rows < rows, 180, "a part of the snapshot saved")
         killed_at = _snapshot_left(config)
         process.send_signal(signal.SIGKILL)
         process.wait()
         process = sluice_run(path)
-        _wait_until(lambda: _snapshot_left(config).rows > killed_at.rows, 180, "the snapshot to resume")
+        wait_until(lambda: _snapshot_left(config).rows > killed_at.rows, 180, "the snapshot to resume")
         stop.set()
         writer.join()
-        _wait_until(lambda: not _snapshot_left(config).tables, 300, "the snapshot to finish")
+        wait_until(lambda: not _snapshot_left(config).tables, 300, "the snapshot to finish")
         caught_up(config)
     finally:
         stop.set()
@@ -199,7 +190,7 @@ def test_sluice_snapshot_re_reads_a_table_on_demand(tmp_path: Path) -> None:
     write_config(config, path)
     process = sluice_run(path)
     try:
-        _wait_until(lambda: checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables,
+        wait_until(lambda: checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables,
                     120, "the initial snapshot")  # fmt: skip
         done = subprocess.run(
             [str(ROOT / ".venv" / "bin" / "sluice"), "snapshot", "--config", str(path), "--tables", f"{db}.entries"],
@@ -207,7 +198,7 @@ def test_sluice_snapshot_re_reads_a_table_on_demand(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "requested" in done.stdout
-        _wait_until(lambda: _snapshot_left(config).request >= 1 and not _snapshot_left(config).tables, 120,
+        wait_until(lambda: _snapshot_left(config).request >= 1 and not _snapshot_left(config).tables, 120,
                     "the requested snapshot")  # fmt: skip
     finally:
         process.send_signal(signal.SIGTERM)
