@@ -13,6 +13,7 @@ Run with `make bench`.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import subprocess
@@ -46,6 +47,12 @@ class RecordingSink:
         self.kept.append((topic, key, value, partition))
         self.inner.produce(topic, key, value, partition, done)  # type: ignore[arg-type]
 
+    def produce_many(
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: object
+    ) -> None:
+        self.kept += [(topic, key, value, partition) for key, value in messages]
+        self.inner.produce_many(topic, messages, partition, done)  # type: ignore[arg-type]
+
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
@@ -76,21 +83,31 @@ def end_to_end(file: str, tmp: str) -> tuple[int, float, list[tuple[str, bytes |
 
 
 def ceiling(messages: list[tuple[str, bytes | None, bytes, int | None]], cfg: Config) -> float:
+    """The bare producer (same settings) at its fastest: one shared callback, a poll per 1,000."""
     sink = kafka_sink(cfg)
     topics = {t: f"ceiling{uuid.uuid4().hex[:6]}.{t}" for t in {m[0] for m in messages}}
     for topic in topics.values():
         sink.ensure_topic(topic)
     acked = [0]
 
-    def done(error: str | None) -> None:
-        acked[0] += error is None
+    def done(err: object, msg: object) -> None:
+        acked[0] += err is None
 
+    gc.freeze()  # the kept messages are not garbage: spare the collector from walking them
+    produce, poll = sink.producer.produce, sink.producer.poll
     started = time.perf_counter()
-    for topic, key, value, partition in messages:
-        sink.produce(topics[topic], key, value, partition, done)
-        sink.poll(0)
+    for n, (topic, key, value, partition) in enumerate(messages):
+        while True:
+            try:
+                produce(topics[topic], value, key, -1 if partition is None else partition, on_delivery=done)
+                break
+            except BufferError:
+                poll(0.1)
+        if n % 1000 == 0:
+            poll(0)
     sink.flush(120)
     elapsed = time.perf_counter() - started
+    gc.unfreeze()
     assert acked[0] == len(messages), (acked[0], len(messages))
     return elapsed
 

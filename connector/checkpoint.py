@@ -48,6 +48,7 @@ class _Transaction:
     pending: int = 0
     failed: str | None = None
     position: Position | None = None
+    delivered: Callable[[str | None], None] | None = None  # the callback of all its messages
 
 
 class InFlight:
@@ -57,12 +58,16 @@ class InFlight:
         self.outstanding = 0  # messages handed to Kafka and not yet acknowledged
         self.errors: list[str] = []
 
-    def track(self) -> Callable[[str | None], None]:
-        """The delivery callback of one more message of the open transaction."""
+    def track(self, count: int = 1) -> Callable[[str | None], None]:
+        """The delivery callback of `count` more messages of the open transaction (called once for each)."""
         txn = self._open
-        txn.pending += 1
-        self.outstanding += 1
+        txn.pending += count
+        self.outstanding += count
+        if txn.delivered is None:
+            txn.delivered = self._callback(txn)
+        return txn.delivered
 
+    def _callback(self, txn: _Transaction) -> Callable[[str | None], None]:
         def delivered(error: str | None) -> None:
             txn.pending -= 1
             self.outstanding -= 1
@@ -75,6 +80,7 @@ class InFlight:
     def close(self, position: Position) -> None:
         """The open transaction ends at `position` (a commit, or a heartbeat between transactions)."""
         self._open.position = position
+        self._open.delivered = None  # its messages keep their reference; the FIFO need not
         self._queue.append(self._open)
         self._open = _Transaction()
 

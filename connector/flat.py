@@ -176,6 +176,12 @@ _RENDERERS: dict[int, Renderer] = {
 }
 
 
+# Renderers that print a decoded value of the given class as a text that the Avro
+# converter of the same name parses back to an equal value: the Avro path takes such
+# values as they are, without the text (connector/avro/encoding.py).
+VERBATIM: dict[Renderer, type] = {_int: int, _decimal: Decimal, _text: str}
+
+
 def _renderer(col: ColumnMeta, name: str) -> Renderer:
     kind = col.real_type
     if kind == T.MYSQL_TYPE_JSON:
@@ -231,6 +237,31 @@ def _ddl_target(sql: str, schema: str) -> tuple[str, str]:
         return schema, ""
     parts = [p.strip("`") for p in re.findall(r"`[^`]+`|\w+", m[1])]
     return (parts[0], parts[1]) if len(parts) == 2 else (schema, parts[0])
+
+
+@dataclass(frozen=True, slots=True)
+class RowBatch:
+    """The rows of one rows event, before they are rendered as flat messages.
+
+    The Avro path encodes straight from `rows` (the decoded values); `messages()` renders
+    canal's strings for everything else (JSON lines, the snapshot's key bookkeeping)."""
+
+    shape: TableShape
+    rows: RowsEvent
+    head: FlatMessage  # the fields every row's message shares; `sql` belongs to the first row only
+    source: dict[str, Any]  # file, pos and server_id of the event
+    base: int  # the `source.row` of the first row
+
+    def messages(self) -> Iterator[FlatMessage]:
+        shape, rows, head = self.shape, self.rows, dict(self.head)
+        for i, (before, after) in enumerate(rows.rows):
+            message = dict(head)
+            message.update(_images(shape, rows, before, after))
+            message["source"] = {**self.source, "row": self.base + i}
+            yield message
+            # The statement's text rides on its first row only: a 1,000-row INSERT would
+            # otherwise repeat a ~300 KB text 1,000 times (bench/decode.py ran out of memory).
+            head["sql"] = ""
 
 
 class FlatMessageBuilder:
@@ -291,23 +322,26 @@ class FlatMessageBuilder:
         }
 
     def _rows(self, event: Event, rows: RowsEvent) -> Iterator[FlatMessage]:
+        batch = self.batch(event, rows)
+        if batch is not None:
+            yield from batch.messages()
+
+    def batch(self, event: Event, rows: RowsEvent) -> RowBatch | None:
+        """The event's rows with everything their messages share; None when it has none to hand on.
+
+        The transaction's GTID and the statement's SQL are taken now, so the batch renders
+        the same messages whenever it is asked to."""
         if rows.table is None or not rows.decoded:
-            return
-        shape = self._shape(rows.table)
+            return None
         # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them.
         base = self._row_base if event.pos == self._last_rows_pos else 0
         self._last_rows_pos, self._row_base = event.pos, base + len(rows.rows)
         head = self._base(event, rows)
-        source = {"file": self.file, "pos": event.pos, "server_id": event.header.server_id}
-        for i, (before, after) in enumerate(rows.rows):
-            message = dict(head)
-            message.update(_images(shape, rows, before, after))
-            message["source"] = {**source, "row": base + i}
-            yield message
-            # The statement's text rides on its first row only: a 1,000-row INSERT would
-            # otherwise repeat a ~300 KB text 1,000 times (bench/decode.py ran out of memory).
-            head["sql"] = ""
         self._sql = ""
+        if not rows.rows:
+            return None
+        source = {"file": self.file, "pos": event.pos, "server_id": event.header.server_id}
+        return RowBatch(self._shape(rows.table), rows, head, source, base)
 
     def _query(self, event: Event, query: QueryEvent) -> Iterator[FlatMessage]:
         sql = query.query

@@ -66,10 +66,10 @@ class Metrics:
             self.position = Position(file, event.header.log_pos)
         self.last_loop = self.clock()
 
-    def row(self, database: str, table: str, kind: str) -> None:
+    def row(self, database: str, table: str, kind: str, count: int = 1) -> None:
         key = (database, table, kind)
         counts = self._row_counts
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + count
 
     def _publish_rows(self) -> None:
         with self._publishing:  # the sampler and a scrape may both publish

@@ -93,8 +93,9 @@ class Pipeline:
         if isinstance(item, Changes):
             if self.snapshot is not None:
                 self.snapshot.saw(item)
-            for message in item.messages:
-                self._send(message, item.table)
+            if not self._send_rows(item):
+                for message in item.messages:
+                    self._send(message, item.table)
             self.breathe()
             return
         position = item.position
@@ -149,6 +150,26 @@ class Pipeline:
         self.counters.rows += 1
         if self.metrics is not None:
             self.metrics.row(database, name, message["type"])
+
+    def _send_rows(self, item: Changes) -> bool:
+        """A rows event's changes from their decoded images; False where the encoder wants them one by one."""
+        batch, table = item.batch, item.table
+        if batch is None or table is None:
+            return False
+        database, name = batch.head["database"], batch.head["table"]
+        topic = self.router.topic(database, name)
+        self.sink.ensure_topic(topic)
+        encoded = self.encoder.rows(batch, table)
+        if encoded is None:
+            return False
+        partition = None
+        if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
+            partition = table_partition(database, name, self.sink.partitions(topic))
+        self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
+        self.counters.rows += len(encoded)
+        if self.metrics is not None:
+            self.metrics.row(database, name, batch.head["type"], len(encoded))
+        return True
 
     def _check_errors(self) -> None:
         if self.inflight.errors:

@@ -69,6 +69,29 @@ class Rig:
         return [reader.read(m.value)[1] for m in self.sink.messages(topic)]
 
 
+def test_inflight_tracks_a_batch_with_one_callback() -> None:
+    inflight = InFlight()
+    batch = inflight.track(3)
+    assert inflight.track() is batch  # the open transaction's messages share it
+    inflight.close(pos(100))
+    later = inflight.track(2)
+    assert later is not batch
+    inflight.close(pos(200))
+    for _ in range(3):
+        batch(None)
+    assert inflight.outstanding == 3 and inflight.committable() is None  # one of the four is out
+    batch(None)
+    later(None)
+    assert inflight.committable() == pos(100)  # the second transaction has one message out
+    later(None)
+    assert inflight.committable() == pos(200) and inflight.outstanding == 0
+    third = inflight.track(2)
+    inflight.close(pos(300))
+    third(None)
+    third("broker gone")
+    assert inflight.committable() is None and inflight.errors == ["broker gone"]
+
+
 def test_inflight_commits_only_behind_the_oldest_unacknowledged() -> None:
     inflight = InFlight()
     a1, a2 = inflight.track(), inflight.track()

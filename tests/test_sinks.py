@@ -55,8 +55,9 @@ class TestSink:
         sink.ensure_topic(topic)
         acks: list[str | None] = []
         sent: list[tuple[bytes | None, bytes]] = [(f"key-{i % 7}".encode(), f"value-{i}".encode()) for i in range(60)]
-        for key, value in sent:
+        for key, value in sent[:30]:
             sink.produce(topic, key, value, None, acks.append)
+        sink.produce_many(topic, sent[30:], None, acks.append)
         sink.produce(topic, None, b"no-key", 2, acks.append)
         assert sink.flush(30) == 0
         assert acks == [None] * 61
@@ -67,6 +68,16 @@ class TestSink:
         for k in range(7):  # each key's values in the order they were produced
             key = f"key-{k}".encode()
             assert [v for _, _, kk, v in stored if kk == key] == [v for kk, v in sent if kk == key]
+
+    def test_a_batch_for_one_partition_keeps_its_order(self, sink: Sink) -> None:
+        topic = f"sinktest.{uuid.uuid4().hex[:8]}"
+        sink.ensure_topic(topic)
+        acks: list[str | None] = []
+        sent: list[tuple[bytes | None, bytes]] = [(None, f"v{i}".encode()) for i in range(40)]
+        sink.produce_many(topic, sent, 1, acks.append)
+        assert sink.flush(30) == 0
+        assert acks == [None] * 40
+        assert [(p, v) for p, _, _, v in read_back(sink, topic)] == [(1, v) for _, v in sent]
 
     def test_partition_count_of_created_topics(self, sink: Sink) -> None:
         topic = f"sinktest.{uuid.uuid4().hex[:8]}"

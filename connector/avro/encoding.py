@@ -21,12 +21,13 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from connector.avro.binary import compile_schema
+from connector.avro.binary import AvroWriteError, Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names
-from connector.avro.values import converter
+from connector.avro.values import Converter, converter
+from connector.binlog.constants import RowsKind
 from connector.errors import SluiceError
-from connector.flat import FlatMessage
+from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
 
@@ -87,6 +88,7 @@ class _TableCodec:
         by_name = {col.name.lower(): (col.name, name, converter(col)) for col, name in zip(table.columns, names)}
         self.key = [by_name[k.lower()] for k in table.primary_key]
         self.table = table
+        self.plans: dict[int, tuple[TableShape, _RowsPlan | None]] = {}  # by table shape: see MessageEncoder.rows
 
     def row(self, values: dict[str, str | None]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -100,6 +102,75 @@ class _TableCodec:
                     f"{column_type(self.table.columns[self.table.index_of(column)])} ({exc})"
                 ) from exc
         return out
+
+
+_ENVELOPE = ("id", "database", "table", "type", "isDdl", "pkNames", "es", "ts", "sql", "gtid", "data", "old", "source")
+_SOURCE = ("server_id", "file", "pos", "row")
+
+
+def _typed(convert: Converter, render: Renderer) -> Convert:
+    """How a decoded value becomes its Avro value: `convert(render(value))`, what the flat
+    message path does, except that a value the renderer would print verbatim is taken as it is."""
+    cls = VERBATIM.get(render)
+    composed = _compose(convert, render)
+    if cls is not None and cls is convert:
+        return cls, composed
+    if cls is str:  # temporal columns: the decoder's value is the text already
+        return None, lambda v: convert(v) if v.__class__ is str else composed(v)
+    return None, composed
+
+
+def _compose(convert: Converter, render: Renderer) -> Callable[[Any], Any]:
+    def typed(value: Any) -> Any:
+        text = render(value)
+        return None if text is None else convert(text)
+
+    return typed
+
+
+def _branch(union: Any, null: bool) -> bytes:
+    """The Avro branch index of a [null, T] union's null (or non-null) branch."""
+    index = union.index("null")
+    return varint(index if null else 1 - index)
+
+
+class _RowsPlan:
+    """One schema version and table shape's encoders for rows taken from decoded images."""
+
+    def __init__(self, version: SchemaVersion, shape: TableShape, codec: _TableCodec) -> None:
+        fields = version.value["fields"]
+        n = len(codec.columns)
+        self.row = compile_tuple_record(
+            fields[10]["type"][1 - fields[10]["type"].index("null")]["items"],
+            list(range(n)),
+            [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, shape.renderers)],
+        )
+        self.key = None
+        if version.key is not None:
+            index = {name.lower(): i for i, (name, _, _) in enumerate(codec.columns)}
+            columns = [index[name.lower()] for name, _, _ in codec.key]
+            self.key = compile_tuple_record(
+                version.key, columns, [_typed(codec.columns[i][2], shape.renderers[i]) for i in columns]
+            )
+        self.head = compile_schema({"type": "record", "name": "Head", "fields": fields[:10]})
+        source = fields[12]["type"]
+        self.source = compile_schema({"type": "record", "name": "SourceHead", "fields": source["fields"][:3]})
+        self.prefix = SINGLE_OBJECT_MARKER + version.value_fingerprint
+        self.data_open = _branch(fields[10]["type"], False) + varint(1)
+        self.old_open = _branch(fields[11]["type"], False) + varint(1)
+        self.old_null = _branch(fields[11]["type"], True)
+        self.key_prefix = SINGLE_OBJECT_MARKER + (version.key_fingerprint or b"")
+
+    @staticmethod
+    def fits(version: SchemaVersion, shape: TableShape, table: Table) -> bool:
+        """The version's envelope is the one this plan writes, and the binlog's columns are the table's."""
+        fields = version.value["fields"]
+        if tuple(f["name"] for f in fields) != _ENVELOPE:
+            return False
+        source = fields[12]["type"]["fields"]
+        if tuple(f["name"] for f in source) != _SOURCE or source[3]["type"] != "int":
+            return False
+        return shape.names == tuple(col.name for col in table.columns)
 
 
 class MessageEncoder:
@@ -119,6 +190,38 @@ class MessageEncoder:
         codec = _TableCodec(self.directory.version_of(table), table)
         self._codecs[id(table)] = (table, codec)
         return codec
+
+    def rows(self, batch: RowBatch, table: Table) -> list[tuple[bytes | None, bytes]] | None:
+        """Keys and values of a rows event's changes, encoded from the decoded images.
+
+        The bytes equal what `row` writes for each of `batch.messages()`. None when this
+        path does not apply, and the caller takes the messages one by one: registry framing,
+        partial row images, binlog columns that are not the tracked table's, an UPDATE that
+        changes a key (which becomes a DELETE and an INSERT), or a value its type refuses
+        (`row` names it)."""
+        if not isinstance(self.framing, SingleObjectFraming):
+            return None
+        rows, n = batch.rows, len(table.columns)
+        if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
+            return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
+        plan = self._plan(table, batch.shape)
+        if plan is None:
+            return None
+        try:
+            return _encode_rows(plan, batch)
+        except (ValueError, ArithmeticError, AvroWriteError):
+            return None
+
+    def _plan(self, table: Table, shape: TableShape) -> _RowsPlan | None:
+        codec = self._codec(table)
+        hit = codec.plans.get(id(shape))
+        if hit is not None and hit[0] is shape:
+            return hit[1]
+        plan = _RowsPlan(codec.version, shape, codec) if _RowsPlan.fits(codec.version, shape, table) else None
+        if len(codec.plans) > 64:
+            codec.plans.clear()
+        codec.plans[id(shape)] = (shape, plan)
+        return plan
 
     def row(self, message: FlatMessage, table: Table, topic: str) -> tuple[bytes | None, bytes]:
         """Key (None without a primary key) and value of one row change."""
@@ -151,8 +254,38 @@ class MessageEncoder:
 def message_id(message: FlatMessage) -> int:
     """The binlog position as one number: file number x 2^32 + offset (rows of an event share it)."""
     source = message["source"]
-    pos: int = source["pos"]
-    return _file_number(source["file"]) << 32 | pos
+    return _id(source["file"], source["pos"])
+
+
+def _id(file: str, pos: int) -> int:
+    return _file_number(file) << 32 | pos
+
+
+def _encode_rows(plan: _RowsPlan, batch: RowBatch) -> list[tuple[bytes | None, bytes]] | None:
+    head, source, kind = batch.head, batch.source, batch.rows.kind
+    fields = {name: head[name] for name in _ENVELOPE[1:10]}
+    fields["id"] = _id(source["file"], source["pos"])
+    first = plan.head(fields)
+    fields["sql"] = ""
+    rest = plan.head(fields) if head["sql"] else first
+    tail = plan.source(source)
+    row, key, out = plan.row, plan.key, []
+    for i, (before, after) in enumerate(batch.rows.rows):
+        image = before if kind == RowsKind.DELETE else after
+        assert image is not None
+        old = plan.old_null
+        if before is not None and kind == RowsKind.UPDATE:
+            old = plan.old_open + row(before) + b"\x00"
+        parts = (plan.prefix, first if i == 0 else rest, plan.data_open, row(image), b"\x00", old, tail,
+                 varint(batch.base + i))  # fmt: skip
+        key_bytes = None
+        if key is not None:
+            key_bytes = key(image)
+            if before is not None and kind == RowsKind.UPDATE and key(before) != key_bytes:
+                return None  # the key changes: a DELETE under the old key and an INSERT under the new
+            key_bytes = plan.key_prefix + key_bytes
+        out.append((key_bytes, b"".join(parts)))
+    return out
 
 
 @functools.lru_cache(maxsize=64)

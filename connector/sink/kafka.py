@@ -33,6 +33,11 @@ class SinkError(SluiceError):
 class Sink(Protocol):
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None: ...
 
+    def produce_many(
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+    ) -> None:
+        """(key, value) pairs in order; `done` is called once for each."""
+
     def poll(self, timeout: float) -> int: ...
 
     def flush(self, timeout: float) -> int: ...
@@ -77,12 +82,27 @@ class KafkaSink:
         def delivered(err: KafkaError | None, msg: Message) -> None:
             done(None if err is None else f"{topic}: {err.str()}")
 
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
+        self._produce(topic, key, value, -1 if partition is None else partition, delivered)
+
+    def produce_many(
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+    ) -> None:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            done(None if err is None else f"{topic}: {err.str()}")
+
+        produce, partition_ = self.producer.produce, -1 if partition is None else partition
+        for key, value in messages:
+            try:  # one delivery callback for the lot: a closure per message costs as much as the produce
+                produce(topic, value, key, partition_, on_delivery=delivered)
+            except BufferError:
+                self._produce(topic, key, value, partition_, delivered)
+
+    def _produce(
+        self, topic: str, key: bytes | None, value: bytes, partition: int, delivered: Callable[..., None]
+    ) -> None:
+        while True:  # partition -1: the partitioner picks (murmur2 of the key)
             try:
-                self.producer.produce(topic, **kwargs)
+                self.producer.produce(topic, value, key, partition, on_delivery=delivered)
                 return
             except BufferError:  # the local queue is full: serve callbacks until there is room
                 self.producer.poll(0.1)
@@ -167,6 +187,12 @@ class MemorySink:
         error = self._failures.pop(0) if self._failures else None
         message = StoredMessage(topic, partition, -1, key, value)
         self._pending.append((message, done, error))
+
+    def produce_many(
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+    ) -> None:
+        for key, value in messages:
+            self.produce(topic, key, value, partition, done)
 
     def poll(self, timeout: float) -> int:
         served, self._pending = self._pending, []
