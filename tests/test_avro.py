@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 from decimal import Decimal
@@ -15,6 +16,7 @@ from connector.avro.encoding import ConfluentFraming, EncodingError, MessageEnco
 from connector.avro.reader import MessageReader, UnreadableMessageError
 from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, value_schema
+from connector.avro.values import converter
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema, Table
 
@@ -141,3 +143,20 @@ def test_zero_dates_are_null(tmp_path: Path) -> None:
     _, value = encoder.row(message({**ROW, "day": "0000-00-00", "at": "0000-00-00 00:00:00"}), table(), "t")
     row = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]["data"][0]
     assert row["day"] is None and row["at"] is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2024-05-06 07:08:09.123456", "2024-05-06 07:08:09", "2024-05-06 07:08:09.1", "1000-01-01 00:00:00.001",
+     "9999-12-31 23:59:59.999999", "1969-12-31 23:59:59.5", "2024-05-06"],
+)  # fmt: skip
+def test_datetime_texts_become_epoch_micros(text: str) -> None:
+    moment = dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    expected = (moment - epoch) // dt.timedelta(microseconds=1)
+    assert converter(table().columns[7])(text) == expected  # `at DATETIME(6)`
+
+
+def test_zero_datetimes_have_no_epoch_micros() -> None:
+    assert converter(table().columns[7])("0000-00-00 00:00:00") is None
+    assert converter(table().columns[7])("2024-00-06 07:08:09") is None

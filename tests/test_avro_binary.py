@@ -75,6 +75,12 @@ def test_ddl_schema_and_varints() -> None:
     ]
 
 
+def test_varints_of_every_length_equal_fastavros() -> None:
+    edges = {sign * (2**k + d) for k in range(63) for d in (-1, 0, 1) for sign in (1, -1)} | {2**63 - 1, -(2**63)}
+    for n in sorted(edges):
+        assert varint(n) == fastavro_bytes("long", n), n
+
+
 def test_decimals_with_more_digits_than_the_scale_are_refused() -> None:
     schema = {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}
     assert compile_schema(schema)(Decimal("-1.5")) == fastavro_bytes(schema, Decimal("-1.50"))

@@ -45,14 +45,24 @@ def varint(n: int) -> bytes:
 _LARGE: dict[int, bytes] = {}
 
 
+# Varint bytes of 14-bit groups: with the continuation bit on both bytes, and as the last group.
+_MORE = [bytes((i & 0x7F | 0x80, i >> 7 | 0x80)) for i in range(0x4000)]
+_LAST = [bytes((i,)) if i < 0x80 else bytes((i & 0x7F | 0x80, i >> 7)) for i in range(0x4000)]
+
+
 def _zigzag(n: int) -> bytes:
+    """Zig-zag varint, 14 bits per table lookup (a 7-bit loop costs twice as much)."""
     z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    if z < 0x4000:
+        return _LAST[z]
+    if z < 0x10000000:
+        return _MORE[z & 0x3FFF] + _LAST[z >> 14]
+    parts = []
+    while z >= 0x4000:
+        parts.append(_MORE[z & 0x3FFF])
+        z >>= 14
+    parts.append(_LAST[z])
+    return b"".join(parts)
 
 
 _VARINTS += [_zigzag(n) for n in range(-_SMALL, _SMALL)]

@@ -47,7 +47,12 @@ def _timestamp(text: str) -> int | None:
     days = _days(text[:10])
     if days is None:
         return None
-    return days * 86_400_000_000 + _seconds_micros(text[11:] or "00:00:00")
+    if len(text) < 19 or text[13] != ":" or text[16] != ":":
+        return days * 86_400_000_000 + _seconds_micros(text[11:] or "00:00:00")
+    # `YYYY-MM-DD HH:MM:SS[.f]`, what the binlog decoder and the server print: sliced, not split
+    seconds = int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
+    micros = int((text[20:] + "00000")[:6]) if len(text) > 20 else 0
+    return (days * 86_400 + seconds) * 1_000_000 + micros
 
 
 def _latin1(text: str) -> bytes:
