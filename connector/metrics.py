@@ -46,25 +46,34 @@ class Metrics:
         self.last_loop = clock()
         self.streaming = False
         self.paused_for: set[str] = set()  # "kafka", "checkpoint stores"
-        self.position: Position | None = None
+        self._file, self._pos = "", 0  # see `position`
         self.saved_at: dict[str, float] = {}
-        # Rows are counted in a plain dict on the hot path and added to the Prometheus counter
-        # when sampled or scraped: prometheus_client's labels().inc() cost ~8 us per row.
+        # Rows and events are counted in plain dicts on the hot path and added to the
+        # Prometheus counters when sampled or scraped: labels().inc() cost ~8 us a call.
         self._row_counts: dict[tuple[str, str, str], int] = {}
         self._row_published: dict[tuple[str, str, str], int] = {}
+        self._event_counts: dict[int, int] = {}
+        self._event_published: dict[int, int] = {}
+        self._bytes_published = 0.0
         self._publishing = threading.Lock()
 
     # -- fed by the stream and the pipeline ----------------------------------------------------
 
     def event(self, event: Event, size: int, file: str) -> None:
-        self.events.labels(event_type_name(event.header.type_code)).inc()
-        self.bytes_read.inc(size)
+        header = event.header
+        counts = self._event_counts
+        counts[header.type_code] = counts.get(header.type_code, 0) + 1
         self.bytes_total += size
-        if event.header.timestamp:
-            self.last_event_time = float(event.header.timestamp)
-        if event.header.log_pos:
-            self.position = Position(file, event.header.log_pos)
+        if header.timestamp:
+            self.last_event_time = float(header.timestamp)
+        if header.log_pos:
+            self._file, self._pos = file, header.log_pos
         self.last_loop = self.clock()
+
+    @property
+    def position(self) -> Position | None:
+        """Where the stream has read to (the end of the last event with a position)."""
+        return Position(self._file, self._pos) if self._file else None
 
     def row(self, database: str, table: str, kind: str, count: int = 1) -> None:
         key = (database, table, kind)
@@ -78,6 +87,15 @@ class Metrics:
                 if count > done:
                     self.rows.labels(*key).inc(count - done)
                     self._row_published[key] = count
+            for code, count in dict(self._event_counts).items():
+                done = self._event_published.get(code, 0)
+                if count > done:
+                    self.events.labels(event_type_name(code)).inc(count - done)
+                    self._event_published[code] = count
+            total = self.bytes_total
+            if total > self._bytes_published:
+                self.bytes_read.inc(total - self._bytes_published)
+                self._bytes_published = total
 
     def saved(self, store: str) -> None:
         self.saved_at[store] = self.clock()

@@ -134,6 +134,7 @@ class BinlogParser:
         self.checksum = checksum  # do events end with a CRC32? None: as the FDE says
         self.verify_checksum = verify_checksum
         self.tables: dict[int, TableMapEvent] = {}
+        self._table_maps: dict[tuple[bytes, int, bool], TableMapEvent] = {}  # decoded, by body
         self.rows_cache = RowsDecoderCache()
         self.table_hook: TableHook | None = None
         self.undecoded_tables: set[int] = set()
@@ -239,7 +240,17 @@ class BinlogParser:
 
     def _table_map(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         mariadb = self.fde is not None and "mariadb" in self.fde.server_version.lower()
-        table = decode_table_map(r, self._post_header_len(c.EventType.TABLE_MAP_EVENT), mariadb)
+        post_header_len = self._post_header_len(c.EventType.TABLE_MAP_EVENT)
+        # Every transaction maps its tables again with the same bytes: decode each once.
+        key = (r.data[r.pos : r.end], post_header_len, mariadb)
+        table = self._table_maps.get(key)
+        if table is None:
+            table = decode_table_map(r, post_header_len, mariadb)
+            if len(self._table_maps) >= 4096:
+                self._table_maps.clear()
+            self._table_maps[key] = table
+        else:
+            r.pos = r.end
         self.undecoded_tables.discard(table.table_id)
         if self.table_hook is not None:
             resolved = self.table_hook(table, pos)
