@@ -273,6 +273,7 @@ class FlatMessageBuilder:
         self._gtid: str | None = None
         self._sql = ""
         self._shapes: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
+        self._by_identity: dict[int, tuple[TableMapEvent, TableShape]] = {}
         self._last_rows_pos = -1
         self._row_base = 0
 
@@ -296,12 +297,20 @@ class FlatMessageBuilder:
         self._gtid, self._sql = None, ""
 
     def _shape(self, table: TableMapEvent) -> TableShape:
+        # The same TABLE_MAP object comes back for every transaction (the parser decodes each
+        # body once): look it up by identity before hashing its columns.
+        hit = self._by_identity.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
         key = (table.raw, table.columns, table.primary_key)
         shape = self._shapes.get(key)
         if shape is None:
             if len(self._shapes) > 4096:
                 self._shapes.clear()
             shape = self._shapes[key] = table_shape(table)
+        if len(self._by_identity) > 4096:
+            self._by_identity.clear()
+        self._by_identity[id(table)] = (table, shape)
         return shape
 
     def _base(self, event: Event, rows: RowsEvent) -> FlatMessage:

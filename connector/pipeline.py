@@ -99,8 +99,8 @@ class Pipeline:
             self.breathe()
             return
         position = item.position
-        if self.snapshot is not None:  # the snapshot's progress is saved with every position
-            position = replace(position, snapshot=self.snapshot.state_text)
+        if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
+            position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
         self.inflight.close(position)
         if isinstance(item, Commit):
             self.counters.transactions += 1

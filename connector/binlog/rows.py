@@ -83,11 +83,18 @@ class RowsDecoderCache:
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._decoders: dict[tuple[Any, ...], RowsDecoder] = {}
+        self._by_identity: dict[tuple[Any, ...], tuple[TableMapEvent, RowsDecoder]] = {}
 
     def get(
         self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
         present_after: tuple[int, ...], partial: bool,
     ) -> RowsDecoder:  # fmt: skip
+        # The same TABLE_MAP object recurs (the parser decodes each body once): by identity
+        # first, which spares hashing every column of it on every event.
+        fast = (id(table), kind, present, present_after, partial)
+        hit = self._by_identity.get(fast)
+        if hit is not None and hit[0] is table:
+            return hit[1]
         # The columns are part of the key: a schema history may name or label the same bytes.
         key = (table.raw, table.columns, kind, present, present_after, partial)
         decoder = self._decoders.get(key)
@@ -96,6 +103,9 @@ class RowsDecoderCache:
                 self._decoders.clear()
             decoder = build_rows_decoder(table, kind, present, present_after, partial)
             self._decoders[key] = decoder
+        if len(self._by_identity) >= self._limit:
+            self._by_identity.clear()
+        self._by_identity[fast] = (table, decoder)
         return decoder
 
 
