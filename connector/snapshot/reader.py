@@ -181,6 +181,7 @@ class ServerChunks:
         self.settings = settings
         self._conn: pymysql.connections.Connection | None = None
         self._open = False
+        self._exact = False  # the server reports the exact binlog position of a read view (MariaDB)
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -195,15 +196,21 @@ class ServerChunks:
     def open(self) -> Window:
         try:
             conn = self._connection()
-            before = master_position(conn)
+            # The position before is only needed where the server has no exact one (MySQL).
+            before = None if self._exact else master_position(conn)
             with conn.cursor() as cur:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 self._open = True
                 cur.execute("SHOW STATUS LIKE 'binlog\\_snapshot\\_%'")
                 status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
             if "binlog_snapshot_file" in status:
+                self._exact = True
                 exact = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
                 return Window(exact, exact)
+            if before is None:  # a different server behind the same address: open again, the MySQL way
+                self._exact = False
+                self.close()
+                return self.open()
             return Window(before, master_position(conn))
         except (pymysql.err.MySQLError, SluiceError) as exc:
             self._lost(exc)
