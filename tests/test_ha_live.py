@@ -18,6 +18,7 @@ from connector.config import Config, HaSection, MetricsSection
 from connector.lease import FencedError
 from connector.position import Position
 from connector.runner import Connector, checkpoint_stores, run_with_lease
+from tests.live import wait_until
 from tests.test_metrics_live import free_port, scrape, scrape_or_none
 from tests.test_pipeline_live import (
     assert_replay_equals_source,
@@ -126,15 +127,10 @@ def test_a_standby_is_healthy_but_not_ready_until_it_leads(tmp_path: Path) -> No
     instance = threading.Thread(target=run_with_lease, args=(config, stop, lambda c: None), daemon=True)
     instance.start()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and scrape_or_none(port) is None:
-            time.sleep(0.1)
+        wait_until(lambda: scrape_or_none(port) is not None, 10, "the metrics endpoint", every_s=0.1)
         assert scrape(port, "/health")[0] == 200 and scrape(port, "/ready")[0] == 503
         client.delete(f"sluice:{name}:lease")  # the other leader is gone
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and scrape(port, "/ready")[0] != 200:
-            time.sleep(0.2)
-        assert scrape(port, "/ready")[0] == 200
+        wait_until(lambda: scrape(port, "/ready")[0] == 200, 30, "/ready once the lease is free", every_s=0.2)
     finally:
         stop.set()
         instance.join(60)

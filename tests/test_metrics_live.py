@@ -18,7 +18,7 @@ import pytest
 from connector.cli import JsonLogFormatter
 from connector.config import MetricsSection
 from connector.runner import Connector
-from tests.live import connect
+from tests.live import connect, wait_until
 from tests.test_pipeline_live import config_for, fresh
 
 pytestmark = pytest.mark.live
@@ -57,20 +57,18 @@ def test_metrics_follow_the_workload(tmp_path: Path) -> None:
     runner = threading.Thread(target=connector.run, daemon=True)
     runner.start()
     try:
-        deadline = time.monotonic() + 30
-        while scrape_or_none(port) is None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: scrape_or_none(port) is not None, 30, "the metrics endpoint", every_s=0.2)
         with connect(db).cursor() as cur:
             cur.executemany("INSERT INTO order_lines VALUES (%s, 1, 'x', 1)", [(i,) for i in range(50)])
             cur.execute("UPDATE order_lines SET qty = 2 WHERE order_id < 20")
             cur.execute("DELETE FROM order_lines WHERE order_id >= 40")
-        deadline = time.monotonic() + 30
-        text = ""
-        while time.monotonic() < deadline:
-            _, text = scrape(port, "/metrics")
-            if metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") >= 10:
-                break
-            time.sleep(0.3)
+
+        def deletes_counted() -> bool:
+            text = scrape(port, "/metrics")[1]
+            return metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") >= 10
+
+        wait_until(deletes_counted, 30, "the DELETEs in sluice_rows_total", every_s=0.3)
+        _, text = scrape(port, "/metrics")
         assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="INSERT") == 50
         assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="UPDATE") == 20
         assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") == 10

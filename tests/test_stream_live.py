@@ -30,7 +30,7 @@ from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import checkpoint_connector, prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem
-from tests.live import ROOT, connect, fresh_database, live_config, source_settings
+from tests.live import ROOT, connect, fresh_database, live_config, source_settings, wait_until
 
 pytestmark = pytest.mark.live
 
@@ -404,9 +404,7 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and 6300 not in _replica_ids():
-            time.sleep(0.2)
+        wait_until(lambda: 6300 in _replica_ids(), 30, "`sluice tail` to register as replica 6300", every_s=0.2)
         with connect("tailed").cursor() as cur:
             cur.execute("INSERT INTO items VALUES (1, 10), (2, 20)")
         assert process.stdout is not None
