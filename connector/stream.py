@@ -261,6 +261,7 @@ class ChangeStream:
         self.info: ServerInfo | None = None
         self.reconnects = 0
         self.observer: Callable[[Event, int, str], None] | None = None  # every event: metrics
+        self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
@@ -317,6 +318,7 @@ class ChangeStream:
     def _parser(self, file: str, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(file, checksum=info.checksum)
         parser.rows_cache = self.rows_cache
+        parser.typed_rows = self.typed_rows
         parser.table_hook = self.tracker.table_hook
         return parser
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from connector.avro.values import converter
 from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
@@ -17,7 +20,13 @@ from connector.binlog.reader import Reader
 from connector.binlog.rowcodec import build_rows_decoder
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
 from connector.binlog.values import (
+    NotTyped,
+    date_days,
+    datetime2_decoder,
+    datetime2_micros_decoder,
+    decimal_decoder,
     decimal_size,
+    decimal_unscaled_decoder,
     decode_date,
     decode_datetime,
     decode_datetime2,
@@ -25,9 +34,13 @@ from connector.binlog.values import (
     decode_time,
     decode_time2,
     decode_timestamp2,
+    frac_size,
+    timestamp2_decoder,
+    timestamp2_micros_decoder,
 )
 from connector.errors import FormatError
 from connector.flat import float32_text
+from connector.schema.model import Column
 from tests.encoders import encode_date, encode_datetime2, encode_decimal, encode_json, encode_time2, encode_timestamp2
 
 # -- DECIMAL -------------------------------------------------------------------------------
@@ -346,3 +359,92 @@ def test_rows_with_no_columns_present_do_not_loop_forever() -> None:
     decode = build_rows_decoder(_table([_col(0, T.MYSQL_TYPE_LONG)]), RowsKind.WRITE, (), ())
     with pytest.raises(FormatError, match="empty"):
         decode(b"\x00\x00", 0, 2)
+
+
+# -- typed values: equal to what the Avro path makes of the text, or NotTyped ---------------
+
+
+def _agrees(typed: Callable[[bytes], object], text: Callable[[bytes], Any], convert: Callable[[Any], object],
+            raw: bytes) -> bool:  # fmt: skip
+    """The typed value equals convert(text), or typed declines; False when typed is wrong.
+    True only when it gave a value (so callers can require that valid encodings are typed)."""
+    try:
+        expected: object = convert(text(raw))
+    except (ValueError, ArithmeticError):
+        expected = ValueError
+    try:
+        value = typed(raw)
+    except NotTyped:
+        return False
+    assert expected is not ValueError and value == expected, (raw.hex(), value, expected)
+    return True
+
+
+def _unscaled(scale: int) -> Callable[[Decimal], int]:
+    def convert(value: Decimal) -> int:
+        numerator, denominator = value.as_integer_ratio()
+        unscaled, rest = divmod(numerator * int(10**scale), denominator)
+        if rest:
+            raise ValueError("more fraction digits than the scale")  # the Avro writer refuses it
+        return unscaled
+
+    return convert
+
+
+@given(decimals())
+@settings(max_examples=400)
+def test_typed_decimals_are_the_unscaled_texts(case: tuple[Decimal, int, int]) -> None:
+    value, precision, scale = case
+    raw = encode_decimal(value, precision, scale)
+    assert _agrees(decimal_unscaled_decoder(precision, scale), decimal_decoder(precision, scale),
+                   _unscaled(scale), raw)  # fmt: skip
+
+
+@given(st.integers(1, 65).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, min(30, p)))), st.binary())
+def test_typed_decimals_of_any_bytes_never_disagree(shape: tuple[int, int], noise: bytes) -> None:
+    precision, scale = shape
+    raw = (noise * decimal_size(precision, scale))[: decimal_size(precision, scale)].ljust(
+        decimal_size(precision, scale), b"\x80"
+    )
+    _agrees(decimal_unscaled_decoder(precision, scale), decimal_decoder(precision, scale), _unscaled(scale), raw)
+
+
+_DATETIME = converter(Column("at", "datetime", ("6",)))
+_TIMESTAMP = converter(Column("ts", "timestamp", ("6",)))
+_DATE = converter(Column("day", "date"))
+
+
+@given(
+    st.integers(1, 9999), st.integers(1, 12), st.integers(1, 28), st.integers(0, 23), st.integers(0, 59),
+    st.integers(0, 59), st.integers(0, 999999), st.integers(0, 6),
+)  # fmt: skip
+def test_typed_datetimes_are_their_texts_micros(
+    y: int, mo: int, d: int, h: int, mi: int, s: int, micros: int, fsp: int
+) -> None:
+    raw = encode_datetime2(y, mo, d, h, mi, s, micros // 10 ** (6 - fsp) * 10 ** (6 - fsp), fsp)
+    assert _agrees(datetime2_micros_decoder(fsp), datetime2_decoder(fsp), _DATETIME, raw)
+
+
+@given(st.binary(min_size=8, max_size=8), st.integers(0, 6))
+def test_typed_datetimes_of_any_bytes_never_disagree(noise: bytes, fsp: int) -> None:
+    raw = noise[: 5 + frac_size(fsp)]
+    _agrees(datetime2_micros_decoder(fsp), datetime2_decoder(fsp), _DATETIME, raw)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 999999), st.integers(0, 6))
+def test_typed_timestamps_are_their_texts_micros(seconds: int, micros: int, fsp: int) -> None:
+    raw = encode_timestamp2(seconds, micros // 10 ** (6 - fsp) * 10 ** (6 - fsp), fsp)
+    assert _agrees(timestamp2_micros_decoder(fsp), timestamp2_decoder(fsp), _TIMESTAMP, raw) or seconds == 0
+    assert (timestamp2_micros_decoder(fsp)(raw) is None) == (seconds == 0)
+
+
+@given(st.binary(min_size=3, max_size=3))
+def test_typed_dates_of_any_bytes_never_disagree(raw: bytes) -> None:
+    _agrees(date_days, decode_date, _DATE, raw)
+
+
+def test_typed_dates_of_real_days_and_zero_dates() -> None:
+    assert date_days(encode_date(1970, 1, 2)) == 1 and date_days(encode_date(1969, 12, 31)) == -1
+    assert date_days(encode_date(2024, 0, 6)) is None and date_days(encode_date(0, 0, 0)) is None
+    with pytest.raises(NotTyped):
+        date_days(encode_date(2023, 2, 29))  # no such day: the text path names the error

@@ -116,19 +116,20 @@ Convert = tuple[type | None, Callable[[Any], Any] | None]
 
 
 def compile_tuple_record(
-    record: dict[str, Any], columns: list[int], converters: list[Convert]
+    record: dict[str, Any], columns: list[int], converters: list[Convert], unscaled: frozenset[int] = frozenset()
 ) -> Callable[[tuple[Any, ...]], bytes]:
     """The encoder of one record whose field values come from a tuple.
 
     Field i is `t[columns[i]]`, passed through `convert` unless it is None or already of
-    class `cls` (`(cls, convert)` = `converters[i]`; `(None, None)`: as it is). The rows
-    path uses it to encode decoded row images without building a dict per row."""
+    class `cls` (`(cls, convert)` = `converters[i]`; `(None, None)`: as it is). Decimal
+    fields whose index is in `unscaled` take the unscaled integer. The rows path uses it to
+    encode decoded row images without building a dict per row."""
     gen = _Gen()
     gen.emit(1, "out = []")
     gen.emit(1, "a = out.append")
     named: dict[str, Any] = {}
     _remember(record, named)
-    for field, column, (cls, convert) in zip(record["fields"], columns, converters, strict=True):
+    for i, (field, column, (cls, convert)) in enumerate(zip(record["fields"], columns, converters, strict=True)):
         fv = gen.var()
         gen.emit(1, f"{fv} = t[{column}]")
         if convert is not None and cls is not None:
@@ -136,9 +137,28 @@ def compile_tuple_record(
             gen.emit(2, f"{fv} = {gen.const(convert)}({fv})")
         elif convert is not None:
             gen.emit(1, f"if {fv} is not None: {fv} = {gen.const(convert)}({fv})")
-        _emit(gen, field["type"], fv, 1, named, 1)
+        if i in unscaled:
+            _emit_unscaled(gen, field["type"], fv)
+        else:
+            _emit(gen, field["type"], fv, 1, named, 1)
     gen.emit(1, 'return b"".join(out)')
     return _build("def encode(t):\n" + "\n".join(gen.lines), gen)
+
+
+def _emit_unscaled(gen: _Gen, kind: Any, v: str) -> None:
+    """A decimal from its unscaled integer: big-endian two's complement, as `_decimal` writes it."""
+    ind = 1
+    if isinstance(kind, list):
+        null_index = kind.index("null")
+        gen.emit(1, f"if {v} is None:")
+        gen.emit(2, f"a({varint(null_index)!r})")
+        gen.emit(1, "else:")
+        gen.emit(2, f"a({varint(1 - null_index)!r})")
+        kind, ind = kind[1 - null_index], 2
+    if not (isinstance(kind, dict) and kind.get("logicalType") == "decimal" and kind["type"] == "bytes"):
+        raise AvroWriteError(f"an unscaled value for a field of type {kind}")
+    gen.emit(ind, f"{v} = {v}.to_bytes(({v}.bit_length() + 8) >> 3, 'big', signed=True)")
+    gen.emit(ind, f"a(_V[len({v}) + _S]); a({v})")
 
 
 class _Gen:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import fastavro
@@ -25,7 +25,9 @@ from connector.avro.binary import AvroWriteError, Convert, compile_schema, compi
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names
 from connector.avro.values import Converter, converter
-from connector.binlog.constants import RowsKind
+from connector.binlog.constants import ColumnType, RowsKind
+from connector.binlog.rowcodec import RowChange, reads_typed
+from connector.binlog.tablemap import ColumnMeta
 from connector.errors import SluiceError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
 from connector.position import binlog_sort_key
@@ -88,7 +90,8 @@ class _TableCodec:
         by_name = {col.name.lower(): (col.name, name, converter(col)) for col, name in zip(table.columns, names)}
         self.key = [by_name[k.lower()] for k in table.primary_key]
         self.table = table
-        self.plans: dict[int, tuple[TableShape, _RowsPlan | None]] = {}  # by table shape: see MessageEncoder.rows
+        # by table shape and whether the images are typed: see MessageEncoder.rows
+        self.plans: dict[tuple[int, bool], tuple[TableShape, _RowsPlan | None]] = {}
 
     def row(self, values: dict[str, str | None]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -134,24 +137,42 @@ def _branch(union: Any, null: bool) -> bytes:
     return varint(index if null else 1 - index)
 
 
+# The tracked type each typed binlog type's number is the Avro value of.
+_NUMBER_OF: dict[int, str] = {
+    ColumnType.MYSQL_TYPE_DATE: "date", ColumnType.MYSQL_TYPE_NEWDATE: "date",
+    ColumnType.MYSQL_TYPE_DATETIME2: "datetime", ColumnType.MYSQL_TYPE_TIMESTAMP2: "timestamp",
+    ColumnType.MYSQL_TYPE_NEWDECIMAL: "decimal",
+}  # fmt: skip
+
+
 class _RowsPlan:
     """One schema version and table shape's encoders for rows taken from decoded images."""
 
-    def __init__(self, version: SchemaVersion, shape: TableShape, codec: _TableCodec) -> None:
+    def __init__(
+        self, version: SchemaVersion, shape: TableShape, codec: _TableCodec, numbers: tuple[ColumnMeta, ...] | None
+    ) -> None:
+        """`numbers`: the binlog's columns when the images come from a typed decoder (RowsEvent.typed)."""
         fields = version.value["fields"]
         n = len(codec.columns)
+        converts = [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, shape.renderers)]
+        unscaled: set[int] = set()
+        for i, meta in enumerate(numbers or ()):
+            if reads_typed(meta):
+                converts[i] = (None, None)  # the decoder's number is the Avro value
+                if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL:
+                    unscaled.add(i)
         self.row = compile_tuple_record(
-            fields[10]["type"][1 - fields[10]["type"].index("null")]["items"],
-            list(range(n)),
-            [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, shape.renderers)],
-        )
+            fields[10]["type"][1 - fields[10]["type"].index("null")]["items"], list(range(n)), converts,
+            frozenset(unscaled),
+        )  # fmt: skip
         self.key = None
         if version.key is not None:
             index = {name.lower(): i for i, (name, _, _) in enumerate(codec.columns)}
             columns = [index[name.lower()] for name, _, _ in codec.key]
             self.key = compile_tuple_record(
-                version.key, columns, [_typed(codec.columns[i][2], shape.renderers[i]) for i in columns]
-            )
+                version.key, columns, [converts[i] for i in columns],
+                frozenset(k for k, i in enumerate(columns) if i in unscaled),
+            )  # fmt: skip
         self.head = compile_schema({"type": "record", "name": "Head", "fields": fields[:10]})
         source = fields[12]["type"]
         self.source = compile_schema({"type": "record", "name": "SourceHead", "fields": source["fields"][:3]})
@@ -162,15 +183,23 @@ class _RowsPlan:
         self.key_prefix = SINGLE_OBJECT_MARKER + (version.key_fingerprint or b"")
 
     @staticmethod
-    def fits(version: SchemaVersion, shape: TableShape, table: Table) -> bool:
-        """The version's envelope is the one this plan writes, and the binlog's columns are the table's."""
+    def fits(version: SchemaVersion, shape: TableShape, table: Table, numbers: tuple[ColumnMeta, ...] | None) -> bool:
+        """The version's envelope is the one this plan writes, and the binlog's columns are the table's
+        (with the types a typed decoder's numbers stand for)."""
+        if shape.names != tuple(col.name for col in table.columns):
+            return False
+        for meta, col in zip(numbers or (), table.columns):  # same length: the names matched
+            if not reads_typed(meta):
+                continue
+            if _NUMBER_OF.get(meta.real_type) != col.data_type:
+                return False
+            if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL and col.params[1:2] != (str(meta.meta & 0xFF),):
+                return False  # the tracked scale (the Avro type's) is not the binlog's
         fields = version.value["fields"]
         if tuple(f["name"] for f in fields) != _ENVELOPE:
             return False
         source = fields[12]["type"]["fields"]
-        if tuple(f["name"] for f in source) != _SOURCE or source[3]["type"] != "int":
-            return False
-        return shape.names == tuple(col.name for col in table.columns)
+        return tuple(f["name"] for f in source) == _SOURCE and source[3]["type"] == "int"
 
 
 class MessageEncoder:
@@ -204,23 +233,27 @@ class MessageEncoder:
         rows, n = batch.rows, len(table.columns)
         if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
-        plan = self._plan(table, batch.shape)
+        assert rows.table is not None
+        numbers = rows.table.columns if rows.typed is not None else None
+        plan = self._plan(table, batch.shape, numbers)
         if plan is None:
             return None
         try:
-            return _encode_rows(plan, batch)
+            return _encode_rows(plan, batch, rows.typed if rows.typed is not None else rows.rows)
         except (ValueError, ArithmeticError, AvroWriteError):
             return None
 
-    def _plan(self, table: Table, shape: TableShape) -> _RowsPlan | None:
+    def _plan(self, table: Table, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:
         codec = self._codec(table)
-        hit = codec.plans.get(id(shape))
+        key = (id(shape), numbers is not None)
+        hit = codec.plans.get(key)
         if hit is not None and hit[0] is shape:
             return hit[1]
-        plan = _RowsPlan(codec.version, shape, codec) if _RowsPlan.fits(codec.version, shape, table) else None
+        fits = _RowsPlan.fits(codec.version, shape, table, numbers)
+        plan = _RowsPlan(codec.version, shape, codec, numbers) if fits else None
         if len(codec.plans) > 64:
             codec.plans.clear()
-        codec.plans[id(shape)] = (shape, plan)
+        codec.plans[key] = (shape, plan)
         return plan
 
     def row(self, message: FlatMessage, table: Table, topic: str) -> tuple[bytes | None, bytes]:
@@ -261,7 +294,9 @@ def _id(file: str, pos: int) -> int:
     return _file_number(file) << 32 | pos
 
 
-def _encode_rows(plan: _RowsPlan, batch: RowBatch) -> list[tuple[bytes | None, bytes]] | None:
+def _encode_rows(
+    plan: _RowsPlan, batch: RowBatch, images: Sequence[RowChange]
+) -> list[tuple[bytes | None, bytes]] | None:
     head, source, kind = batch.head, batch.source, batch.rows.kind
     fields = {name: head[name] for name in _ENVELOPE[1:10]}
     fields["id"] = _id(source["file"], source["pos"])
@@ -270,7 +305,7 @@ def _encode_rows(plan: _RowsPlan, batch: RowBatch) -> list[tuple[bytes | None, b
     rest = plan.head(fields) if head["sql"] else first
     tail = plan.source(source)
     row, key, out = plan.row, plan.key, []
-    for i, (before, after) in enumerate(batch.rows.rows):
+    for i, (before, after) in enumerate(images):
         image = before if kind == RowsKind.DELETE else after
         assert image is not None
         old = plan.old_null

@@ -78,12 +78,27 @@ _HELPERS: dict[str, object] = {
 }
 
 
+# Types a typed decoder reads as numbers, not text: DATE as days since 1970-01-01,
+# DATETIME2 and TIMESTAMP2 as microseconds since then (None for zero dates), NEWDECIMAL as
+# its unscaled integer. Each raises values.NotTyped where the number and the text's
+# Avro value could differ; the caller then decodes the text (connector/binlog/values.py).
+TYPED_TYPES = frozenset(
+    {T.MYSQL_TYPE_DATE, T.MYSQL_TYPE_NEWDATE, T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2, T.MYSQL_TYPE_NEWDECIMAL}
+)
+
+
+def reads_typed(col: ColumnMeta) -> bool:
+    """Does a typed decoder read this column as a number?"""
+    return col.real_type in TYPED_TYPES and (col.meta <= 6 or col.real_type == T.MYSQL_TYPE_NEWDECIMAL)
+
+
 class _Gen:
     """Accumulates generated source lines and the constants they refer to."""
 
-    def __init__(self) -> None:
+    def __init__(self, typed: bool = False) -> None:
         self.lines: list[str] = []
         self.consts: dict[str, object] = {}
+        self.typed = typed
 
     def const(self, value: object) -> str:
         name = f"_k{len(self.consts)}"
@@ -152,7 +167,9 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
         T.MYSQL_TYPE_DATETIME: (8, "_dt(b[p:p + 8])"),
         T.MYSQL_TYPE_TIMESTAMP: (4, "_ts(b[p:p + 4])"),
     }
-    if kind in table:
+    if gen.typed and reads_typed(col):
+        width, expr = _typed_fixed(gen, col)
+    elif kind in table:
         width, expr = table[kind]
     elif kind == T.MYSQL_TYPE_TIMESTAMP2:
         width = 4 + values.frac_size(fsp)
@@ -178,6 +195,20 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
         return False
     gen.emit(ind, f"{v} = {expr}; p += {width}")
     return True
+
+
+def _typed_fixed(gen: _Gen, col: ColumnMeta) -> tuple[int, str]:
+    kind, meta = col.real_type, col.meta
+    if kind == T.MYSQL_TYPE_NEWDECIMAL:
+        width = values.decimal_size(meta >> 8, meta & 0xFF)
+        return width, f"{gen.const(values.decimal_unscaled_decoder(meta >> 8, meta & 0xFF))}(b[p:p + {width}])"
+    if kind == T.MYSQL_TYPE_DATETIME2:
+        width = 5 + values.frac_size(meta)
+        return width, f"{gen.const(values.datetime2_micros_decoder(meta))}(b[p:p + {width}])"
+    if kind == T.MYSQL_TYPE_TIMESTAMP2:
+        width = 4 + values.frac_size(meta)
+        return width, f"{gen.const(values.timestamp2_micros_decoder(meta))}(b[p:p + {width}])"
+    return 3, f"{gen.const(values.date_days)}(b[p:p + 3])"
 
 
 def _column(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
@@ -274,9 +305,12 @@ def build_rows_decoder(
     present: tuple[int, ...],
     present_after: tuple[int, ...],
     partial: bool = False,
+    typed: bool = False,
 ) -> RowsDecoder:
-    """Compile the decoder of every row of one rows event shape for this table."""
-    gen = _Gen()
+    """Compile the decoder of every row of one rows event shape for this table.
+
+    `typed`: TYPED_TYPES columns as numbers (what the Avro path writes), not text."""
+    gen = _Gen(typed)
     before = [table.columns[i] for i in present]
     after = [table.columns[i] for i in present_after]
     gen.emit(0, "def decode_rows(b, p, end):")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
@@ -13,6 +14,7 @@ from connector.binlog.constants import EventType as E
 from connector.binlog.reader import Reader
 from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder
 from connector.binlog.tablemap import TableMapEvent
+from connector.binlog.values import NotTyped
 from connector.errors import FormatError
 
 # type code -> (operation, has v2 extra data, MariaDB compressed)
@@ -45,6 +47,40 @@ class RowsHeader:
     extra_data: bytes
 
 
+class LazyRows(Sequence[RowChange]):
+    """Row images decoded the first time they are read; their count is known already.
+
+    A typed decode (see RowsEvent.typed) has read the event; the text values are only
+    needed for flat messages, which the Avro path does not build."""
+
+    __slots__ = ("_count", "_decode", "_rows")
+
+    def __init__(self, decode: Callable[[], tuple[RowChange, ...]], count: int) -> None:
+        self._decode: Callable[[], tuple[RowChange, ...]] | None = decode
+        self._count = count
+        self._rows: tuple[RowChange, ...] = ()
+
+    def _decoded(self) -> tuple[RowChange, ...]:
+        if self._decode is not None:
+            self._rows, self._decode = self._decode(), None
+        return self._rows
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> RowChange: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RowChange, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> RowChange | tuple[RowChange, ...]:
+        return self._decoded()[index]
+
+    def __iter__(self) -> Iterator[RowChange]:
+        return iter(self._decoded())
+
+
 @dataclass(frozen=True, slots=True)
 class RowsEvent:
     kind: RowsKind
@@ -55,8 +91,9 @@ class RowsEvent:
     table: TableMapEvent | None  # None only for the statement-end dummy
     present: tuple[int, ...]  # column indexes of the (before) image
     present_after: tuple[int, ...]  # column indexes of the after image (UPDATE)
-    rows: tuple[RowChange, ...]
+    rows: Sequence[RowChange]  # values as text renders them (a LazyRows when `typed` was read)
     decoded: bool = True  # False: a filtered-out table, whose row images were not read
+    typed: tuple[RowChange, ...] | None = None  # rowcodec.TYPED_TYPES as numbers, when asked for
 
 
 def decode_rows_header(r: Reader, type_code: int, post_header_len: int) -> RowsHeader:
@@ -87,21 +124,21 @@ class RowsDecoderCache:
 
     def get(
         self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
-        present_after: tuple[int, ...], partial: bool,
+        present_after: tuple[int, ...], partial: bool, typed: bool = False,
     ) -> RowsDecoder:  # fmt: skip
         # The same TABLE_MAP object recurs (the parser decodes each body once): by identity
         # first, which spares hashing every column of it on every event.
-        fast = (id(table), kind, present, present_after, partial)
+        fast = (id(table), kind, present, present_after, partial, typed)
         hit = self._by_identity.get(fast)
         if hit is not None and hit[0] is table:
             return hit[1]
         # The columns are part of the key: a schema history may name or label the same bytes.
-        key = (table.raw, table.columns, kind, present, present_after, partial)
+        key = (table.raw, table.columns, kind, present, present_after, partial, typed)
         decoder = self._decoders.get(key)
         if decoder is None:
             if len(self._decoders) >= self._limit:
                 self._decoders.clear()
-            decoder = build_rows_decoder(table, kind, present, present_after, partial)
+            decoder = build_rows_decoder(table, kind, present, present_after, partial, typed)
             self._decoders[key] = decoder
         if len(self._by_identity) >= self._limit:
             self._by_identity.clear()
@@ -116,6 +153,7 @@ def decode_rows(
     table: TableMapEvent | None,
     cache: RowsDecoderCache,
     skip: bool = False,
+    typed: bool = False,
 ) -> RowsEvent:
     kind, _, compressed = ROWS_EVENT_TYPES[type_code]
     # Not r.count(): a wide row of NULLs has fewer bytes than columns (one bit each).
@@ -145,6 +183,17 @@ def decode_rows(
     body = uncompress_mariadb(r.rest()) if compressed else r.rest()
     partial = type_code == E.PARTIAL_UPDATE_ROWS_EVENT
     decoder = cache.get(table, kind, present, present_after, partial)
+    if typed and not partial:
+        try:
+            numbers = tuple(cache.get(table, kind, present, present_after, False, True)(body, 0, len(body)))
+        except NotTyped:
+            pass  # a value whose number could differ from its text's: the text it is
+        else:
+            lazy = LazyRows(lambda: tuple(decoder(body, 0, len(body))), len(numbers))
+            return RowsEvent(
+                kind, type_code, header.table_id, header.flags, header.extra_data, table,
+                present, present_after, lazy, True, numbers,
+            )  # fmt: skip
     rows = decoder(body, 0, len(body))
     if partial:
         rows = [_resolve_partial(table, present, present_after, row) for row in rows]

@@ -257,3 +257,111 @@ def packed_datetime_text(packed: int, kind: str) -> str:
     if kind == "date":
         return date
     return "%s %02d:%02d:%02d.%06d" % (date, hms >> 12, hms >> 6 & 63, hms & 63, micros)
+
+
+# -- typed values: what the Avro path writes, without the text ------------------------------
+#
+# Each equals what connector/avro/values.py makes of the text the decoder above prints, and
+# raises NotTyped wherever the two could differ (a date the calendar lacks, a fraction with
+# more digits than its column, a year past 9999): the caller then decodes the text.
+
+
+class NotTyped(Exception):  # a signal to decode the text instead, not an error
+    """This value has no typed form that equals its text's."""
+
+
+_EPOCH_ORDINAL = _EPOCH.toordinal()
+_POW10 = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000)
+
+
+@functools.lru_cache(maxsize=8192)
+def _epoch_days(year: int, month: int, day: int) -> int | None:
+    if not month or not day:
+        return None  # a zero date, or one with a zero part: no calendar day
+    if not 1 <= year <= 9999:
+        raise NotTyped
+    try:
+        return date(year, month, day).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        raise NotTyped from None
+
+
+def date_days(raw: bytes) -> int | None:
+    """DATE as days since 1970-01-01; None for zero dates."""
+    v = raw[0] | raw[1] << 8 | raw[2] << 16
+    return _epoch_days(v >> 9, v >> 5 & 15, v & 31)
+
+
+def _fraction_micros(frac: int, fsp: int) -> int:
+    if frac >= _POW10[fsp]:
+        raise NotTyped  # printed with more digits than the column has
+    return frac * _POW10[6 - fsp]
+
+
+@functools.cache
+def datetime2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
+    """DATETIME2 as microseconds since 1970-01-01 (read as UTC); None for zero dates."""
+    frac_bits = 8 * frac_size(fsp)
+    _, div = _frac_format(fsp)
+    mask = (1 << frac_bits) - 1
+
+    def decode(raw: bytes) -> int | None:
+        x = int.from_bytes(raw, "big")
+        packed = (x >> frac_bits) - 0x8000000000
+        if packed < 0:
+            raise NotTyped
+        ymd, hms = packed >> 17, packed & 0x1FFFF
+        ym = ymd >> 5
+        days = _epoch_days(ym // 13, ym % 13, ymd & 31)
+        if days is None:
+            return None
+        seconds = days * 86400 + (hms >> 12) * 3600 + (hms >> 6 & 63) * 60 + (hms & 63)
+        return seconds * 1_000_000 + (_fraction_micros((x & mask) // div, fsp) if frac_bits else 0)
+
+    return decode
+
+
+@functools.cache
+def timestamp2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
+    """TIMESTAMP2 as microseconds since the epoch; None for the zero timestamp."""
+    frac_bits = 8 * frac_size(fsp)
+    _, div = _frac_format(fsp)
+    mask = (1 << frac_bits) - 1
+
+    def decode(raw: bytes) -> int | None:
+        x = int.from_bytes(raw, "big")
+        seconds = x >> frac_bits
+        if seconds == 0:
+            return None
+        return seconds * 1_000_000 + (_fraction_micros((x & mask) // div, fsp) if frac_bits else 0)
+
+    return decode
+
+
+@functools.cache
+def decimal_unscaled_decoder(precision: int, scale: int) -> Callable[[bytes], int]:
+    """DECIMAL(precision, scale) as its unscaled integer (value x 10^scale)."""
+    decimal_decoder(precision, scale)  # the same range checks
+    widths = _decimal_groups(precision - scale, scale)
+    bits = 8 * sum(nbytes for nbytes, _ in widths)
+    sign_bit = 1 << (bits - 1)
+    flip = (sign_bit << 1) - 1 ^ sign_bit
+    groups: list[tuple[int, int, int]] = []
+    shift = bits
+    for nbytes, digits in widths:
+        shift -= 8 * nbytes
+        groups.append((shift, (1 << 8 * nbytes) - 1, 10**digits))
+
+    def decode(raw: bytes) -> int:
+        x = int.from_bytes(raw, "big")
+        negative = not x & sign_bit
+        x ^= flip if negative else sign_bit
+        unscaled = 0
+        for shift, mask, limit in groups:
+            group = x >> shift & mask
+            if group >= limit:
+                raise NotTyped  # a group printed with more digits than it holds
+            unscaled = unscaled * limit + group
+        return -unscaled if negative else unscaled
+
+    return decode
