@@ -21,7 +21,6 @@ import re
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import overload
 
 from connector.binlog import constants as c
 from connector.binlog.events import (
@@ -41,6 +40,7 @@ from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.errors import SluiceError, SourceUnavailableError, is_retriable
 from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
+from connector.lazy import Lazy
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, open_connection
 from connector.schema.model import Table
@@ -49,38 +49,6 @@ from connector.schema.tracker import SchemaTracker
 log = logging.getLogger("sluice.stream")
 
 _MARIADB_FL_STANDALONE = 0x01  # a GTID event whose transaction is one statement, no BEGIN/COMMIT
-
-
-class RenderedRows(Sequence[FlatMessage]):
-    """A rows event's flat messages, rendered the first time someone reads them.
-
-    The Avro path encodes from the batch's decoded values and never asks."""
-
-    __slots__ = ("_batch", "_messages")
-
-    def __init__(self, batch: RowBatch) -> None:
-        self._batch = batch
-        self._messages: tuple[FlatMessage, ...] | None = None
-
-    def _rendered(self) -> tuple[FlatMessage, ...]:
-        if self._messages is None:
-            self._messages = tuple(self._batch.messages())
-        return self._messages
-
-    def __len__(self) -> int:
-        return len(self._batch.rows.rows)
-
-    @overload
-    def __getitem__(self, index: int) -> FlatMessage: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[FlatMessage, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> FlatMessage | tuple[FlatMessage, ...]:
-        return self._rendered()[index]
-
-    def __iter__(self) -> Iterator[FlatMessage]:
-        return iter(self._rendered())
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +129,9 @@ class TransactionAssembler:
             assert body.table is not None
             self.rows += len(body.rows)
             definition = self.tracker.definition(body.table)
-            yield Changes(RenderedRows(batch), self.file, event.pos, definition, batch)
+            # Rendered only if someone reads them: the Avro path encodes the batch's images.
+            messages = Lazy(lambda: tuple(batch.messages()), len(body.rows))
+            yield Changes(messages, self.file, event.pos, definition, batch)
 
     def _query(self, event: Event, body: QueryEvent) -> Iterator[StreamItem]:
         sql = body.query.strip()

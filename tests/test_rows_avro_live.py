@@ -17,8 +17,7 @@ from connector.config import SnapshotSection
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
 from tests.live import connect, fresh_database, live_config
-from tests.test_differential_live import _placeholder
-from tests.test_snapshot_live import TYPED
+from tests.test_snapshot_live import TYPED, create_typed_tables, typed_placeholder
 
 pytestmark = pytest.mark.live
 
@@ -26,15 +25,9 @@ DB = "rowsavro"
 
 
 def _workload(rng: random.Random) -> None:
-    names = ["id"] + [n for n, _, _ in TYPED]
-    holders = ["%s"] + [("ST_GeomFromText(%s)" if n == "c_point" else _placeholder(n)) for n, _, _ in TYPED]
-    insert = f"INSERT INTO t ({', '.join(names)}) VALUES ({', '.join(holders)})"
     conn = connect(DB)
     with conn.cursor() as cur:
-        cur.execute("SET time_zone = '+00:00'")
-        columns = ", ".join(f"{n} {k}" for n, k, _ in TYPED)
-        cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {columns}) CHARACTER SET utf8mb4")
-        cur.execute("CREATE TABLE keyless (a INT, b VARCHAR(10))")
+        insert = create_typed_tables(cur)
         cur.execute("CREATE TABLE pair (a INT, b CHAR(3), v DOUBLE, PRIMARY KEY (b, a))")
         cur.execute("CREATE TABLE defaults (id BIGINT UNSIGNED PRIMARY KEY, x INT NULL DEFAULT 5, "
                     "y VARCHAR(5) NOT NULL DEFAULT 'a', z DATETIME NULL DEFAULT '2020-01-01 00:00:00', "
@@ -50,9 +43,8 @@ def _workload(rng: random.Random) -> None:
         cur.execute("INSERT INTO defaults VALUES (1, NULL, 'zz', '0000-00-00 00:00:00', -0.001)")
         for key in rng.sample(range(60), 25):
             name, _, gen = rng.choice(TYPED)
-            holder = "ST_GeomFromText(%s)" if name == "c_point" else _placeholder(name)
             value = None if rng.random() < 0.2 else gen(rng)
-            cur.execute(f"UPDATE t SET {name} = {holder} WHERE id = %s", (value, key))
+            cur.execute(f"UPDATE t SET {name} = {typed_placeholder(name)} WHERE id = %s", (value, key))
         cur.execute("UPDATE t SET c_int = c_int DIV 2 WHERE id < 20")  # one event, many rows
         cur.execute("UPDATE t SET id = id + 1000 WHERE id = 7")  # a key change
         cur.execute("UPDATE pair SET v = v * 2 WHERE a < 6")

@@ -42,20 +42,29 @@ EXTRA: list[tuple[str, str, Any]] = [
 TYPED = COLUMNS + EXTRA
 
 
+def typed_placeholder(name: str) -> str:
+    return "ST_GeomFromText(%s)" if name == "c_point" else _placeholder(name)
+
+
+def create_typed_tables(cur: Any) -> str:
+    """`t` (a key and every TYPED column) and `keyless`, in UTC; returns the INSERT of one `t` row."""
+    cur.execute("SET time_zone = '+00:00'")
+    columns = ", ".join(f"{n} {k}" for n, k, _ in TYPED)
+    cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {columns}) CHARACTER SET utf8mb4")
+    cur.execute("CREATE TABLE keyless (a INT, b VARCHAR(10))")
+    names = ["id"] + [n for n, _, _ in TYPED]
+    return f"INSERT INTO t ({', '.join(names)}) VALUES (%s, {', '.join(typed_placeholder(n) for n in names[1:])})"
+
+
 def _typed_table(db: str, rows: int, seed: int) -> None:
     fresh_database(db)
     rng = random.Random(seed)
-    names = ["id"] + [n for n, _, _ in TYPED]
-    holders = ["%s"] + [("ST_GeomFromText(%s)" if n == "c_point" else _placeholder(n)) for n, _, _ in TYPED]
     conn = connect(db)
     with conn.cursor() as cur:
-        cur.execute("SET time_zone = '+00:00'")
-        columns = ", ".join(f"{n} {k}" for n, k, _ in TYPED)
-        cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {columns}) CHARACTER SET utf8mb4")
-        cur.execute("CREATE TABLE keyless (a INT, b VARCHAR(10))")
+        insert = create_typed_tables(cur)
         for key in range(rows):
             values = [key] + [None if rng.random() < 0.1 else gen(rng) for _, _, gen in TYPED]
-            cur.execute(f"INSERT INTO t ({', '.join(names)}) VALUES ({', '.join(holders)})", values)
+            cur.execute(insert, values)
             cur.execute("INSERT INTO keyless VALUES (%s, %s)", (key % 7, rng.choice(["x", "yy", None])))
     conn.close()
 

@@ -5,8 +5,13 @@ Framings:
     fingerprint (little-endian), then the Avro body;
   - Confluent: 00, the registry's 4-byte big-endian schema id, then the body, through
     confluent-kafka's AvroSerializer (subjects `{topic}-value` / `{topic}-key`).
-Values in flat messages are canal's strings; each column's converter turns them into the
-Avro value its schema wants, built once per schema version.
+Two ways in, one set of bytes out:
+  - `rows`: a rows event's decoded images (text or typed, see RowsEvent.typed), written by
+    functions generated per schema version and table shape, the envelope's shared parts
+    encoded once per event. The hot path; single-object framing only.
+  - `row`: one flat message, whose values are canal's strings; each column's converter turns
+    them into the Avro value its schema wants. Everything `rows` declines comes this way.
+tests/test_rows_avro_live.py holds the two to the same bytes.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
@@ -16,6 +16,7 @@ from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder
 from connector.binlog.tablemap import TableMapEvent
 from connector.binlog.values import NotTyped
 from connector.errors import FormatError
+from connector.lazy import Lazy
 
 # type code -> (operation, has v2 extra data, MariaDB compressed)
 ROWS_EVENT_TYPES: dict[int, tuple[RowsKind, bool, bool]] = {
@@ -47,40 +48,6 @@ class RowsHeader:
     extra_data: bytes
 
 
-class LazyRows(Sequence[RowChange]):
-    """Row images decoded the first time they are read; their count is known already.
-
-    A typed decode (see RowsEvent.typed) has read the event; the text values are only
-    needed for flat messages, which the Avro path does not build."""
-
-    __slots__ = ("_count", "_decode", "_rows")
-
-    def __init__(self, decode: Callable[[], tuple[RowChange, ...]], count: int) -> None:
-        self._decode: Callable[[], tuple[RowChange, ...]] | None = decode
-        self._count = count
-        self._rows: tuple[RowChange, ...] = ()
-
-    def _decoded(self) -> tuple[RowChange, ...]:
-        if self._decode is not None:
-            self._rows, self._decode = self._decode(), None
-        return self._rows
-
-    def __len__(self) -> int:
-        return self._count
-
-    @overload
-    def __getitem__(self, index: int) -> RowChange: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[RowChange, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> RowChange | tuple[RowChange, ...]:
-        return self._decoded()[index]
-
-    def __iter__(self) -> Iterator[RowChange]:
-        return iter(self._decoded())
-
-
 @dataclass(frozen=True, slots=True)
 class RowsEvent:
     kind: RowsKind
@@ -91,7 +58,7 @@ class RowsEvent:
     table: TableMapEvent | None  # None only for the statement-end dummy
     present: tuple[int, ...]  # column indexes of the (before) image
     present_after: tuple[int, ...]  # column indexes of the after image (UPDATE)
-    rows: Sequence[RowChange]  # values as text renders them (a LazyRows when `typed` was read)
+    rows: Sequence[RowChange]  # values as text renders them (Lazy when `typed` was read)
     decoded: bool = True  # False: a filtered-out table, whose row images were not read
     typed: tuple[RowChange, ...] | None = None  # rowcodec.TYPED_TYPES as numbers, when asked for
 
@@ -189,7 +156,8 @@ def decode_rows(
         except NotTyped:
             pass  # a value whose number could differ from its text's: the text it is
         else:
-            lazy = LazyRows(lambda: tuple(decoder(body, 0, len(body))), len(numbers))
+            # The text images only if someone reads them (flat messages, a fallback).
+            lazy = Lazy(lambda: tuple(decoder(body, 0, len(body))), len(numbers))
             return RowsEvent(
                 kind, type_code, header.table_id, header.flags, header.extra_data, table,
                 present, present_after, lazy, True, numbers,

@@ -292,6 +292,12 @@ def date_days(raw: bytes) -> int | None:
     return _epoch_days(v >> 9, v >> 5 & 15, v & 31)
 
 
+def _fraction_layout(fsp: int) -> tuple[int, int, int]:
+    """The stored fraction's bits, their mask, and the divisor that drops an odd fsp's extra digit."""
+    frac_bits = 8 * frac_size(fsp)
+    return frac_bits, (1 << frac_bits) - 1, _frac_format(fsp)[1]
+
+
 def _fraction_micros(frac: int, fsp: int) -> int:
     if frac >= _POW10[fsp]:
         raise NotTyped  # printed with more digits than the column has
@@ -301,9 +307,7 @@ def _fraction_micros(frac: int, fsp: int) -> int:
 @functools.cache
 def datetime2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
     """DATETIME2 as microseconds since 1970-01-01 (read as UTC); None for zero dates."""
-    frac_bits = 8 * frac_size(fsp)
-    _, div = _frac_format(fsp)
-    mask = (1 << frac_bits) - 1
+    frac_bits, mask, div = _fraction_layout(fsp)
 
     def decode(raw: bytes) -> int | None:
         x = int.from_bytes(raw, "big")
@@ -324,9 +328,7 @@ def datetime2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
 @functools.cache
 def timestamp2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
     """TIMESTAMP2 as microseconds since the epoch; None for the zero timestamp."""
-    frac_bits = 8 * frac_size(fsp)
-    _, div = _frac_format(fsp)
-    mask = (1 << frac_bits) - 1
+    frac_bits, mask, div = _fraction_layout(fsp)
 
     def decode(raw: bytes) -> int | None:
         x = int.from_bytes(raw, "big")
