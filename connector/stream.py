@@ -270,7 +270,7 @@ class ChangeStream:
             for raw in dump.events():
                 header = parse_header(raw)
                 pos = header.log_pos - header.event_length if header.log_pos else 0
-                event = parser.decode(raw, pos)
+                event = parser.decode(raw, pos, header)
                 if self.observer is not None:
                     self.observer(event, len(raw), assembler.file)
                 for item in assembler.feed(event):

@@ -305,9 +305,10 @@ def _encode_rows(
     head, source, kind = batch.head, batch.source, batch.rows.kind
     fields = {name: head[name] for name in _ENVELOPE[1:10]}
     fields["id"] = _id(source["file"], source["pos"])
-    first = plan.head(fields)
-    fields["sql"] = ""
-    rest = plan.head(fields) if head["sql"] else first
+    first = rest = plan.head(fields)
+    if head["sql"] and len(images) > 1:  # the statement rides on the first row only
+        fields["sql"] = ""
+        rest = plan.head(fields)
     tail = plan.source(source)
     row, key, out = plan.row, plan.key, []
     for i, (before, after) in enumerate(images):
