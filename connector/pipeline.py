@@ -159,7 +159,7 @@ class Pipeline:
         database, name = batch.head["database"], batch.head["table"]
         topic = self.router.topic(database, name)
         self.sink.ensure_topic(topic)
-        encoded = self.encoder.rows(batch, table)
+        encoded = self.encoder.rows(batch, table, topic)
         if encoded is None:
             return False
         partition = None

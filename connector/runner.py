@@ -193,8 +193,7 @@ class Connector:
         prepared = prepare(self.config, resume=resume)
         settings = replace(self.config.source.settings(), takeover=self.takeover)
         self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter())
-        # Numbers for the Avro rows path (it writes single-object framing only).
-        self.stream.typed_rows = isinstance(self.encoder.framing, SingleObjectFraming)
+        self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop,

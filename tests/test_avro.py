@@ -160,3 +160,17 @@ def test_datetime_texts_become_epoch_micros(text: str) -> None:
 def test_zero_datetimes_have_no_epoch_micros() -> None:
     assert converter(table().columns[7])("0000-00-00 00:00:00") is None
     assert converter(table().columns[7])("2024-00-06 07:08:09") is None
+
+
+def test_bit64_is_a_decimal_so_values_past_2_63_stay_valid_avro(tmp_path: Path) -> None:
+    """A `long` cannot hold BIT(64)'s 2^64 - 1 (Java readers refuse the longer varint)."""
+    bits = table("CREATE TABLE t (id INT PRIMARY KEY, b64 BIT(64), b63 BIT(63), b BIT)")
+    schema = value_schema(bits, 1)
+    types = {f["name"]: f["type"] for f in schema["fields"][10]["type"][1]["items"]["fields"]}
+    assert types["b64"] == ["null", {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 0}]
+    assert types["b63"] == ["null", "long"] and types["b"] == ["null", "long"]
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    row = {"id": "1", "b64": str(2**64 - 1), "b63": str(2**63 - 1), "b": "1"}
+    _, value = encoder.row({**message(row), "pkNames": ["id"]}, bits, "t")
+    record = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]
+    assert record["data"][0]["b64"] == Decimal(2**64 - 1) and record["data"][0]["b63"] == 2**63 - 1

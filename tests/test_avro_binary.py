@@ -79,6 +79,9 @@ def test_varints_of_every_length_equal_fastavros() -> None:
     edges = {sign * (2**k + d) for k in range(63) for d in (-1, 0, 1) for sign in (1, -1)} | {2**63 - 1, -(2**63)}
     for n in sorted(edges):
         assert varint(n) == fastavro_bytes("long", n), n
+    for outside in (2**63, -(2**63) - 1, 2**64 - 1):  # no Avro long: refused, not written longer
+        with pytest.raises(AvroWriteError):
+            varint(outside)
 
 
 def test_decimals_with_more_digits_than_the_scale_are_refused() -> None:

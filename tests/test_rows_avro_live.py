@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.config import SnapshotSection
@@ -60,13 +60,20 @@ def _workload(rng: random.Random) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("typed", [False, True], ids=["text images", "typed images"])
-def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool) -> None:
+@pytest.mark.parametrize(
+    ("typed", "registry"),
+    [(False, False), (True, False), (True, True)],
+    ids=["text images", "typed images", "typed images, registry framing"],
+)
+def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool, registry: bool) -> None:
     fresh_database(DB)
     config = replace(live_config([rf"{DB}\..*"]), snapshot=SnapshotSection(mode="never"))
     prepared = prepare(config)
     _workload(random.Random(11))
-    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    # Registry framing: the message path goes through confluent-kafka's AvroSerializer and
+    # the mock registry; the rows path must register and frame exactly as it does.
+    framing = ConfluentFraming(f"mock://rows-{tmp_path.name}") if registry else SingleObjectFraming()
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), framing)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
     stream.typed_rows = typed
     taken: dict[str, int] = {}
@@ -78,8 +85,9 @@ def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool) -> N
         # Typed: DATE, DATETIME, TIMESTAMP and DECIMAL come as numbers; none here has a text
         # that would differ (NotTyped), so every event has them.
         assert (item.batch.rows.typed is not None) == typed
-        expected = [encoder.row(m, item.table, "topic") for m in item.batch.messages()]
-        encoded = encoder.rows(item.batch, item.table)
+        topic = f"cdc.{DB}.{item.table.name}"
+        encoded = encoder.rows(item.batch, item.table, topic)  # first: it registers on its own
+        expected = [encoder.row(m, item.table, topic) for m in item.batch.messages()]
         if encoded is None:
             refused.append((item.table.name, item.batch.rows.kind, len(item.batch.rows.present)))
             continue

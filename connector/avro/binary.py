@@ -50,8 +50,13 @@ _MORE = [bytes((i & 0x7F | 0x80, i >> 7 | 0x80)) for i in range(0x4000)]
 _LAST = [bytes((i,)) if i < 0x80 else bytes((i & 0x7F | 0x80, i >> 7)) for i in range(0x4000)]
 
 
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _zigzag(n: int) -> bytes:
     """Zig-zag varint, 14 bits per table lookup (a 7-bit loop costs twice as much)."""
+    if not _LONG_MIN <= n <= _LONG_MAX:  # Java readers reject a longer varint ("Invalid long encoding")
+        raise AvroWriteError(f"{n} does not fit an Avro long")
     z = (n << 1) ^ (n >> 63)
     if z < 0x4000:
         return _LAST[z]

@@ -8,7 +8,7 @@ Framings:
 Two ways in, one set of bytes out:
   - `rows`: a rows event's decoded images (text or typed, see RowsEvent.typed), written by
     functions generated per schema version and table shape, the envelope's shared parts
-    encoded once per event. The hot path; single-object framing only.
+    encoded once per event, behind the framing's prefix. The hot path.
   - `row`: one flat message, whose values are canal's strings; each column's converter turns
     them into the Avro value its schema wants. Everything `rows` declines comes this way.
 tests/test_rows_avro_live.py holds the two to the same bytes.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import fastavro
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -51,6 +51,9 @@ class EncodingError(SluiceError):
 class Framing(Protocol):
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes: ...
 
+    def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
+        """What comes before the Avro body of a record of `schema` on `topic` (`field`: key or value)."""
+
 
 class SingleObjectFraming:
     def __init__(self) -> None:
@@ -63,6 +66,9 @@ class SingleObjectFraming:
             encode = self._encoders[fingerprint] = compile_schema(schema)
         return SINGLE_OBJECT_MARKER + fingerprint + encode(record)
 
+    def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
+        return SINGLE_OBJECT_MARKER + fingerprint
+
 
 class ConfluentFraming:
     """Registry framing; `mock://` URLs give confluent-kafka's in-memory registry (tests)."""
@@ -70,6 +76,7 @@ class ConfluentFraming:
     def __init__(self, url: str) -> None:
         self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one
         self._serializers: dict[tuple[bytes, str], Callable[[Any, SerializationContext], bytes | None]] = {}
+        self._prefixes: dict[tuple[bytes, str, str], bytes] = {}
 
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:
         serializer = self._serializers.get((fingerprint, field))
@@ -80,6 +87,14 @@ class ConfluentFraming:
         data = serializer(record, SerializationContext(topic, kind))
         assert data is not None
         return data
+
+    def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
+        """00 and the schema's id under `{topic}-{field}`, registered as the serializer registers it."""
+        hit = self._prefixes.get((fingerprint, topic, field))
+        if hit is None:
+            schema_id = self.client.register_schema(f"{topic}-{field}", Schema(json.dumps(schema), "AVRO"))
+            hit = self._prefixes[(fingerprint, topic, field)] = b"\x00" + schema_id.to_bytes(4, "big")
+        return hit
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -181,11 +196,9 @@ class _RowsPlan:
         self.head = compile_schema({"type": "record", "name": "Head", "fields": fields[:10]})
         source = fields[12]["type"]
         self.source = compile_schema({"type": "record", "name": "SourceHead", "fields": source["fields"][:3]})
-        self.prefix = SINGLE_OBJECT_MARKER + version.value_fingerprint
         self.data_open = _branch(fields[10]["type"], False) + varint(1)
         self.old_open = _branch(fields[11]["type"], False) + varint(1)
         self.old_null = _branch(fields[11]["type"], True)
-        self.key_prefix = SINGLE_OBJECT_MARKER + (version.key_fingerprint or b"")
 
     @staticmethod
     def fits(version: SchemaVersion, shape: TableShape, table: Table, numbers: tuple[ColumnMeta, ...] | None) -> bool:
@@ -225,16 +238,14 @@ class MessageEncoder:
         self._codecs[id(table)] = (table, codec)
         return codec
 
-    def rows(self, batch: RowBatch, table: Table) -> list[tuple[bytes | None, bytes]] | None:
+    def rows(self, batch: RowBatch, table: Table, topic: str) -> list[tuple[bytes | None, bytes]] | None:
         """Keys and values of a rows event's changes, encoded from the decoded images.
 
-        The bytes equal what `row` writes for each of `batch.messages()`. None when this
-        path does not apply, and the caller takes the messages one by one: registry framing,
+        The bytes equal what `row` writes for each of `batch.messages()`, in either framing.
+        None when this path does not apply, and the caller takes the messages one by one:
         partial row images, binlog columns that are not the tracked table's, an UPDATE that
         changes a key (which becomes a DELETE and an INSERT), or a value its type refuses
         (`row` names it)."""
-        if not isinstance(self.framing, SingleObjectFraming):
-            return None
         rows, n = batch.rows, len(table.columns)
         if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
@@ -243,8 +254,14 @@ class MessageEncoder:
         plan = self._plan(table, batch.shape, numbers)
         if plan is None:
             return None
+        version = self._codec(table).version
+        value_prefix = self.framing.prefix(version.value, version.value_fingerprint, topic, "value")
+        key_prefix = b""
+        if version.key is not None and version.key_fingerprint is not None:
+            key_prefix = self.framing.prefix(version.key, version.key_fingerprint, topic, "key")
+        images = rows.typed if rows.typed is not None else rows.rows
         try:
-            return _encode_rows(plan, batch, rows.typed if rows.typed is not None else rows.rows)
+            return _encode_rows(plan, batch, images, value_prefix, key_prefix)
         except (ValueError, ArithmeticError, AvroWriteError):
             return None
 
@@ -300,7 +317,7 @@ def _id(file: str, pos: int) -> int:
 
 
 def _encode_rows(
-    plan: _RowsPlan, batch: RowBatch, images: Sequence[RowChange]
+    plan: _RowsPlan, batch: RowBatch, images: Sequence[RowChange], value_prefix: bytes, key_prefix: bytes
 ) -> list[tuple[bytes | None, bytes]] | None:
     head, source, kind = batch.head, batch.source, batch.rows.kind
     fields = {name: head[name] for name in _ENVELOPE[1:10]}
@@ -317,14 +334,14 @@ def _encode_rows(
         old = plan.old_null
         if before is not None and kind == RowsKind.UPDATE:
             old = plan.old_open + row(before) + b"\x00"
-        parts = (plan.prefix, first if i == 0 else rest, plan.data_open, row(image), b"\x00", old, tail,
+        parts = (value_prefix, first if i == 0 else rest, plan.data_open, row(image), b"\x00", old, tail,
                  varint(batch.base + i))  # fmt: skip
         key_bytes = None
         if key is not None:
             key_bytes = key(image)
             if before is not None and kind == RowsKind.UPDATE and key(before) != key_bytes:
                 return None  # the key changes: a DELETE under the old key and an INSERT under the new
-            key_bytes = plan.key_prefix + key_bytes
+            key_bytes = key_prefix + key_bytes
         out.append((key_bytes, b"".join(parts)))
     return out
 

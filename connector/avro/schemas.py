@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from connector.avro.values import STRING_TYPES, converter
+from connector.avro.values import STRING_TYPES, bit_width, converter
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 
 AvroType = Any  # a JSON-shaped Avro type
@@ -47,6 +47,8 @@ def column_type(col: Column) -> AvroType:
     kind = col.data_type
     if kind in ("tinyint", "smallint", "mediumint", "year") or (kind == "int" and not col.unsigned):
         return "int"
+    if kind == "bit" and bit_width(col) == 64:
+        return _decimal(20, 0)  # BIT(64) reaches 2^64 - 1, past a signed long, as BIGINT UNSIGNED does
     if kind == "int" or (kind == "bigint" and not col.unsigned) or kind == "bit":
         return "long"
     if kind == "bigint":

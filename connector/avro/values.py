@@ -63,8 +63,14 @@ def _vector(text: str) -> list[float]:
     return [float(x) for x in text.strip("[]").split(",") if x]
 
 
+def bit_width(col: Column) -> int:
+    return int(col.params[0]) if col.params and col.params[0].isdigit() else 1  # BIT alone is BIT(1)
+
+
 def converter(col: Column) -> Converter:
     kind = col.data_type
+    if kind == "bit" and bit_width(col) == 64:
+        return Decimal  # a decimal(20, 0), as BIGINT UNSIGNED (connector/avro/schemas.py)
     if kind in _INTS or (kind == "bigint" and not col.unsigned):
         return int
     if kind in ("float", "double"):
