@@ -80,7 +80,7 @@ class Metrics:
         counts = self._row_counts
         counts[key] = counts.get(key, 0) + count
 
-    def _publish_rows(self) -> None:
+    def _publish_counts(self) -> None:
         with self._publishing:  # the sampler and a scrape may both publish
             for key, count in dict(self._row_counts).items():  # a copy: the main loop keeps counting
                 done = self._row_published.get(key, 0)
@@ -105,7 +105,7 @@ class Metrics:
         self.last_loop = self.clock()
 
     def refresh(self, inflight: int, server: Position | None) -> None:
-        self._publish_rows()
+        self._publish_counts()
         now = self.clock()
         self.inflight.set(inflight)
         if self.last_event_time:
@@ -124,7 +124,7 @@ class Metrics:
         return self.streaming and not self.paused_for
 
     def exposition(self) -> bytes:
-        self._publish_rows()
+        self._publish_counts()
         data: bytes = generate_latest(self.registry)
         return data
 

@@ -140,16 +140,8 @@ class Pipeline:
             self._send({**message, "type": "DELETE", "data": [before], "old": None}, table)
             self._send({**message, "type": "INSERT", "old": None}, table)
             return
-        topic = self.router.topic(database, name)
-        self.sink.ensure_topic(topic)
-        row_key, value = self.encoder.row(message, table, topic)
-        partition = None
-        if row_key is None:  # no primary key: one partition per table keeps its order
-            partition = table_partition(database, name, self.sink.partitions(topic))
-        self.sink.produce(topic, row_key, value, partition, self.inflight.track())
-        self.counters.rows += 1
-        if self.metrics is not None:
-            self.metrics.row(database, name, message["type"])
+        topic = self._row_topic(database, name)
+        self._produce_rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
 
     def _send_rows(self, item: Changes) -> bool:
         """A rows event's changes from their decoded images; False where the encoder wants them one by one."""
@@ -157,19 +149,29 @@ class Pipeline:
         if batch is None or table is None:
             return False
         database, name = batch.head["database"], batch.head["table"]
-        topic = self.router.topic(database, name)
-        self.sink.ensure_topic(topic)
+        topic = self._row_topic(database, name)
         encoded = self.encoder.rows(batch, table, topic)
         if encoded is None:
             return False
+        self._produce_rows(topic, database, name, batch.head["type"], encoded)
+        return True
+
+    def _row_topic(self, database: str, name: str) -> str:
+        topic = self.router.topic(database, name)
+        self.sink.ensure_topic(topic)
+        return topic
+
+    def _produce_rows(
+        self, topic: str, database: str, name: str, kind: str, encoded: list[tuple[bytes | None, bytes]]
+    ) -> None:
+        """Row changes of one table and operation, in order, tracked with the open transaction."""
         partition = None
         if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
             partition = table_partition(database, name, self.sink.partitions(topic))
         self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
         self.counters.rows += len(encoded)
         if self.metrics is not None:
-            self.metrics.row(database, name, batch.head["type"], len(encoded))
-        return True
+            self.metrics.row(database, name, kind, len(encoded))
 
     def _check_errors(self) -> None:
         if self.inflight.errors:

@@ -251,10 +251,11 @@ class MessageEncoder:
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
         assert rows.table is not None
         numbers = rows.table.columns if rows.typed is not None else None
-        plan = self._plan(table, batch.shape, numbers)
+        codec = self._codec(table)
+        plan = self._plan(codec, batch.shape, numbers)
         if plan is None:
             return None
-        version = self._codec(table).version
+        version = codec.version
         value_prefix = self.framing.prefix(version.value, version.value_fingerprint, topic, "value")
         key_prefix = b""
         if version.key is not None and version.key_fingerprint is not None:
@@ -265,13 +266,13 @@ class MessageEncoder:
         except (ValueError, ArithmeticError, AvroWriteError):
             return None
 
-    def _plan(self, table: Table, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:
-        codec = self._codec(table)
+    @staticmethod
+    def _plan(codec: _TableCodec, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:
         key = (id(shape), numbers is not None)
         hit = codec.plans.get(key)
         if hit is not None and hit[0] is shape:
             return hit[1]
-        fits = _RowsPlan.fits(codec.version, shape, table, numbers)
+        fits = _RowsPlan.fits(codec.version, shape, codec.table, numbers)
         plan = _RowsPlan(codec.version, shape, codec, numbers) if fits else None
         if len(codec.plans) > 64:
             codec.plans.clear()

@@ -79,10 +79,7 @@ class KafkaSink:
         self._topics: dict[str, int] = {}
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            done(None if err is None else f"{topic}: {err.str()}")
-
-        self._produce(topic, key, value, -1 if partition is None else partition, delivered)
+        self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
         self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
@@ -90,22 +87,16 @@ class KafkaSink:
         def delivered(err: KafkaError | None, msg: Message) -> None:
             done(None if err is None else f"{topic}: {err.str()}")
 
+        # One delivery callback for the lot: a closure per message costs as much as the produce.
+        # Partition -1: the partitioner picks (murmur2 of the key).
         produce, partition_ = self.producer.produce, -1 if partition is None else partition
         for key, value in messages:
-            try:  # one delivery callback for the lot: a closure per message costs as much as the produce
-                produce(topic, value, key, partition_, on_delivery=delivered)
-            except BufferError:
-                self._produce(topic, key, value, partition_, delivered)
-
-    def _produce(
-        self, topic: str, key: bytes | None, value: bytes, partition: int, delivered: Callable[..., None]
-    ) -> None:
-        while True:  # partition -1: the partitioner picks (murmur2 of the key)
-            try:
-                self.producer.produce(topic, value, key, partition, on_delivery=delivered)
-                return
-            except BufferError:  # the local queue is full: serve callbacks until there is room
-                self.producer.poll(0.1)
+            while True:
+                try:
+                    produce(topic, value, key, partition_, on_delivery=delivered)
+                    break
+                except BufferError:  # the local queue is full: serve callbacks until there is room
+                    self.producer.poll(0.1)
 
     def poll(self, timeout: float) -> int:
         served: int = self.producer.poll(timeout)
