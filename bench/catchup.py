@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.pipeline import _rss_mib
+from bench.sequence import fresh_table, insert
 from connector.runner import checkpoint_stores
 from connector.schema.capture import master_position
 from tests.live import PORT, ROOT, connect, live_config
@@ -42,22 +43,14 @@ def main() -> None:
             f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas"\n'
             f'[checkpoint]\ndb_url = "mysql://root@127.0.0.1:{PORT}/sluice_meta"\n'
         )
+        fresh_table(DB)
         conn = connect()
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            cur.execute(f"CREATE DATABASE {DB}")
-            cur.execute(
-                f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, k INT, c CHAR(60), amount DECIMAL(12,2), at DATETIME(6))"
-            )
         sluice = [str(ROOT / ".venv" / "bin" / "sluice")]
         subprocess.run([*sluice, "position", "set", str(master_position(conn)).split(" ")[0], "--config", str(path)],
                        check=True, capture_output=True)  # fmt: skip
         with conn.cursor() as cur:
-            cur.execute(f"USE {DB}")
             for start in range(0, args.rows, 100_000):
-                stop = min(args.rows, start + 100_000)
-                cur.execute(f"INSERT INTO t SELECT seq, seq % 1000, REPEAT('c', 60), seq / 100, NOW(6)"
-                            f" FROM seq_{start + 1}_to_{stop}")  # fmt: skip
+                insert(cur, DB, start + 1, min(args.rows, start + 100_000))
         end = master_position(conn)
         stores = checkpoint_stores(live_config([], name=name))
         assert stores.fast is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.sequence import fresh_table, insert
 from connector.config import AvroSection, CheckpointSection, KafkaSection, SparkSection
 from connector.runner import Connector
 from spark.jobs import run, session
@@ -44,17 +45,11 @@ def main() -> None:
                                checkpoint_dir=os.path.join(tmp, "ckpt"), shuffle_partitions=2,
                                ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml")),
         )  # fmt: skip
+        fresh_table(DB)
+        Connector(config).run(blocking=False)  # first start: capture and save the position
         conn = connect()
         with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            cur.execute(f"CREATE DATABASE {DB}")
-            cur.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, k INT, c CHAR(60), amount DECIMAL(12,2),"
-                        " at DATETIME(6))")  # fmt: skip
-        Connector(config).run(blocking=False)  # first start: capture and save the position
-        with conn.cursor() as cur:
-            cur.execute(f"USE {DB}")  # the SEQUENCE engine's seq_1_to_N tables live in the current database
-            cur.execute(f"INSERT INTO {DB}.t SELECT seq, seq % 1000, REPEAT('c', 60), seq / 100,"
-                        f" '2024-01-02 03:04:05.678901' FROM seq_1_to_{args.rows}")  # fmt: skip
+            insert(cur, DB, 1, args.rows, at="'2024-01-02 03:04:05.678901'")
             cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE id % 10 = 0")
             cur.execute(f"DELETE FROM {DB}.t WHERE id % 10 = 5")
         changes = args.rows + args.rows // 5
