@@ -4,13 +4,15 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-8)
+NATIVE := connector/_transcode.c
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(NATIVE) | md5sum | cut -c1-8)
 
 .PHONY: install services services-down run test lint typecheck unit bench clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(NATIVE)
+	PYTHON=$(PYTHON) bash deploy/toolchain.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

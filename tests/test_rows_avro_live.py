@@ -84,7 +84,7 @@ def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool, regi
         assert item.table is not None
         # Typed: DATE, DATETIME, TIMESTAMP and DECIMAL come as numbers; none here has a text
         # that would differ (NotTyped), so every event has them.
-        assert (item.batch.rows.typed is not None) == typed
+        assert (item.batch.rows.typed_images() is not None) == typed
         topic = f"cdc.{DB}.{item.table.name}"
         encoded = encoder.rows(item.batch, item.table, topic)  # first: it registers on its own
         expected = [encoder.row(m, item.table, topic) for m in item.batch.messages()]

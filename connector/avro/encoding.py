@@ -29,16 +29,19 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.avro.binary import AvroWriteError, Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names
+from connector.avro.transcode import KINDS, program
 from connector.avro.values import Converter, converter
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.tablemap import ColumnMeta
 from connector.errors import SluiceError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
+from connector.native import transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
+Encoded = tuple[bytes | None, bytes]  # a row change's key (None without a primary key) and value
 
 
 class EncodingError(SluiceError):
@@ -181,11 +184,10 @@ class _RowsPlan:
                 converts[i] = (None, None)  # the decoder's number is the Avro value
                 if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL:
                     unscaled.add(i)
-        self.row = compile_tuple_record(
-            fields[10]["type"][1 - fields[10]["type"].index("null")]["items"], list(range(n)), converts,
-            frozenset(unscaled),
-        )  # fmt: skip
+        row = fields[10]["type"][1 - fields[10]["type"].index("null")]["items"]
+        self.row = compile_tuple_record(row, list(range(n)), converts, frozenset(unscaled))
         self.key = None
+        columns: list[int] = []
         if version.key is not None:
             index = {name.lower(): i for i, (name, _, _) in enumerate(codec.columns)}
             columns = [index[name.lower()] for name, _, _ in codec.key]
@@ -193,9 +195,19 @@ class _RowsPlan:
                 version.key, columns, [converts[i] for i in columns],
                 frozenset(k for k, i in enumerate(columns) if i in unscaled),
             )  # fmt: skip
-        self.head = compile_schema({"type": "record", "name": "Head", "fields": fields[:10]})
+        # The compiled transcoder's program, for images it reads from the binlog's bytes itself.
+        self.native = None if numbers is None else program(numbers, codec.table.columns, row, version.key, columns)
+        # The envelope before `data`, in three runs (a record's bytes are its fields' in order):
+        # `id`; the fields a table and operation repeat on every event (encoded once each);
+        # and es, ts, sql, gtid.
+        self.head_id = compile_schema({"type": "record", "name": "HeadId", "fields": fields[:1]})
+        self.head_table = compile_schema({"type": "record", "name": "HeadTable", "fields": fields[1:6]})
+        self.head_event = compile_schema({"type": "record", "name": "HeadEvent", "fields": fields[6:10]})
+        self.tables: dict[tuple[Any, ...], bytes] = {}
         source = fields[12]["type"]
-        self.source = compile_schema({"type": "record", "name": "SourceHead", "fields": source["fields"][:3]})
+        self.source_file = compile_schema({"type": "record", "name": "SourceFile", "fields": source["fields"][:2]})
+        self.source_pos = compile_schema({"type": "record", "name": "SourcePos", "fields": source["fields"][2:3]})
+        self.files: dict[tuple[Any, ...], bytes] = {}
         self.data_open = _branch(fields[10]["type"], False) + varint(1)
         self.old_open = _branch(fields[11]["type"], False) + varint(1)
         self.old_null = _branch(fields[11]["type"], True)
@@ -227,6 +239,7 @@ class MessageEncoder:
         self._codecs: dict[int, tuple[Table, _TableCodec]] = {}
         self._ddl = directory.ddl()
         self._ddl_fps = (fingerprint_of(self._ddl[0]), fingerprint_of(self._ddl[1]))
+        self.compiled_rows = 0  # rows the compiled transcoder wrote (connector/avro/transcode.py)
 
     def _codec(self, table: Table) -> _TableCodec:
         hit = self._codecs.get(id(table))
@@ -250,21 +263,47 @@ class MessageEncoder:
         if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
         assert rows.table is not None
-        numbers = rows.table.columns if rows.typed is not None else None
         codec = self._codec(table)
-        plan = self._plan(codec, batch.shape, numbers)
+        value_prefix, key_prefix = self._prefixes(codec.version, topic)
+        if rows.raw:  # the images were only walked: the compiled transcoder reads their bytes
+            encoded = self._compiled(codec, batch, value_prefix, key_prefix)
+            if encoded is not None:
+                self.compiled_rows += len(encoded)
+                return encoded
+        typed = rows.typed_images()
+        plan = self._plan(codec, batch.shape, rows.table.columns if typed is not None else None)
         if plan is None:
             return None
-        version = codec.version
+        try:
+            return _encode_rows(plan, batch, typed if typed is not None else rows.rows, value_prefix, key_prefix)
+        except (ValueError, ArithmeticError, AvroWriteError):
+            return None
+
+    def compiled(self, batch: RowBatch, table: Table, topic: str) -> list[Encoded] | None:
+        """`rows` through the compiled transcoder alone: None where it declines (or does not apply)."""
+        rows = batch.rows
+        if not rows.raw:
+            return None
+        codec = self._codec(table)
+        value_prefix, key_prefix = self._prefixes(codec.version, topic)
+        return self._compiled(codec, batch, value_prefix, key_prefix)
+
+    def _prefixes(self, version: SchemaVersion, topic: str) -> tuple[bytes, bytes]:
+        """What the framing puts before a value's and a key's Avro body on this topic."""
         value_prefix = self.framing.prefix(version.value, version.value_fingerprint, topic, "value")
         key_prefix = b""
         if version.key is not None and version.key_fingerprint is not None:
             key_prefix = self.framing.prefix(version.key, version.key_fingerprint, topic, "key")
-        images = rows.typed if rows.typed is not None else rows.rows
-        try:
-            return _encode_rows(plan, batch, images, value_prefix, key_prefix)
-        except (ValueError, ArithmeticError, AvroWriteError):
+        return value_prefix, key_prefix
+
+    def _compiled(
+        self, codec: _TableCodec, batch: RowBatch, value_prefix: bytes, key_prefix: bytes
+    ) -> list[Encoded] | None:
+        assert batch.rows.table is not None
+        plan = self._plan(codec, batch.shape, batch.rows.table.columns)
+        if plan is None or plan.native is None:
             return None
+        return _transcode(plan, batch, value_prefix, key_prefix)
 
     @staticmethod
     def _plan(codec: _TableCodec, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:
@@ -320,14 +359,8 @@ def _id(file: str, pos: int) -> int:
 def _encode_rows(
     plan: _RowsPlan, batch: RowBatch, images: Sequence[RowChange], value_prefix: bytes, key_prefix: bytes
 ) -> list[tuple[bytes | None, bytes]] | None:
-    head, source, kind = batch.head, batch.source, batch.rows.kind
-    fields = {name: head[name] for name in _ENVELOPE[1:10]}
-    fields["id"] = _id(source["file"], source["pos"])
-    first = rest = plan.head(fields)
-    if head["sql"] and len(images) > 1:  # the statement rides on the first row only
-        fields["sql"] = ""
-        rest = plan.head(fields)
-    tail = plan.source(source)
+    kind = batch.rows.kind
+    first, rest, tail = _envelope(plan, batch)
     row, key, out = plan.row, plan.key, []
     for i, (before, after) in enumerate(images):
         image = before if kind == RowsKind.DELETE else after
@@ -345,6 +378,44 @@ def _encode_rows(
             key_bytes = key_prefix + key_bytes
         out.append((key_bytes, b"".join(parts)))
     return out
+
+
+def _envelope(plan: _RowsPlan, batch: RowBatch) -> tuple[bytes, bytes, bytes]:
+    """The encoded envelope before the first row's data, before the other rows' (the statement
+    rides on the first row only), and the `source` fields before `row`."""
+    head, source = batch.head, batch.source
+    pk = head["pkNames"]
+    key = (head["database"], head["table"], head["type"], head["isDdl"], tuple(pk) if pk is not None else None)
+    table = plan.tables.get(key)
+    if table is None:
+        if len(plan.tables) > 64:
+            plan.tables.clear()
+        table = plan.tables[key] = plan.head_table({name: head[name] for name in _ENVELOPE[1:6]})
+    start = plan.head_id({"id": _id(source["file"], source["pos"])}) + table
+    event = {name: head[name] for name in _ENVELOPE[6:10]}
+    first = rest = start + plan.head_event(event)
+    if head["sql"] and len(batch.rows.rows) > 1:
+        event["sql"] = ""
+        rest = start + plan.head_event(event)
+    where = (source["server_id"], source["file"])
+    file = plan.files.get(where)
+    if file is None:
+        if len(plan.files) > 64:
+            plan.files.clear()
+        file = plan.files[where] = plan.source_file(source)
+    return first, rest, file + plan.source_pos(source)
+
+
+def _transcode(plan: _RowsPlan, batch: RowBatch, value_prefix: bytes, key_prefix: bytes) -> list[Encoded] | None:
+    """`_encode_rows` in C, from the images' bytes (connector/avro/transcode.py); None: declined."""
+    assert plan.native is not None and transcoder is not None
+    first, rest, tail = _envelope(plan, batch)
+    rows = batch.rows
+    return transcoder.transcode(
+        rows.raw, plan.native.columns, KINDS[rows.kind], plan.native.keys, key_prefix,
+        value_prefix + first + plan.data_open, value_prefix + rest + plan.data_open,
+        plan.old_null, plan.old_open, tail, batch.base,
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)

@@ -59,8 +59,8 @@ DEFAULT_FDE = FormatDescriptionEvent(
     4, "", 0, c.LOG_EVENT_HEADER_LEN, _DEFAULT_POST_HEADERS, c.BINLOG_CHECKSUM_ALG_UNDEF
 )
 
-# Exceptions a decoder can raise on malformed bytes; all become BinlogDecodeError.
-_DECODE_FAULTS = (
+# What a decoder raises on bytes it cannot read; the parser turns each into a BinlogDecodeError.
+DECODE_FAULTS = (
     FormatError,
     struct.error,
     IndexError,
@@ -152,7 +152,7 @@ class BinlogParser:
             body = self._decode_checked(header, data, pos)
         except BinlogDecodeError:
             raise
-        except _DECODE_FAULTS as exc:
+        except DECODE_FAULTS as exc:
             raise self._error(exc, pos, header.type_code, data) from exc
         return Event(pos, header, body)
 

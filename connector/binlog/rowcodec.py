@@ -109,7 +109,7 @@ class _Gen:
         self.lines.append("    " * indent + line)
 
 
-def _length_prefix(col: ColumnMeta) -> int:
+def length_prefix(col: ColumnMeta) -> int:
     if col.real_type in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING):
         return 1 if col.meta < 256 else 2
     return col.meta  # BLOB family, JSON, GEOMETRY, VECTOR: the metadata is the prefix size
@@ -125,7 +125,7 @@ def _text_expr(gen: _Gen, col: ColumnMeta, raw: str) -> str:
 
 
 def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
-    prefix = _length_prefix(col)
+    prefix = length_prefix(col)
     if not 1 <= prefix <= 4:
         raise FormatError(f"column {col.index + 1}: length prefix of {prefix} bytes")
     if prefix == 1:
@@ -355,3 +355,54 @@ def _compile(gen: _Gen, label: str) -> RowsDecoder:
     decoder: RowsDecoder = namespace["decode_rows"]
     decoder.__doc__ = source  # kept for debugging: `print(decoder.__doc__)`
     return decoder
+
+
+# -- row walks for the compiled transcoder (connector/_transcode.c) -------------------------
+
+_WALK_FIXED: dict[int, int] = {
+    T.MYSQL_TYPE_TINY: 1, T.MYSQL_TYPE_SHORT: 2, T.MYSQL_TYPE_INT24: 3, T.MYSQL_TYPE_LONG: 4,
+    T.MYSQL_TYPE_LONGLONG: 8, T.MYSQL_TYPE_FLOAT: 4, T.MYSQL_TYPE_DOUBLE: 8, T.MYSQL_TYPE_YEAR: 1,
+    T.MYSQL_TYPE_DATE: 3, T.MYSQL_TYPE_NEWDATE: 3,
+}  # fmt: skip
+_WALK_TEXT = frozenset(
+    {
+        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_BLOB,
+        T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
+    }
+)  # fmt: skip
+WALK = struct.Struct("<3i")  # fixed width, length prefix size, strict UTF-8 (connector/_transcode.c walk_t)
+
+
+def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
+    """How to step over each column of a row image, for `count_rows`; None unless every column
+    is of a type whose text and typed decoding cannot fail once the walk accepted its bytes
+    (fixed-width numbers and temporals, binary strings, strict UTF-8 text)."""
+    out = []
+    for col in columns:
+        walk = _walk(col)
+        if walk is None:
+            return None
+        out.append(WALK.pack(*walk))
+    return b"".join(out)
+
+
+def _walk(col: ColumnMeta) -> tuple[int, int, int] | None:
+    kind, meta = col.real_type, col.meta
+    if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES:
+        return None
+    if kind in _WALK_FIXED:
+        return _WALK_FIXED[kind], 0, 0
+    if kind in (T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2) and 0 <= meta <= 6:
+        return (5 if kind == T.MYSQL_TYPE_DATETIME2 else 4) + values.frac_size(meta), 0, 0
+    if kind == T.MYSQL_TYPE_NEWDECIMAL:
+        precision, scale = meta >> 8, meta & 0xFF
+        if not 0 < precision <= 65 or scale > min(precision, 30):
+            return None
+        return values.decimal_size(precision, scale), 0, 0
+    if kind in _WALK_TEXT and col.collation is not None:
+        prefix = length_prefix(col)
+        if col.collation == BINARY_COLLATION and 1 <= prefix <= 4:
+            return 0, prefix, 0
+        if codec_of(col.collation) == "utf-8" and 1 <= prefix <= 4:
+            return 0, prefix, 1
+    return None

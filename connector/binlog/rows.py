@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +13,12 @@ from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.constants import EventType as E
 from connector.binlog.reader import Reader
-from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder
+from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder, walk_layout
 from connector.binlog.tablemap import TableMapEvent
 from connector.binlog.values import NotTyped
 from connector.errors import FormatError
 from connector.lazy import Lazy
+from connector.native import transcoder
 
 # type code -> (operation, has v2 extra data, MariaDB compressed)
 ROWS_EVENT_TYPES: dict[int, tuple[RowsKind, bool, bool]] = {
@@ -58,9 +60,17 @@ class RowsEvent:
     table: TableMapEvent | None  # None only for the statement-end dummy
     present: tuple[int, ...]  # column indexes of the (before) image
     present_after: tuple[int, ...]  # column indexes of the after image (UPDATE)
-    rows: Sequence[RowChange]  # values as text renders them (Lazy when `typed` was read)
+    rows: Sequence[RowChange]  # values as text renders them (Lazy when typed images were asked for)
     decoded: bool = True  # False: a filtered-out table, whose row images were not read
     typed: tuple[RowChange, ...] | None = None  # rowcodec.TYPED_TYPES as numbers, when asked for
+    # Typed images whose decoding waits until someone asks (`typed_images`), and the images'
+    # bytes: the compiled transcoder (connector/avro/transcode.py) reads those instead.
+    deferred: Callable[[], tuple[RowChange, ...] | None] | None = None
+    raw: bytes = b""
+
+    def typed_images(self) -> tuple[RowChange, ...] | None:
+        """The typed images; None where a value has no typed form (or none were asked for)."""
+        return self.typed if self.deferred is None else self.deferred()
 
 
 def decode_rows_header(r: Reader, type_code: int, post_header_len: int) -> RowsHeader:
@@ -76,6 +86,7 @@ def decode_rows_header(r: Reader, type_code: int, post_header_len: int) -> RowsH
     return RowsHeader(table_id, flags, extra)
 
 
+@functools.lru_cache(maxsize=1024)
 def _bitmap(raw: bytes, count: int) -> tuple[int, ...]:
     bits = int.from_bytes(raw, "little")
     return tuple(i for i in range(count) if bits >> i & 1)
@@ -88,6 +99,7 @@ class RowsDecoderCache:
         self._limit = limit
         self._decoders: dict[tuple[Any, ...], RowsDecoder] = {}
         self._by_identity: dict[tuple[Any, ...], tuple[TableMapEvent, RowsDecoder]] = {}
+        self._layouts: dict[int, tuple[TableMapEvent, bytes | None]] = {}
 
     def get(
         self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
@@ -111,6 +123,17 @@ class RowsDecoderCache:
             self._by_identity.clear()
         self._by_identity[fast] = (table, decoder)
         return decoder
+
+    def layout(self, table: TableMapEvent) -> bytes | None:
+        """rowcodec.walk_layout of every column of the table, by TABLE_MAP identity."""
+        hit = self._layouts.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        if len(self._layouts) >= self._limit:
+            self._layouts.clear()
+        layout = walk_layout(table.columns)
+        self._layouts[id(table)] = (table, layout)
+        return layout
 
 
 def decode_rows(
@@ -149,6 +172,10 @@ def decode_rows(
         )
     body = uncompress_mariadb(r.rest()) if compressed else r.rest()
     partial = type_code == E.PARTIAL_UPDATE_ROWS_EVENT
+    if typed and not partial:
+        later = _deferred(kind, type_code, header, table, present, present_after, body, cache)
+        if later is not None:
+            return later
     decoder = cache.get(table, kind, present, present_after, partial)
     if typed and not partial:
         try:
@@ -169,6 +196,56 @@ def decode_rows(
         kind, type_code, header.table_id, header.flags, header.extra_data, table,
         present, present_after, tuple(rows),
     )  # fmt: skip
+
+
+def _deferred(
+    kind: RowsKind, type_code: int, header: RowsHeader, table: TableMapEvent,
+    present: tuple[int, ...], present_after: tuple[int, ...], body: bytes, cache: RowsDecoderCache,
+) -> RowsEvent | None:  # fmt: skip
+    """A rows event whose images are only walked (counted and checked) now, in C, and decoded
+    if someone asks: the compiled transcoder writes Avro from `raw` without them.
+
+    None (decode now) without the compiled module, for partial images, for column types
+    whose decoding could still fail after the walk, and for images the walk refuses: the
+    decoder then says what is wrong, with the event's position."""
+    full = tuple(range(len(table.columns)))
+    if transcoder is None or present != full or (kind == RowsKind.UPDATE and present_after != full):
+        return None
+    layout = cache.layout(table)
+    if layout is None:
+        return None
+    count = transcoder.count_rows(body, layout, 2 if kind == RowsKind.UPDATE else 1)
+    if count < 0:
+        return None
+    images = _Images(body, cache, table, kind, present, present_after)
+    return RowsEvent(
+        kind, type_code, header.table_id, header.flags, header.extra_data, table,
+        present, present_after, Lazy(images.text, count), True, None, images.typed, body,
+    )  # fmt: skip
+
+
+class _Images:
+    """A deferred event's images, decoded when first asked for (decoders looked up then too)."""
+
+    __slots__ = ("_args", "_body", "_cache", "_typed")
+
+    def __init__(
+        self, body: bytes, cache: RowsDecoderCache, table: TableMapEvent, kind: RowsKind,
+        present: tuple[int, ...], present_after: tuple[int, ...],
+    ) -> None:  # fmt: skip
+        self._body, self._cache, self._args = body, cache, (table, kind, present, present_after, False)
+        self._typed: tuple[tuple[RowChange, ...] | None] | None = None
+
+    def text(self) -> tuple[RowChange, ...]:
+        return tuple(self._cache.get(*self._args)(self._body, 0, len(self._body)))
+
+    def typed(self) -> tuple[RowChange, ...] | None:
+        if self._typed is None:
+            try:
+                self._typed = (tuple(self._cache.get(*self._args, True)(self._body, 0, len(self._body))),)
+            except NotTyped:
+                self._typed = (None,)  # a value whose number could differ from its text's: the text it is
+        return self._typed[0]
 
 
 def uncompress_mariadb(data: bytes) -> bytes:

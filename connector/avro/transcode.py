@@ -1,0 +1,171 @@
+"""Programs for the compiled transcoder: a rows event's images straight to Avro bytes.
+
+connector/_transcode.c reads the binlog's row images and writes each row's Avro record
+with no Python object per value. What it writes for a column is decided here, once per
+schema version and table shape, as a program of one small struct per column; a table with
+any column it does not cover gets no program and takes the Python path (`_RowsPlan`'s
+generated functions), which stays the reference: tests/test_transcode.py holds the two
+to the same bytes. Covered: the integer types, FLOAT, DOUBLE, DECIMAL up to 38 digits,
+DATE, DATETIME(0-6), TIMESTAMP(0-6), YEAR, binary strings and BLOBs, and text in utf8mb3
+or utf8mb4. Not covered (Python): TIME, BIT, ENUM, SET, JSON, geometry, VECTOR, other
+character sets, pre-5.6 temporal types, wider DECIMALs, and MariaDB's UUID/INET types.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from connector.avro.values import STRING_TYPES
+from connector.binlog.charsets import BINARY_COLLATION, codec_of
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.constants import RowsKind
+from connector.binlog.rowcodec import length_prefix
+from connector.binlog.tablemap import ColumnMeta
+from connector.binlog.values import decimal_size, frac_size
+from connector.native import transcoder
+from connector.schema.model import BINARY_TYPES, Column
+
+# Keep in step with the OP_ constants of connector/_transcode.c.
+OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL = 1, 2, 3, 4, 5, 6
+OP_DATE, OP_DATETIME2, OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = 7, 8, 9, 10, 11, 12
+
+COLUMN = struct.Struct("<7i")  # op, width, a, b, null branch, value branch, (unused): column_t
+KEY = struct.Struct("<3i")  # column, null branch, value branch: key_t_
+KINDS = {RowsKind.WRITE: 0, RowsKind.UPDATE: 1, RowsKind.DELETE: 2}
+
+# binlog type -> (the tracked type it must be, width)
+_INTEGERS: dict[int, tuple[str, int]] = {
+    T.MYSQL_TYPE_TINY: ("tinyint", 1), T.MYSQL_TYPE_SHORT: ("smallint", 2), T.MYSQL_TYPE_INT24: ("mediumint", 3),
+    T.MYSQL_TYPE_LONG: ("int", 4), T.MYSQL_TYPE_LONGLONG: ("bigint", 8),
+}  # fmt: skip
+_FLOATS: dict[int, tuple[str, int, int]] = {
+    T.MYSQL_TYPE_FLOAT: ("float", OP_FLOAT, 4), T.MYSQL_TYPE_DOUBLE: ("double", OP_DOUBLE, 8),
+}  # fmt: skip
+_TEMPORALS: dict[int, tuple[str, int, int]] = {
+    T.MYSQL_TYPE_DATE: ("date", OP_DATE, 3), T.MYSQL_TYPE_NEWDATE: ("date", OP_DATE, 3),
+    T.MYSQL_TYPE_DATETIME2: ("datetime", OP_DATETIME2, 5), T.MYSQL_TYPE_TIMESTAMP2: ("timestamp", OP_TIMESTAMP2, 4),
+}  # fmt: skip
+_TEMPORAL_AVRO = {OP_DATE: ("int", "date"), OP_DATETIME2: ("long", "timestamp-micros"),
+                  OP_TIMESTAMP2: ("long", "timestamp-micros")}  # fmt: skip
+_TEXT = frozenset(
+    {
+        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_BLOB,
+        T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
+    }
+)  # fmt: skip
+_MAX_DIGITS = 38  # an __int128 holds every unscaled value up to 10^38 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What the compiled transcoder needs of one schema version and table shape."""
+
+    columns: bytes  # COLUMN per column
+    keys: bytes  # KEY per key field, in the key record's order
+
+
+def program(
+    numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], row: dict[str, Any],
+    key: dict[str, Any] | None, key_columns: list[int],
+) -> Program | None:  # fmt: skip
+    """The program for rows of `numbers` (the binlog's columns) written as `row` (the Avro
+    record of one row) and `key` (of the `key_columns`); None if any column is not covered,
+    or the compiled module was not built."""
+    if transcoder is None or len(numbers) != len(columns) or len(row["fields"]) != len(columns):
+        return None
+    out = []
+    for meta, col, field in zip(numbers, columns, row["fields"]):
+        null, value, avro = _branches(field["type"])
+        op = _op(meta, col, avro)
+        if op is None or (op[0] in _TEMPORAL_AVRO and null < 0):
+            return None  # zero dates are null: a temporal field must admit it
+        out.append(COLUMN.pack(*op, null, value, 0))
+    keys = []
+    for field, index in zip(key["fields"] if key else (), key_columns):
+        null, value, avro = _branches(field["type"])
+        if avro != _branches(row["fields"][index]["type"])[2]:
+            return None
+        keys.append(KEY.pack(index, null, value))
+    return Program(b"".join(out), b"".join(keys))
+
+
+def _branches(kind: Any) -> tuple[int, int, Any]:
+    """(null branch, value branch, the non-null type) of a field type; -1: not a union."""
+    if isinstance(kind, list) and len(kind) == 2 and "null" in kind:
+        null = kind.index("null")
+        return null, 1 - null, kind[1 - null]
+    return -1, -1, kind
+
+
+def _op(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    """(op, width, a, b) of one column, if the compiled transcoder writes what Python would."""
+    kind = meta.real_type
+    if meta.element_type is not None:
+        return None
+    if kind in _INTEGERS:
+        return _integer(meta, col, avro)
+    if kind == T.MYSQL_TYPE_YEAR:
+        return (OP_YEAR, 1, 0, 0) if col.data_type == "year" and avro == "int" else None
+    if kind in _FLOATS:
+        name, op, width = _FLOATS[kind]
+        return (op, width, 0, 0) if col.data_type == name and avro == name else None
+    if kind == T.MYSQL_TYPE_NEWDECIMAL:
+        return _decimal(meta, col, avro)
+    if kind in _TEMPORALS:
+        return _temporal(meta, col, avro)
+    if kind in _TEXT and meta.collation is not None:
+        return _text(meta, meta.collation, col, avro)
+    return None
+
+
+def _integer(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    name, width = _INTEGERS[meta.real_type]
+    if col.data_type != name or col.unsigned != meta.unsigned:
+        return None
+    if width == 8 and meta.unsigned:  # BIGINT UNSIGNED: an Avro decimal(20, 0)
+        return (OP_UINT64, 8, 0, 0) if _is_decimal(avro, 0) else None
+    if avro not in ("int", "long"):
+        return None
+    return OP_UINT if meta.unsigned else OP_INT, width, 0, 0
+
+
+def _decimal(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    precision, scale = meta.meta >> 8, meta.meta & 0xFF
+    if col.data_type != "decimal" or not 0 < precision <= _MAX_DIGITS or scale > precision:
+        return None
+    return (OP_DECIMAL, decimal_size(precision, scale), precision, scale) if _is_decimal(avro, scale) else None
+
+
+def _is_decimal(avro: Any, scale: int) -> bool:
+    return (
+        isinstance(avro, dict) and avro.get("type") == "bytes" and avro.get("logicalType") == "decimal"
+        and avro.get("scale", 0) == scale
+    )  # fmt: skip
+
+
+def _temporal(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    name, op, width = _TEMPORALS[meta.real_type]
+    fsp = meta.meta if op != OP_DATE else 0
+    base, logical = _TEMPORAL_AVRO[op]
+    if col.data_type != name or not 0 <= fsp <= 6 or not isinstance(avro, dict):
+        return None
+    if avro.get("type") != base or avro.get("logicalType") != logical:
+        return None
+    return op, width + frac_size(fsp), fsp, 0
+
+
+def _text(meta: ColumnMeta, collation: int, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    prefix = length_prefix(meta)
+    if not 1 <= prefix <= 4:
+        return None
+    if collation == BINARY_COLLATION:
+        if col.data_type not in BINARY_TYPES or avro != "bytes":
+            return None
+        pad = meta.meta if meta.real_type == T.MYSQL_TYPE_STRING else 0  # BINARY(n) is logged unpadded
+        return OP_BYTES, 0, prefix, pad
+    text_types = STRING_TYPES - {"enum", "set", "json", "long"}
+    if codec_of(collation) != "utf-8" or col.data_type not in text_types or avro != "string":
+        return None
+    return OP_UTF8, 0, prefix, 0

@@ -1,0 +1,30 @@
+"""The compiled hot path (connector/_transcode.c), when it was built.
+
+`make install` builds it. Without it (a platform with no C compiler), every rows event takes
+the Python path, which is the reference the compiled one is tested against."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Transcoder(Protocol):
+    def transcode(
+        self, body: bytes, program: bytes, kind: int, keys: bytes, key_prefix: bytes, first: bytes, rest: bytes,
+        old_null: bytes, old_open: bytes, tail: bytes, base: int, /,
+    ) -> list[tuple[bytes | None, bytes]] | None:  # fmt: skip
+        """Every row as (key or None, value) Avro bytes; None: declined (connector/avro/transcode.py)."""
+
+    def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:
+        """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowcodec.walk_layout)."""
+
+
+def _load() -> Transcoder | None:
+    try:
+        from connector import _transcode  # noqa: PLC0415 - optional: a guarded import
+    except ImportError:  # the build makes it; tests/test_transcode.py insists that it is there
+        return None
+    return _transcode
+
+
+transcoder = _load()

@@ -1,0 +1,229 @@
+"""The compiled transcoder (connector/_transcode.c) against the Python path it accelerates.
+
+On live MariaDB rows of every column type it covers, with their edge values, the bytes it
+writes equal the flat-message path's (single-object and registry framing); where a value
+has no typed form it declines and Python writes the event. On mutated images it returns
+exactly what the Python decoders and encoders give, or declines: never different bytes,
+and never a row count the Python decoder would not read. The row walk that lets decoding
+wait likewise accepts only images the Python decoders read without error."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
+from connector.avro.registry import SchemaDirectory
+from connector.binlog.constants import RowsKind
+from connector.binlog.parser import DECODE_FAULTS
+from connector.binlog.rowcodec import walk_layout
+from connector.binlog.rows import RowsDecoderCache
+from connector.binlog.values import NotTyped
+from connector.config import SnapshotSection
+from connector.flat import RowBatch
+from connector.native import transcoder
+from connector.schema.model import Table
+from connector.startup import prepare
+from connector.stream import Changes, ChangeStream
+from tests.live import connect, fresh_database, live_config
+
+pytestmark = pytest.mark.live
+
+DB = "transcode"
+
+# (column definition, value generator) of every type the transcoder covers
+COLUMNS: list[tuple[str, Any]] = [
+    ("ti TINYINT", lambda r: r.choice([-128, 127, 0, -1, r.randrange(-128, 128)])),
+    ("tiu TINYINT UNSIGNED", lambda r: r.choice([0, 255, r.randrange(256)])),
+    ("si SMALLINT", lambda r: r.choice([-32768, 32767, r.randrange(-32768, 32768)])),
+    ("siu SMALLINT UNSIGNED", lambda r: r.choice([65535, r.randrange(65536)])),
+    ("mi MEDIUMINT", lambda r: r.choice([-(2**23), 2**23 - 1, r.randrange(-(2**23), 2**23)])),
+    ("miu MEDIUMINT UNSIGNED", lambda r: r.choice([2**24 - 1, r.randrange(2**24)])),
+    ("i INT", lambda r: r.choice([-(2**31), 2**31 - 1, r.randrange(-(2**31), 2**31)])),
+    ("iu INT UNSIGNED", lambda r: r.choice([2**32 - 1, r.randrange(2**32)])),
+    ("bi BIGINT", lambda r: r.choice([-(2**63), 2**63 - 1, r.randrange(-(2**63), 2**63)])),
+    ("biu BIGINT UNSIGNED", lambda r: r.choice([0, 2**64 - 1, 2**63, 255, r.randrange(2**64)])),
+    ("f FLOAT", lambda r: r.choice([0.0, -0.0, 1.5, -3.4e38, 1.17549e-38, 1e-45, r.uniform(-1e6, 1e6)])),
+    ("d DOUBLE", lambda r: r.choice([0.0, -0.0, 1.7976931348623157e308, 5e-324, r.uniform(-1e12, 1e12)])),
+    ("d1 DECIMAL(5,2)", lambda r: r.choice(["-999.99", "999.99", "0.00", "-1.28", "1.27", "-0.01"])),
+    ("d2 DECIMAL(38,10)", lambda r: r.choice(["-9" * 28 + "." + "9" * 10, "1" + "0" * 27, str(r.randrange(10**20))])),
+    ("d3 DECIMAL(18,0)", lambda r: str(r.randrange(-(10**18) + 1, 10**18))),
+    ("d4 DECIMAL(10,9)", lambda r: r.choice(["-9.999999999", "0.000000001", "-0.000000128"])),
+    ("dt DATE", lambda r: r.choice(["1000-01-01", "9999-12-31", "1970-01-01", "2000-02-29", "0000-00-00"])),
+    ("dt0 DATETIME", lambda r: r.choice(["1000-01-01 00:00:00", "9999-12-31 23:59:59", "0000-00-00 00:00:00"])),
+    ("dt3 DATETIME(3)", lambda r: r.choice(["2021-06-01 12:34:56.789", "1969-12-31 23:59:59.999"])),
+    ("dt6 DATETIME(6)", lambda r: r.choice(["2021-06-01 12:34:56.000001", "1900-03-01 00:00:00.999999"])),
+    ("ts0 TIMESTAMP NULL", lambda r: r.choice(["1970-01-01 00:00:01", "2038-01-19 03:14:07", "0000-00-00 00:00:00"])),
+    ("ts1 TIMESTAMP(1) NULL", lambda r: r.choice(["2001-01-01 00:00:00.1", "2020-02-29 12:00:00.9"])),
+    ("ts5 TIMESTAMP(5) NULL", lambda r: r.choice(["2001-01-01 00:00:00.12345", "2020-02-29 12:00:00.99999"])),
+    ("y YEAR", lambda r: r.choice([1901, 2155, 0, 1999])),
+    ("c CHAR(10)", lambda r: r.choice(["", "abc", "ünï", "😀😀", "a  "])),
+    ("vc VARCHAR(300)", lambda r: r.choice(["", "x" * 300, "日本語テキスト" * 10, "\t\n'\"\\"])),
+    ("tx TEXT", lambda r: r.choice(["", "y" * 5000, "Ωmega 🚀"])),
+    ("ttx TINYTEXT", lambda r: r.choice(["", "tiny"])),
+    ("mtx MEDIUMTEXT CHARACTER SET utf8mb3", lambda r: r.choice(["", "mb3 ü", "z" * 70000])),
+    ("bn BINARY(6)", lambda r: r.choice([b"", b"\x00", b"ab\x00", bytes(range(250, 256))])),
+    ("vb VARBINARY(20)", lambda r: r.choice([b"", b"\x00\xff", bytes(r.randrange(256) for _ in range(20))])),
+    ("bl BLOB", lambda r: r.choice([b"", bytes(range(256)) * 3])),
+    ("nn VARCHAR(5) NOT NULL DEFAULT 'x'", lambda r: r.choice(["", "nn"])),
+    ("dd INT DEFAULT 7", lambda r: r.randrange(100)),
+]
+
+
+def _workload(rng: random.Random) -> None:
+    conn = connect(DB)
+    names = [definition.split()[0] for definition, _ in COLUMNS]
+    insert = f"INSERT INTO cov (id, {', '.join(names)}) VALUES (%s{', %s' * len(names)})"
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")  # zero dates
+        cur.execute(f"CREATE TABLE cov (id INT PRIMARY KEY, {', '.join(d for d, _ in COLUMNS)})")
+        cur.execute("CREATE TABLE cov_pair (a INT, b VARCHAR(5), v DOUBLE, PRIMARY KEY (b, a))")
+        cur.execute("CREATE TABLE cov_keyless (a INT, b VARCHAR(10))")
+        cur.execute("CREATE TABLE cov_wide (id INT PRIMARY KEY, w DECIMAL(65,30))")  # past 38 digits: Python
+        cur.executemany("INSERT INTO cov_wide VALUES (%s, %s)", [(1, "-" + "9" * 35 + "." + "9" * 30), (2, "1.5")])
+        for start in range(0, 80, 8):
+            cur.execute("BEGIN")
+            cur.executemany(insert, [
+                [key] + [None if rng.random() < 0.15 and not d.startswith("nn") else g(rng) for d, g in COLUMNS]
+                for key in range(start, start + 8)
+            ])  # fmt: skip
+            cur.execute("COMMIT")
+        cur.executemany("INSERT INTO cov_pair VALUES (%s, %s, %s)", [(i, f"k{i % 3}", i / 7) for i in range(12)])
+        keyless = [(i % 4, rng.choice(["x", None])) for i in range(20)]
+        cur.executemany("INSERT INTO cov_keyless VALUES (%s, %s)", keyless)
+        for key in rng.sample(range(80), 30):
+            definition, gen = rng.choice(COLUMNS)
+            cur.execute(f"UPDATE cov SET {definition.split()[0]} = %s WHERE id = %s", (gen(rng), key))
+        cur.execute("UPDATE cov SET i = i DIV 2 WHERE id < 30")  # one event, many rows
+        cur.execute("UPDATE cov SET id = id + 1000 WHERE id = 79")  # a key change: Python's DELETE + INSERT
+        cur.execute("UPDATE cov_pair SET v = v * 2 WHERE a < 6")
+        cur.execute("UPDATE cov_keyless SET b = 'y' WHERE a = 1")
+        cur.execute("DELETE FROM cov WHERE id % 5 = 0")
+        cur.execute("DELETE FROM cov_pair WHERE a > 9")
+        cur.execute("DELETE FROM cov_keyless WHERE a = 2")
+    conn.close()
+
+
+def test_compiled_module_is_built() -> None:
+    # `make install` builds it; without it everything still works, only slower, and this
+    # suite would prove nothing about the compiled path.
+    assert transcoder is not None
+
+
+@pytest.fixture(scope="module")
+def captured() -> list[tuple[RowBatch, Table]]:
+    fresh_database(DB)
+    config = replace(live_config([rf"{DB}\..*"]), snapshot=SnapshotSection(mode="never"))
+    prepared = prepare(config)
+    _workload(random.Random(5))
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
+    stream.typed_rows = True
+    out = []
+    for item in stream.items(prepared.start, blocking=False):
+        if isinstance(item, Changes) and item.batch is not None:
+            assert item.table is not None
+            out.append((item.batch, item.table))
+    return out
+
+
+@pytest.mark.parametrize("registry", [False, True], ids=["single-object", "registry"])
+def test_compiled_bytes_equal_the_flat_message_path(
+    captured: list[tuple[RowBatch, Table]], tmp_path: Path, registry: bool
+) -> None:
+    framing = ConfluentFraming(f"mock://transcode-{tmp_path.name}") if registry else SingleObjectFraming()
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), framing)
+    compiled: dict[str, int] = {}
+    declined = []
+    for batch, table in captured:
+        # Every column is of a walkable type: decoding waits, and the transcoder reads the bytes.
+        assert batch.rows.raw, table.name
+        topic = f"cdc.{DB}.{table.name}"
+        fast = encoder.compiled(batch, table, topic)
+        expected = [encoder.row(m, table, topic) for m in batch.messages()]
+        if fast is None:
+            declined.append((table.name, batch.rows.kind.name, len(expected)))
+            assert encoder.rows(batch, table, topic) in (None, expected)  # Python's, or a key change split
+            continue
+        assert fast == expected, (table.name, batch.rows.kind, batch.source)
+        key = f"{table.name} {batch.rows.kind.name}"
+        compiled[key] = compiled.get(key, 0) + len(fast)
+    for name in ("cov", "cov_pair", "cov_keyless"):
+        for kind in ("WRITE", "UPDATE", "DELETE"):
+            assert compiled.get(f"{name} {kind}"), f"{name} {kind}: {compiled}"
+    assert compiled["cov WRITE"] == 80 and compiled["cov DELETE"] == 16
+    # Declined: the key change, and the table with a 65-digit DECIMAL (no program). Values
+    # with no typed form are declined too: test_mutated_images_give_python_s_bytes_or_nothing.
+    assert sorted(declined) == [("cov", "UPDATE", 1), ("cov_wide", "WRITE", 2)]
+
+
+def _decode(batch: RowBatch, body: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...] | None] | None:
+    """The Python decoders' text and typed images of `body` as this event's images; None
+    where they refuse the bytes (the parser would raise, naming the event)."""
+    rows = batch.rows
+    assert rows.table is not None
+    cache = RowsDecoderCache()
+    args = (rows.table, rows.kind, rows.present, rows.present_after, False)
+    try:
+        text = tuple(cache.get(*args)(body, 0, len(body)))
+        try:
+            typed = tuple(cache.get(*args, True)(body, 0, len(body)))
+        except NotTyped:
+            typed = None
+    except DECODE_FAULTS:
+        return None
+    return text, typed
+
+
+def _mutate(rng: random.Random, body: bytes) -> bytes:
+    data = bytearray(body)
+    how = rng.randrange(4)
+    if how == 0 or not data:
+        for _ in range(rng.randrange(1, 4)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+    elif how == 1:
+        del data[rng.randrange(len(data)) :]
+    elif how == 2:
+        at = rng.randrange(len(data))
+        data[at:at] = data[at : at + rng.randrange(1, 16)]
+    else:
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    return bytes(data)
+
+
+def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowBatch, Table]], tmp_path: Path) -> None:
+    assert transcoder is not None
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    rng = random.Random(3)
+    outcomes = {"same": 0, "declined": 0, "walk refused": 0, "walk accepted": 0}
+    for batch, table in captured:
+        rows = batch.rows
+        assert rows.table is not None
+        layout = walk_layout(rows.table.columns)
+        assert layout is not None
+        topic = f"cdc.{DB}.{table.name}"
+        for _ in range(60):
+            body = _mutate(rng, rows.raw)
+            decoded = _decode(batch, body)
+            count = transcoder.count_rows(body, layout, 2 if rows.kind == RowsKind.UPDATE else 1)
+            if count < 0:
+                outcomes["walk refused"] += 1
+            else:  # a walk that accepts promises the decoders read as many rows, without error
+                assert decoded is not None and len(decoded[0]) == count, (table.name, body.hex())
+                outcomes["walk accepted"] += 1
+            # the mutant as the parser would hand it on: its images' bytes, its row count
+            mutant = replace(batch, rows=replace(rows, raw=body, rows=decoded[0] if decoded else rows.rows))
+            fast = encoder.compiled(mutant, table, topic)
+            if fast is None:
+                outcomes["declined"] += 1
+                continue
+            assert decoded is not None, (table.name, body.hex())
+            eager = replace(mutant.rows, typed=decoded[1], deferred=None, raw=b"")  # the Python path's images
+            python = encoder.rows(replace(mutant, rows=eager), table, topic)
+            assert fast == python, (table.name, body.hex())
+            outcomes["same"] += 1
+    assert all(outcomes.values()), outcomes  # each outcome happened: the mutations reach every branch
