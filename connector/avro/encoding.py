@@ -6,12 +6,14 @@ Framings:
   - Confluent: 00, the registry's 4-byte big-endian schema id, then the body, through
     confluent-kafka's AvroSerializer (subjects `{topic}-value` / `{topic}-key`).
 Two ways in, one set of bytes out:
-  - `rows`: a rows event's decoded images (text or typed, see RowsEvent.typed), written by
-    functions generated per schema version and table shape, the envelope's shared parts
-    encoded once per event, behind the framing's prefix. The hot path.
+  - `rows`: a rows event's changes. First the compiled transcoder (connector/_transcode.c,
+    programs in connector/avro/transcode.py), straight from the images' bytes; where it
+    declines, the decoded images (text or typed, see RowsEvent.typed_images), written by
+    functions generated per schema version and table shape. Either way the envelope's
+    shared parts are encoded once per event, behind the framing's prefix. The hot path.
   - `row`: one flat message, whose values are canal's strings; each column's converter turns
     them into the Avro value its schema wants. Everything `rows` declines comes this way.
-tests/test_rows_avro_live.py holds the two to the same bytes.
+tests/test_rows_avro_live.py and tests/test_transcode.py hold them to the same bytes.
 """
 
 from __future__ import annotations
