@@ -21,7 +21,7 @@ from connector.avro.values import STRING_TYPES
 from connector.binlog.charsets import BINARY_COLLATION, codec_of
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowcodec import length_prefix
+from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
 from connector.native import transcoder
@@ -49,12 +49,6 @@ _TEMPORALS: dict[int, tuple[str, int, int]] = {
 }  # fmt: skip
 _TEMPORAL_AVRO = {OP_DATE: ("int", "date"), OP_DATETIME2: ("long", "timestamp-micros"),
                   OP_TIMESTAMP2: ("long", "timestamp-micros")}  # fmt: skip
-_TEXT = frozenset(
-    {
-        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_BLOB,
-        T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
-    }
-)  # fmt: skip
 _MAX_DIGITS = 38  # an __int128 holds every unscaled value up to 10^38 - 1
 
 
@@ -115,7 +109,7 @@ def _op(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] |
         return _decimal(meta, col, avro)
     if kind in _TEMPORALS:
         return _temporal(meta, col, avro)
-    if kind in _TEXT and meta.collation is not None:
+    if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
         return _text(meta, meta.collation, col, avro)
     return None
 

@@ -364,7 +364,8 @@ _WALK_FIXED: dict[int, int] = {
     T.MYSQL_TYPE_LONGLONG: 8, T.MYSQL_TYPE_FLOAT: 4, T.MYSQL_TYPE_DOUBLE: 8, T.MYSQL_TYPE_YEAR: 1,
     T.MYSQL_TYPE_DATE: 3, T.MYSQL_TYPE_NEWDATE: 3,
 }  # fmt: skip
-_WALK_TEXT = frozenset(
+# Length-prefixed strings and BLOBs: text in their collation's charset, or binary bytes.
+PREFIXED_STRING_TYPES = frozenset(
     {
         T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_BLOB,
         T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
@@ -399,7 +400,7 @@ def _walk(col: ColumnMeta) -> tuple[int, int, int] | None:
         if not 0 < precision <= 65 or scale > min(precision, 30):
             return None
         return values.decimal_size(precision, scale), 0, 0
-    if kind in _WALK_TEXT and col.collation is not None:
+    if kind in PREFIXED_STRING_TYPES and col.collation is not None:
         prefix = length_prefix(col)
         if col.collation == BINARY_COLLATION and 1 <= prefix <= 4:
             return 0, prefix, 0
