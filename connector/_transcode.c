@@ -621,9 +621,125 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(ok ? rows : -1);
 }
 
+
+/* -- routing ----------------------------------------------------------------------------- */
+
+/* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2, seed 0x9747b28c), unsigned. */
+static uint32_t murmur2(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t whole = length & ~(Py_ssize_t)3;
+    for (Py_ssize_t i = 0; i < whole; i += 4) {
+        uint32_t k = (uint32_t)le(data + i, 4);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h = (h * m) ^ k;
+    }
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)data[whole + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[whole + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= data[whole];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* The partition of each message, or -1 after setting an exception. */
+static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_t fixed, Py_ssize_t *part) {
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(messages, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_Format(PyExc_TypeError, "message %zd is not a (key, value) pair of bytes", i);
+            return -1;
+        }
+        PyObject *key = PyTuple_GET_ITEM(item, 0);
+        if (fixed >= 0) {
+            part[i] = fixed;
+        } else if (PyBytes_Check(key)) {
+            part[i] = (Py_ssize_t)((murmur2((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) &
+                                    0x7fffffffu) % (uint32_t)partitions);
+        } else {
+            PyErr_Format(PyExc_ValueError, "message %zd has no key and no partition", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *route_lists(PyObject *messages, const Py_ssize_t *part, const Py_ssize_t *last, const Py_ssize_t *count,
+                             Py_ssize_t ntails) {
+    Py_ssize_t n = PyList_GET_SIZE(messages), at_plain = 0, at_tail = 0;
+    PyObject *plain = PyList_New(n - ntails), *tails = PyList_New(ntails);
+    for (Py_ssize_t i = 0; plain && tails && i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(messages, i);
+        PyObject *key = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
+        int tail = last[part[i]] == i;
+        PyObject *out = tail ? Py_BuildValue("(OOnn)", value, key, part[i], count[part[i]])
+                             : Py_BuildValue("(OOn)", value, key, part[i]);
+        if (out == NULL) {
+            Py_CLEAR(plain);
+            break;
+        }
+        if (tail)
+            PyList_SET_ITEM(tails, at_tail++, out);
+        else
+            PyList_SET_ITEM(plain, at_plain++, out);
+    }
+    PyObject *result = plain && tails ? PyTuple_Pack(2, plain, tails) : NULL;
+    Py_XDECREF(plain);
+    Py_XDECREF(tails);
+    return result;
+}
+
+PyDoc_STRVAR(route_doc,
+             "route(messages, partitions, fixed)\n--\n\n"
+             "Where (key, value) messages go: (plain, tails). Every message's partition is `fixed`, or,\n"
+             "if that is -1, its key's murmur2 modulo `partitions` (as Kafka's Java clients pick it).\n"
+             "tails: (value, key, partition, count) for the last message of each partition, count being\n"
+             "how many of the messages went there; plain: (value, key, partition) for the others, in order.");
+
+static PyObject *route(PyObject *self, PyObject *args) {
+    PyObject *messages, *result = NULL;
+    Py_ssize_t partitions, fixed;
+    if (!PyArg_ParseTuple(args, "O!nn", &PyList_Type, &messages, &partitions, &fixed))
+        return NULL;
+    if (partitions < 1 || partitions > INT32_MAX || fixed < -1 || fixed >= partitions) {
+        PyErr_Format(PyExc_ValueError, "partition %zd of %zd partitions", fixed, partitions);
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages), ntails = 0;
+    Py_ssize_t *part = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *last = PyMem_Malloc((size_t)partitions * sizeof(Py_ssize_t));
+    Py_ssize_t *count = PyMem_Calloc((size_t)partitions, sizeof(Py_ssize_t));
+    if (!part || !last || !count) {
+        PyErr_NoMemory();
+    } else if (route_partitions(messages, partitions, fixed, part) == 0) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            ntails += count[part[i]]++ == 0;
+            last[part[i]] = i;
+        }
+        result = route_lists(messages, part, last, count, ntails);
+    }
+    PyMem_Free(part);
+    PyMem_Free(last);
+    PyMem_Free(count);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"transcode", transcode, METH_VARARGS, transcode_doc},
     {"count_rows", count_rows, METH_VARARGS, count_rows_doc},
+    {"route", route, METH_VARARGS, route_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -28,6 +29,7 @@ import redis
 from connector.errors import SluiceError, SourceError
 from connector.lease import FencedError
 from connector.position import Position
+from connector.sink.kafka import Delivered
 
 log = logging.getLogger("sluice.checkpoint")
 
@@ -48,34 +50,45 @@ class _Transaction:
     pending: int = 0
     failed: str | None = None
     position: Position | None = None
-    delivered: Callable[[str | None], None] | None = None  # the callback of all its messages
+    delivered: Delivered | None = None  # the callback of all its messages
 
 
 class InFlight:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._queue: deque[_Transaction] = deque()
         self._open = _Transaction()
         self.outstanding = 0  # messages handed to Kafka and not yet acknowledged
         self.errors: list[str] = []
+        self.clock = clock
+        self.heard_at = clock()  # the last acknowledgement, or when messages began to wait
 
-    def track(self, count: int = 1) -> Callable[[str | None], None]:
-        """The delivery callback of `count` more messages of the open transaction (called once for each)."""
+    def track(self, count: int = 1) -> Delivered:
+        """The delivery callback of `count` more messages of the open transaction.
+
+        Called as `(error, n)` for n of them at a time, until the n add up to `count`."""
         txn = self._open
+        if not self.outstanding:
+            self.heard_at = self.clock()
         txn.pending += count
         self.outstanding += count
         if txn.delivered is None:
             txn.delivered = self._callback(txn)
         return txn.delivered
 
-    def _callback(self, txn: _Transaction) -> Callable[[str | None], None]:
-        def delivered(error: str | None) -> None:
-            txn.pending -= 1
-            self.outstanding -= 1
+    def _callback(self, txn: _Transaction) -> Delivered:
+        def delivered(error: str | None, count: int = 1) -> None:
+            txn.pending -= count
+            self.outstanding -= count
+            self.heard_at = self.clock()
             if error is not None:
                 txn.failed = txn.failed or error
                 self.errors.append(error)
 
         return delivered
+
+    def silent_s(self) -> float:
+        """How long messages have waited without any acknowledgement (0 with none waiting)."""
+        return self.clock() - self.heard_at if self.outstanding else 0.0
 
     def close(self, position: Position) -> None:
         """The open transaction ends at `position` (a commit, or a heartbeat between transactions)."""

@@ -66,7 +66,7 @@ class KafkaSection:
     linger_ms: int = 20
     compression: str = "lz4"
     max_in_flight_messages: int = 100_000  # beyond this the reader pauses until Kafka acknowledges
-    delivery_timeout_s: float = 300.0  # give up on a message after this long (the connector stops)
+    delivery_timeout_s: float = 300.0  # Kafka acknowledging nothing this long while messages wait: the connector stops
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,11 @@ class Transcoder(Protocol):
     def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:
         """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowcodec.walk_layout)."""
 
+    def route(
+        self, messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, /
+    ) -> tuple[list[tuple[bytes, bytes | None, int]], list[tuple[bytes, bytes | None, int, int]]]:
+        """Each message's partition, the last of each partition apart (connector/sink/partitioning.route_python)."""
+
 
 def _load() -> Transcoder | None:
     try:

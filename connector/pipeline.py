@@ -7,7 +7,10 @@ in-flight FIFO; the newest fully acknowledged position is committed after every 
 
 Back-pressure: with `max_in_flight` messages unacknowledged (Kafka slow or down) the
 reader stops pulling events until acknowledgements make room; memory stays bounded by
-that number. Checkpoint stores both down: the reader waits, retrying the commit.
+that number. Kafka acknowledging nothing for `delivery_timeout_s` while messages wait:
+`DeliveryError`, the checkpoint before them (the producer itself never times a message
+out: see connector/sink/kafka.py). Checkpoint stores both down: the reader waits,
+retrying the commit.
 """
 
 from __future__ import annotations
@@ -57,13 +60,16 @@ class Pipeline:
         max_in_flight: int = 100_000,
         stop: threading.Event | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        delivery_timeout_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
         self.router = router
         self.checkpointer = checkpointer
         self.max_in_flight = max_in_flight
-        self.inflight = InFlight()
+        self.delivery_timeout_s = delivery_timeout_s
+        self.inflight = InFlight(clock)
         self.stop = stop or threading.Event()
         self.sleep = sleep
         self.counters = Counters()
@@ -178,8 +184,12 @@ class Pipeline:
             if self.metrics is not None:
                 self.metrics.delivery_errors.inc(len(self.inflight.errors))
             raise DeliveryError(
-                f"Kafka gave up on {len(self.inflight.errors)} message(s): {self.inflight.errors[0]}; "
-                f"the checkpoint stays at {self.last_committed}"
+                f"Kafka gave up on message(s): {self.inflight.errors[0]}; the checkpoint stays at {self.last_committed}"
+            )
+        if self.inflight.silent_s() > self.delivery_timeout_s:
+            raise DeliveryError(
+                f"Kafka acknowledged nothing for {self.delivery_timeout_s:g} s with {self.inflight.outstanding} "
+                f"message(s) waiting; the checkpoint stays at {self.last_committed}"
             )
 
     def _commit(self) -> None:

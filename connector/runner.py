@@ -103,11 +103,7 @@ def _lead_when_possible(
 
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
-    return KafkaSink(
-        KafkaSettings(
-            k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression, k.delivery_timeout_s
-        )
-    )
+    return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression))
 
 
 def _server_position(config: Config) -> Position | None:
@@ -196,7 +192,7 @@ class Connector:
         self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
-            self.stop,
+            self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
         self.pipeline.metrics = self.metrics

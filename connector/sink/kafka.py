@@ -1,9 +1,17 @@
 """Where messages go: Apache Kafka, or its in-memory twin for fast tests.
 
-Both implement `Sink`: `produce` hands a message on with a callback that runs, from
-`poll`/`flush`, once the broker acknowledged it (or gave up). The Kafka producer is
-idempotent with `acks=all`, so retries neither reorder nor duplicate within a partition;
-keys are partitioned with murmur2 like Java clients.
+Both implement `Sink`: `produce_many` hands messages on with a callback that runs, from
+`poll`/`flush`, once the broker acknowledged them (or gave up), with how many it covers.
+
+Every message's partition is decided here (`partitioning.route`: murmur2 of the key, as Java
+clients pick it, or the partition asked for), and only the last message of each partition in
+a batch carries a delivery callback. That is sound because of how the producer is set up:
+idempotent with `acks=all` (retries neither reorder nor duplicate within a partition), the
+gapless guarantee on (a message that fails for good is a fatal error that fails every
+message after it, never a hole in the series), and no message timeout (librdkafka's own
+docs: timed-out messages are the one gap the guarantee allows). So a partition's last
+message acknowledged means every message before it in that partition was written. Kafka
+down for good is the pipeline's to notice (`Pipeline(delivery_timeout_s=...)`).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -19,15 +28,19 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import SluiceError
-from connector.sink.partitioning import partition_for
+from connector.sink.partitioning import route
 
 log = logging.getLogger("sluice.kafka")
 
-Delivered = Callable[[str | None], None]  # None: acknowledged; else the error
+
+class Delivered(Protocol):
+    def __call__(self, error: str | None, count: int = 1, /) -> None:
+        """`count` messages settled: acknowledged (error None), or at least one of them failed."""
 
 
 class SinkError(SluiceError):
-    """Kafka refused a request that retrying will not fix (a topic that cannot be created)."""
+    """Kafka refused a request that retrying will not fix (a topic that cannot be created, a
+    message the broker will not take)."""
 
 
 class Sink(Protocol):
@@ -36,7 +49,9 @@ class Sink(Protocol):
     def produce_many(
         self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
     ) -> None:
-        """(key, value) pairs in order; `done` is called once for each."""
+        """(key, value) pairs in order; `done`'s counts add up to len(messages) once all are settled.
+
+        partition None: each key's murmur2 partition (a message without a key needs one)."""
 
     def poll(self, timeout: float) -> int: ...
 
@@ -54,7 +69,6 @@ class KafkaSettings:
     replication_factor: int = 1
     linger_ms: int = 20
     compression: str = "lz4"
-    delivery_timeout_s: float = 300.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -69,7 +83,8 @@ class KafkaSink:
                 "partitioner": "murmur2_random",  # the partition a Java client picks for the key
                 "linger.ms": settings.linger_ms,
                 "compression.type": settings.compression,
-                "message.timeout.ms": int(settings.delivery_timeout_s * 1000),
+                "enable.gapless.guarantee": True,  # a lost message fails all after it: see the module's docstring
+                "message.timeout.ms": 0,  # never: a timed-out message is a gap the guarantee allows
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
                 **settings.extra,
@@ -84,26 +99,44 @@ class KafkaSink:
     def produce_many(
         self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
     ) -> None:
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            done(None if err is None else f"{topic}: {err.str()}")
-
-        # One delivery callback for the lot: a closure per message costs as much as the produce.
-        # Partition -1: the partitioner picks (murmur2 of the key).
-        produce, partition_ = self.producer.produce, -1 if partition is None else partition
-        for key, value in messages:
-            while True:
+        plain, tails = route(messages, self.partitions(topic), -1 if partition is None else partition)
+        produce = self.producer.produce
+        try:
+            for value, key, p in plain:  # no callback: the tail of their partition answers for them
                 try:
-                    produce(topic, value, key, partition_, on_delivery=delivered)
-                    break
-                except BufferError:  # the local queue is full: serve callbacks until there is room
-                    self.producer.poll(0.1)
+                    produce(topic, value, key, p)
+                except BufferError:
+                    self._produce_when_room(topic, value, key, p, None)
+            for value, key, p, count in tails:  # after the others: each partition keeps its order
+                self._produce_when_room(topic, value, key, p, partial(_delivered, topic, done, count))
+        except KafkaException as exc:
+            raise _stopped(exc) from exc
+
+    def _produce_when_room(
+        self, topic: str, value: bytes, key: bytes | None, partition: int, callback: Callable[..., None] | None
+    ) -> None:
+        while True:
+            try:
+                if callback is None:
+                    self.producer.produce(topic, value, key, partition)
+                else:
+                    self.producer.produce(topic, value, key, partition, on_delivery=callback)
+                return
+            except BufferError:  # the local queue is full: serve callbacks until there is room
+                self.producer.poll(0.1)
 
     def poll(self, timeout: float) -> int:
-        served: int = self.producer.poll(timeout)
+        try:
+            served: int = self.producer.poll(timeout)
+        except (KafkaException, SystemError) as exc:
+            raise _stopped(exc) from exc
         return served
 
     def flush(self, timeout: float) -> int:
-        remaining: int = self.producer.flush(timeout)
+        try:
+            remaining: int = self.producer.flush(timeout)
+        except (KafkaException, SystemError) as exc:
+            raise _stopped(exc) from exc
         return remaining
 
     def partitions(self, topic: str) -> int:
@@ -147,6 +180,21 @@ class KafkaSink:
                 raise SinkError(f"cannot create topic {topic}: {error.str()}") from exc
 
 
+def _stopped(exc: KafkaException | SystemError) -> Exception:
+    """The producer's fatal error (a message failed for good, and the gapless guarantee stopped it).
+
+    confluent-kafka raises it from inside poll(); delivery callbacks it serves after that in the
+    same call fail with a SystemError whose cause is the fatal error. Anything else: as it was."""
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
+            return SinkError(f"the Kafka producer stopped: {cause.args[0].str()}; nothing after it was acknowledged")
+    return exc
+
+
+def _delivered(topic: str, done: Delivered, count: int, err: KafkaError | None, msg: Message) -> None:
+    done(None if err is None else f"{topic}: {err.str()}", count)
+
+
 @dataclass(slots=True)
 class StoredMessage:
     topic: str
@@ -157,43 +205,55 @@ class StoredMessage:
 
 
 class MemorySink:
-    """The in-memory twin: partitions are lists; acknowledgements come on poll, in order.
+    """The in-memory twin: partitions are lists; acknowledgements come on poll, one per partition
+    of a batch, as from KafkaSink.
 
-    `fail_next(n, error)` makes the next n produced messages fail, as a broker that gave up would.
+    `fail_next(n, error)` makes the next n produced messages fail, as a broker that gave up
+    would: they are not stored, and their partition's acknowledgement carries the error.
     """
 
     def __init__(self, partitions: int = 3) -> None:
         self.default_partitions = partitions
         self.topics: dict[str, list[list[StoredMessage]]] = {}
-        self._pending: list[tuple[StoredMessage, Delivered, str | None]] = []
+        self._pending: list[tuple[StoredMessage, str | None]] = []
+        self._acks: list[tuple[Delivered, int, str | None]] = []
         self._failures: list[str] = []
 
     def fail_next(self, count: int, error: str = "broker unavailable") -> None:
         self._failures += [error] * count
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
-        partitions = self.topics.setdefault(topic, [[] for _ in range(self.default_partitions)])
-        if partition is None:
-            partition = partition_for(key, len(partitions)) if key is not None else 0
-        error = self._failures.pop(0) if self._failures else None
-        message = StoredMessage(topic, partition, -1, key, value)
-        self._pending.append((message, done, error))
+        self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
         self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
     ) -> None:
-        for key, value in messages:
-            self.produce(topic, key, value, partition, done)
+        self.ensure_topic(topic)
+        plain, tails = route(messages, len(self.topics[topic]), -1 if partition is None else partition)
+        failed: dict[int, str] = {}
+        for value, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
+            error = self._failures.pop(0) if self._failures else None
+            if error is not None:
+                failed.setdefault(p, error)
+            self._pending.append((StoredMessage(topic, p, -1, key, value), error))
+        self._acks += [(done, count, failed.get(p)) for _, _, p, count in tails]
+
+    @property
+    def waiting(self) -> int:
+        """Messages produced and not yet acknowledged."""
+        return len(self._pending)
 
     def poll(self, timeout: float) -> int:
         served, self._pending = self._pending, []
-        for message, done, error in served:
+        acks, self._acks = self._acks, []
+        for message, error in served:
             if error is None:
                 log_ = self.topics[message.topic][message.partition]
                 message.offset = len(log_)
                 log_.append(message)
-            done(error)
-        return len(served)
+        for done, count, error in acks:
+            done(error, count)
+        return len(acks)
 
     def flush(self, timeout: float) -> int:
         self.poll(0)

@@ -4,6 +4,10 @@ Keys are hashed with Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmu
 seed 0x9747b28c), made positive, modulo the partition count: the partition a Java
 producer's default partitioner picks for the same key bytes. Rows of a table without a
 primary key have no key; they all go to the partition its name hashes to, so their order holds.
+
+`route` decides every message's partition before it reaches the producer (all of them explicit,
+none left to librdkafka's partitioner) and marks the last message of each partition in a
+batch: with the idempotent, gapless producer its acknowledgement covers the ones before it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from connector.native import transcoder
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -43,6 +49,42 @@ def murmur2(data: bytes) -> int:
 
 def partition_for(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+Plain = tuple[bytes, bytes | None, int]  # (value, key, partition)
+Tail = tuple[bytes, bytes | None, int, int]  # (value, key, partition, messages of the batch it closes)
+
+
+def route_python(
+    messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int
+) -> tuple[list[Plain], list[Tail]]:
+    """(plain, tails) of (key, value) messages: the reference of the compiled `route`.
+
+    Each message goes to `fixed`, or (-1) to its key's partition. tails: the last message of
+    each partition, with how many of the batch went there; plain: the others, in order."""
+    if partitions < 1 or not -1 <= fixed < partitions:
+        raise ValueError(f"partition {fixed} of {partitions} partitions")
+    parts = [fixed if fixed >= 0 else _key_partition(i, key, partitions) for i, (key, _) in enumerate(messages)]
+    last = {p: i for i, p in enumerate(parts)}
+    counts = {p: parts.count(p) for p in last}
+    plain: list[Plain] = []
+    tails: list[Tail] = []
+    for i, (key, value) in enumerate(messages):
+        p = parts[i]
+        if last[p] == i:
+            tails.append((value, key, p, counts[p]))
+        else:
+            plain.append((value, key, p))
+    return plain, tails
+
+
+def _key_partition(index: int, key: bytes | None, partitions: int) -> int:
+    if key is None:
+        raise ValueError(f"message {index} has no key and no partition")
+    return partition_for(key, partitions)
+
+
+route = transcoder.route if transcoder is not None else route_python
 
 
 @lru_cache(maxsize=65536)
