@@ -48,9 +48,7 @@ typedef struct {
     Py_ssize_t len, cap;
 } buf_t;
 
-static int buf_reserve(buf_t *b, Py_ssize_t more) {
-    if (b->len + more <= b->cap)
-        return 0;
+static int __attribute__((noinline)) buf_grow(buf_t *b, Py_ssize_t more) {
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + more)
         cap *= 2;
@@ -64,7 +62,11 @@ static int buf_reserve(buf_t *b, Py_ssize_t more) {
     return 0;
 }
 
-static int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
+static inline int buf_reserve(buf_t *b, Py_ssize_t more) {
+    return b->len + more <= b->cap ? 0 : buf_grow(b, more);
+}
+
+static inline int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
     if (buf_reserve(b, n) < 0)
         return -1;
     memcpy(b->data + b->len, src, (size_t)n);
@@ -72,7 +74,7 @@ static int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
     return 0;
 }
 
-static int buf_long(buf_t *b, int64_t v) {
+static inline int buf_long(buf_t *b, int64_t v) {
     if (buf_reserve(b, 10) < 0)
         return -1;
     uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
@@ -91,11 +93,8 @@ static int buf_long(buf_t *b, int64_t v) {
  * connector/avro/binary.py writes it (so -128 takes two bytes). */
 static int buf_decimal(buf_t *b, __int128 v) {
     unsigned __int128 magnitude = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
-    int bits = 0;
-    while (magnitude) {
-        bits++;
-        magnitude >>= 1;
-    }
+    uint64_t high = (uint64_t)(magnitude >> 64), low = (uint64_t)magnitude;
+    int bits = high ? 128 - __builtin_clzll(high) : low ? 64 - __builtin_clzll(low) : 0;
     int n = (bits + 8) / 8;
     if (buf_long(b, n) < 0 || buf_reserve(b, n) < 0)
         return -1;
@@ -111,14 +110,14 @@ static int buf_decimal(buf_t *b, __int128 v) {
 
 /* -- reading ------------------------------------------------------------------------- */
 
-static uint64_t le(const unsigned char *p, int n) {
+static inline uint64_t le(const unsigned char *p, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
 }
 
-static uint64_t be(const unsigned char *p, int n) {
+static inline uint64_t be(const unsigned char *p, int n) {
     uint64_t v = 0;
     for (int i = 0; i < n; i++)
         v = v << 8 | p[i];
@@ -479,6 +478,13 @@ static PyObject *key_object(args_t *a, const key_t_ *keys, Py_ssize_t nkeys, con
     return k;
 }
 
+/* run()'s buffers, kept between calls up to KEPT_MAX bytes each (a statement's text can make
+ * one event's first row hundreds of KB). The GIL serialises calls; kept_in_use guards the
+ * one way back in: a finalizer run by an allocation inside run() that transcodes again. */
+#define KEPT_MAX (1 << 20)
+static buf_t kept[5];
+static int kept_in_use;
+
 static PyObject *run(args_t *a, int kind, long long base) {
     const column_t *cols = (const column_t *)a->program.buf;
     Py_ssize_t ncols = a->program.len / (Py_ssize_t)sizeof(column_t);
@@ -492,6 +498,11 @@ static PyObject *run(args_t *a, int kind, long long base) {
             return NULL;
         }
     buf_t first = {0}, second = {0}, scratch = {0}, kb = {0}, kb2 = {0};
+    int took = !kept_in_use;
+    if (took) { /* the buffers of the last call: no malloc, no fresh pages, per event */
+        kept_in_use = 1;
+        first = kept[0], second = kept[1], scratch = kept[2], kb = kept[3], kb2 = kept[4];
+    }
     span_t *spans = PyMem_Calloc((size_t)(ncols ? ncols : 1) * 2, sizeof(span_t));
     PyObject *out = PyList_New(0), *result = NULL;
     int r = DONE;
@@ -531,11 +542,19 @@ finish:
     }
     Py_XDECREF(out);
     PyMem_Free(spans);
-    PyMem_Free(first.data);
-    PyMem_Free(second.data);
-    PyMem_Free(scratch.data);
-    PyMem_Free(kb.data);
-    PyMem_Free(kb2.data);
+    buf_t *mine[] = {&first, &second, &scratch, &kb, &kb2};
+    for (int i = 0; i < 5; i++) {
+        if (took && mine[i]->cap <= KEPT_MAX) {
+            mine[i]->len = 0;
+            kept[i] = *mine[i];
+        } else {
+            PyMem_Free(mine[i]->data);
+            if (took)
+                kept[i] = (buf_t){0};
+        }
+    }
+    if (took)
+        kept_in_use = 0;
     return result;
 }
 

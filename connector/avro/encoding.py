@@ -201,14 +201,15 @@ class _RowsPlan:
         self.native = None if numbers is None else program(numbers, codec.table.columns, row, version.key, columns)
         # The envelope before `data`, in three runs (a record's bytes are its fields' in order):
         # `id`; the fields a table and operation repeat on every event (encoded once each);
-        # and es, ts, sql, gtid.
-        self.head_id = compile_schema({"type": "record", "name": "HeadId", "fields": fields[:1]})
+        # and es, ts, sql, gtid (the same for the events of a statement within a millisecond).
+        self.head_id = _long_field(fields[0])
         self.head_table = compile_schema({"type": "record", "name": "HeadTable", "fields": fields[1:6]})
         self.head_event = compile_schema({"type": "record", "name": "HeadEvent", "fields": fields[6:10]})
         self.tables: dict[tuple[Any, ...], bytes] = {}
+        self.events: dict[tuple[Any, ...], bytes] = {}
         source = fields[12]["type"]
         self.source_file = compile_schema({"type": "record", "name": "SourceFile", "fields": source["fields"][:2]})
-        self.source_pos = compile_schema({"type": "record", "name": "SourcePos", "fields": source["fields"][2:3]})
+        self.source_pos = _long_field(source["fields"][2])
         self.files: dict[tuple[Any, ...], bytes] = {}
         self.data_open = _branch(fields[10]["type"], False) + varint(1)
         self.old_open = _branch(fields[11]["type"], False) + varint(1)
@@ -385,7 +386,28 @@ def _encode_rows(
 def _envelope(plan: _RowsPlan, batch: RowBatch) -> tuple[bytes, bytes, bytes]:
     """The encoded envelope before the first row's data, before the other rows' (the statement
     rides on the first row only), and the `source` fields before `row`."""
+    start, first, rest, tail = _envelope_parts(plan, batch)
+    return start + first, start + rest, tail
+
+
+def _envelope_parts(plan: _RowsPlan, batch: RowBatch) -> tuple[bytes, bytes, bytes, bytes]:
+    """`_envelope` before joining: id and the table's fields, the first row's es..gtid, the other
+    rows', and the tail. (A statement's text can be hundreds of KB: copied once, not per join.)"""
     head, source = batch.head, batch.source
+    start = plan.head_id(_id(source["file"], source["pos"])) + _head_table(plan, head)
+    first = rest = _head_event(plan, head["es"], head["ts"], head["sql"], head["gtid"])
+    if head["sql"] and len(batch.rows.rows) > 1:
+        rest = _head_event(plan, head["es"], head["ts"], "", head["gtid"])
+    where = (source["server_id"], source["file"])
+    file = plan.files.get(where)
+    if file is None:
+        if len(plan.files) > 64:
+            plan.files.clear()
+        file = plan.files[where] = plan.source_file(source)
+    return start, first, rest, file + plan.source_pos(source["pos"])
+
+
+def _head_table(plan: _RowsPlan, head: FlatMessage) -> bytes:
     pk = head["pkNames"]
     key = (head["database"], head["table"], head["type"], head["isDdl"], tuple(pk) if pk is not None else None)
     table = plan.tables.get(key)
@@ -393,29 +415,37 @@ def _envelope(plan: _RowsPlan, batch: RowBatch) -> tuple[bytes, bytes, bytes]:
         if len(plan.tables) > 64:
             plan.tables.clear()
         table = plan.tables[key] = plan.head_table({name: head[name] for name in _ENVELOPE[1:6]})
-    start = plan.head_id({"id": _id(source["file"], source["pos"])}) + table
-    event = {name: head[name] for name in _ENVELOPE[6:10]}
-    first = rest = start + plan.head_event(event)
-    if head["sql"] and len(batch.rows.rows) > 1:
-        event["sql"] = ""
-        rest = start + plan.head_event(event)
-    where = (source["server_id"], source["file"])
-    file = plan.files.get(where)
-    if file is None:
-        if len(plan.files) > 64:
-            plan.files.clear()
-        file = plan.files[where] = plan.source_file(source)
-    return first, rest, file + plan.source_pos(source)
+    return table
+
+
+def _head_event(plan: _RowsPlan, es: int, ts: int, sql: str, gtid: str | None) -> bytes:
+    if sql:  # a statement's text rides on one event: not worth keeping (and it can be large)
+        return plan.head_event({"es": es, "ts": ts, "sql": sql, "gtid": gtid})
+    key = (es, ts, gtid)
+    found = plan.events.get(key)
+    if found is None:
+        if len(plan.events) > 256:
+            plan.events.clear()
+        found = plan.events[key] = plan.head_event({"es": es, "ts": ts, "sql": "", "gtid": gtid})
+    return found
+
+
+def _long_field(field: dict[str, Any]) -> Callable[[int], bytes]:
+    """The encoder of one integer field of a record: a varint when it is a plain long."""
+    if field["type"] == "long":
+        return varint
+    record = compile_schema({"type": "record", "name": "OneField", "fields": [field]})
+    return lambda value: record({field["name"]: value})
 
 
 def _transcode(plan: _RowsPlan, batch: RowBatch, value_prefix: bytes, key_prefix: bytes) -> list[Encoded] | None:
     """`_encode_rows` in C, from the images' bytes (connector/avro/transcode.py); None: declined."""
     assert plan.native is not None and transcoder is not None
-    first, rest, tail = _envelope(plan, batch)
-    rows = batch.rows
+    start, first, rest, tail = _envelope_parts(plan, batch)
+    rows, opening = batch.rows, b"".join((value_prefix, start, first, plan.data_open))
     return transcoder.transcode(
-        rows.raw, plan.native.columns, KINDS[rows.kind], plan.native.keys, key_prefix,
-        value_prefix + first + plan.data_open, value_prefix + rest + plan.data_open,
+        rows.raw, plan.native.columns, KINDS[rows.kind], plan.native.keys, key_prefix, opening,
+        opening if rest is first else b"".join((value_prefix, start, rest, plan.data_open)),
         plan.old_null, plan.old_open, tail, batch.base,
     )  # fmt: skip
 
