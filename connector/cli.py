@@ -134,11 +134,16 @@ def run_connector(config_path: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     if config.ha.enabled:
-        run_with_lease(config, stop, lambda connector: None)
+        run_with_lease(config, stop, _sole_job)
         return
     connector = Connector(config)
     connector.stop = stop
+    _sole_job(connector)
     connector.run()
+
+
+def _sole_job(connector: Connector) -> None:
+    connector.sole_job = True  # this process is the connector's: runner.tune_gc()
 
 
 class JsonLogFormatter(logging.Formatter):

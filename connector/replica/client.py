@@ -16,7 +16,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import pymysql
 
@@ -40,6 +40,8 @@ _LOST = {2003, 2006, 2013, 2014, 2055}
 MARIA_SLAVE_CAPABILITY_MINE = 4
 # How this process registers (SHOW SLAVE HOSTS shows it): one name per process, so a
 # reconnect recognises its own earlier registration and any other holder is a conflict.
+_STREAM_BUFFER = 1 << 18
+
 REPORT_HOST = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:60]
 
 
@@ -171,6 +173,7 @@ class BinlogDump:
         self.conn: pymysql.connections.Connection | None = None
         self.info: ServerInfo | None = None
         self._reader: PacketReader | None = None
+        self._stream: BinaryIO | None = None  # the dump's bytes, read in large chunks
 
     def open(self) -> ServerInfo:
         conn = self.conn = open_connection(self.settings)
@@ -181,6 +184,7 @@ class BinlogDump:
             self._command(packets.register_slave(self.settings.server_id, self.report_host, port=0))
             self._expect_ok("COM_REGISTER_SLAVE")
             self._command(self._dump_command(info))
+            self._stream_from_here()
         except pymysql.err.OperationalError as exc:
             self.close()
             raise SourceUnavailableError(f"{self._where()}: {exc}") from exc
@@ -242,6 +246,22 @@ class BinlogDump:
     def _read_bytes(self, n: int) -> bytes:
         assert self.conn is not None
         data: bytes = self.conn._read_bytes(n)  # type: ignore[attr-defined]
+        return data
+
+    def _stream_from_here(self) -> None:
+        """Read the dump through a buffer of _STREAM_BUFFER bytes, not pymysql's 8 KiB one: a
+        recv per event (rows events are 8 KiB) cost more than decoding some of them. pymysql's
+        buffer is empty here: the server sent nothing after the last reply it read."""
+        assert self.conn is not None and self._reader is not None
+        self._stream = self.conn._sock.makefile("rb", buffering=_STREAM_BUFFER)  # type: ignore[attr-defined]
+        self._reader = PacketReader(self._read_stream)
+        self._reader.reset(0)
+
+    def _read_stream(self, n: int) -> bytes:
+        assert self._stream is not None
+        data = self._stream.read(n)  # OSError (a timeout too) goes to events()
+        if len(data) < n:
+            raise SourceUnavailableError(f"{self._where()}: the server closed the connection mid-packet")
         return data
 
     def _expect_ok(self, what: str) -> None:
@@ -310,6 +330,10 @@ class BinlogDump:
         )
 
     def close(self) -> None:
+        if self._stream is not None:
+            with contextlib.suppress(OSError):
+                self._stream.close()  # its reference keeps the socket open otherwise
+            self._stream = None
         if self.conn is not None:
             with contextlib.suppress(pymysql.err.Error, OSError):  # already gone: closing is best effort
                 self.conn.close()
