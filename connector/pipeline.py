@@ -5,6 +5,11 @@ rows of tables without one have no key and go to the partition the table's name 
 to. DDL goes to `{prefix}.{database}._ddl`. Each transaction's end is closed in the
 in-flight FIFO; the newest fully acknowledged position is committed after every item.
 
+A statement's rows events are handed to Kafka together, once it ends (STMT_END_F) or
+`group_limit` messages gathered, whichever comes first: one partition lookup and one
+acknowledgement per partition for the lot, not per 8 KiB event. Anything else that
+produces, and every transaction end, hands the gathered rows on first, so order holds.
+
 Back-pressure: with `max_in_flight` messages unacknowledged (Kafka slow or down) the
 reader stops pulling events until acknowledgements make room; memory stays bounded by
 that number. Kafka acknowledging nothing for `delivery_timeout_s` while messages wait:
@@ -21,7 +26,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from connector.avro.encoding import MessageEncoder
+from connector.avro.encoding import Encoded, MessageEncoder
+from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
 from connector.flat import FlatMessage
 from connector.metrics import Metrics
@@ -45,6 +51,16 @@ class Counters:
     paused_s: float = 0.0
 
 
+@dataclass
+class _Group:
+    topic: str
+    database: str
+    table: str
+    kind: str
+    keyless: bool
+    encoded: list[Encoded]
+
+
 def _changes_key(message: FlatMessage, table: Table) -> bool:
     old = message["old"][0] if message["old"] else {}
     return any(k in old for k in table.primary_key)
@@ -62,6 +78,7 @@ class Pipeline:
         sleep: Callable[[float], None] = time.sleep,
         delivery_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        group_limit: int = 4096,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
@@ -76,6 +93,8 @@ class Pipeline:
         self.last_committed: Position | None = None
         self.metrics: Metrics | None = None
         self.snapshot: Snapshotter | None = None
+        self.group_limit = group_limit
+        self._group: _Group | None = None  # the open statement's rows, not yet handed to Kafka
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -102,8 +121,10 @@ class Pipeline:
             if not self._send_rows(item):
                 for message in item.messages:
                     self._send(message, item.table)
-            self.breathe()
+            if self._group is None:  # a statement still gathering breathes when it is handed on
+                self.breathe()
             return
+        self._hand_on()
         position = item.position
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
@@ -120,6 +141,7 @@ class Pipeline:
         self._send(message, table)
 
     def close_position(self, position: Position) -> None:
+        self._hand_on()
         self.inflight.close(position)
 
     def breathe(self) -> None:
@@ -129,6 +151,7 @@ class Pipeline:
         self._backpressure()
 
     def _send(self, message: FlatMessage, table: Table | None) -> None:
+        self._hand_on()
         database, name = message["database"], message["table"]
         if message["isDdl"]:
             topic = self.router.ddl_topic(database)
@@ -150,7 +173,8 @@ class Pipeline:
         self._produce_rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
 
     def _send_rows(self, item: Changes) -> bool:
-        """A rows event's changes from their decoded images; False where the encoder wants them one by one."""
+        """A rows event's changes from their decoded images, gathered with the rest of its statement;
+        False where the encoder wants them one by one."""
         batch, table = item.batch, item.table
         if batch is None or table is None:
             return False
@@ -158,9 +182,22 @@ class Pipeline:
         topic = self._row_topic(database, name)
         encoded = self.encoder.rows(batch, table, topic)
         if encoded is None:
+            self._hand_on()
             return False
-        self._produce_rows(topic, database, name, batch.head["type"], encoded)
+        group, kind = self._group, batch.head["type"]
+        if group is None or group.topic != topic or group.kind != kind or group.keyless != (encoded[0][0] is None):
+            self._hand_on()
+            group = self._group = _Group(topic, database, name, kind, encoded[0][0] is None, [])
+        group.encoded += encoded
+        if batch.rows.flags & STMT_END_F or len(group.encoded) >= self.group_limit:
+            self._hand_on()
         return True
+
+    def _hand_on(self) -> None:
+        """The gathered rows of the open statement to Kafka."""
+        group, self._group = self._group, None
+        if group is not None:
+            self._produce_rows(group.topic, group.database, group.table, group.kind, group.encoded)
 
     def _row_topic(self, database: str, name: str) -> str:
         topic = self.router.topic(database, name)
@@ -238,6 +275,7 @@ class Pipeline:
 
     def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for Kafka to acknowledge what is in flight, then commit what it did."""
+        self._hand_on()
         deadline = time.monotonic() + timeout_s
         while self.inflight.outstanding and time.monotonic() < deadline:
             self.sink.poll(0.1)

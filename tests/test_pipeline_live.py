@@ -20,8 +20,9 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import AvroSection, CheckpointSection, Config, KafkaSection
 from connector.position import binlog_sort_key
-from connector.runner import Connector, checkpoint_stores
+from connector.runner import Connector, checkpoint_stores, kafka_sink
 from connector.schema.capture import master_position
+from connector.sink.kafka import Delivered, KafkaSink
 from tests.live import PORT, ROOT, connect, fresh_database, live_config, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
@@ -103,11 +104,13 @@ def config_for(name: str, db: str, tmp: Path) -> Config:
     )
 
 
-def assert_replay_equals_source(config: Config, db: str) -> Replay:
+def assert_replay_equals_source(
+    config: Config, db: str, tables: tuple[str, ...] = ("orders", "order_lines", "events")
+) -> Replay:
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
     replay = Replay(reader)
     replay.apply_all(consume(config.kafka.topic_prefix))
-    for table in ("orders", "order_lines", "events"):
+    for table in tables:
         sets = set_columns(reader, db, table)
         got = comparable(replay.tables.get((db, table), {}), sets)
         want = comparable(source_rows(db, table, reader), sets)
@@ -130,6 +133,45 @@ def test_end_to_end_replay_equals_the_source(tmp_path: Path) -> None:
     assert saved is not None and saved.sort_key() >= end.sort_key()
     index = SchemaDirectory(config.avro.schemas_dir).latest_schema(db, "orders")
     assert index["sluice.version"] == 2  # ADD COLUMN made a second version
+
+
+class CountingSink:
+    """The Kafka sink, noting each batch handed to it: (topic, messages)."""
+
+    def __init__(self, inner: KafkaSink) -> None:
+        self.inner = inner
+        self.batches: list[tuple[str, int]] = []
+
+    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
+        self.produce_many(topic, [(key, value)], partition, done)
+
+    def produce_many(
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+    ) -> None:
+        self.batches.append((topic, len(messages)))
+        self.inner.produce_many(topic, messages, partition, done)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_statement_of_many_rows_events_is_handed_to_kafka_whole(tmp_path: Path) -> None:
+    name, db = f"stmt{uuid.uuid4().hex[:6]}", "stmt"
+    fresh(db)
+    config = config_for(name, db, tmp_path)
+    Connector(config).run(blocking=False)
+    start = master_position(connect())
+    with connect(db).cursor() as cur:  # MariaDB's SEQUENCE engine gives the numbers
+        cur.execute("INSERT INTO events SELECT REPEAT('x', 90), seq FROM seq_1_to_3000")  # no primary key
+        cur.execute("INSERT INTO order_lines SELECT seq, 1, 'sku', 2 FROM seq_1_to_3000")
+        cur.execute(f"SHOW BINLOG EVENTS IN '{start.file}' FROM {start.pos}")
+        rows_events = sum(1 for event in cur.fetchall() if str(event[2]).startswith("Write_rows"))
+    assert rows_events > 20  # each statement took more than ten 8 KiB rows events
+    sink = CountingSink(kafka_sink(config))
+    Connector(config, sink=sink).run(blocking=False)
+    assert [n for topic, n in sink.batches if topic == f"{name}.{db}.events"] == [3000]
+    assert [n for topic, n in sink.batches if topic == f"{name}.{db}.order_lines"] == [3000]
+    assert_replay_equals_source(config, db, ("order_lines", "events"))
 
 
 def sluice_run(config_path: Path) -> subprocess.Popen[bytes]:
