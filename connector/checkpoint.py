@@ -9,6 +9,13 @@ error poisons its transaction: nothing at or after it is ever committed.
 to the checkpoint database every `flush_interval_s` and at shutdown. Redis down: the
 position goes to the database directly (with a warning). Both down: `commit` raises and
 the pipeline pauses until one of them takes the position again; none is dropped.
+
+Once started, `submit` hands positions to a writer thread instead of waiting for Redis's
+reply: the main loop no longer pays a round trip per transaction (at 1 ms of network that
+alone capped a connector at 1,000 transactions a second). The writer always writes the
+newest position handed to it, so positions arriving while it writes are folded into one.
+When both stores refuse, it stops and sets `failing`; the pipeline then writes
+synchronously, pausing as it did before, until one store takes the position.
 """
 
 from __future__ import annotations
@@ -312,6 +319,11 @@ class Checkpointer:
         self.fast_down = False
         self.fenced: FencedError | None = None
         self.on_saved: Callable[[str], None] = lambda store: None  # metrics: "redis" or "database"
+        self.failing: CheckpointUnavailableError | None = None  # the writer's last write failed
+        self._unsaved: Position | None = None  # the newest position submitted and not yet written
+        self._saving = threading.Lock()  # one write of the newest unsaved position at a time
+        self._wake = threading.Condition()
+        self._writer: threading.Thread | None = None
 
     def load(self) -> tuple[Position | None, str]:
         """The resume position and where it came from: Redis, else the database."""
@@ -346,6 +358,60 @@ class Checkpointer:
             self.on_saved("database")
             self.committed = self.flushed = position
 
+    def submit(self, position: Position) -> None:
+        """Hand on a committable position: to the writer thread once started, else written at once.
+
+        Raises what `commit` raises when it writes here (and FencedError, whenever it is known)."""
+        if self.fenced is not None:
+            raise self.fenced
+        with self._wake:
+            self._unsaved = position
+            if self._writing() and self.failing is None:
+                self._wake.notify()
+                return
+        self.save_unsaved()
+
+    def save_unsaved(self) -> None:
+        """Write the newest submitted position now (the writer's work, or the caller's while it fails)."""
+        with self._saving:
+            position = self._unsaved
+            if position is None:
+                return
+            self.commit(position)
+            with self._wake:
+                if self._unsaved is position:
+                    self._unsaved = None
+                self.failing = None
+                self._wake.notify_all()
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait until the writer has written what was submitted, or failed."""
+        with self._wake:
+            self._wake.wait_for(
+                lambda: self._unsaved is None or self.failing is not None or not self._writing(), timeout_s
+            )
+
+    def _writing(self) -> bool:
+        return self._writer is not None and self._writer.is_alive() and self.fenced is None
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._stop.is_set() or (self._unsaved is not None and self.failing is None))
+                if self._unsaved is None or self.failing is not None:
+                    return  # stopping, with nothing it may write
+            try:
+                self.save_unsaved()
+            except FencedError as exc:
+                with self._wake:
+                    self.fenced = exc  # the main loop raises it at its next submit
+                    self._wake.notify_all()
+                return
+            except CheckpointUnavailableError as exc:
+                with self._wake:
+                    self.failing = exc  # the main loop takes over, pausing until a store is back
+                    self._wake.notify_all()
+
     def flush(self) -> None:
         """Copy the newest committed position to the database (from Redis when it is up)."""
         with self._lock:
@@ -369,6 +435,8 @@ class Checkpointer:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="checkpoint-flusher", daemon=True)
         self._thread.start()
+        self._writer = threading.Thread(target=self._write_loop, name="checkpoint-writer", daemon=True)
+        self._writer.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_interval_s):
@@ -376,6 +444,13 @@ class Checkpointer:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
         if self._thread is not None:
             self._thread.join()
+        with contextlib.suppress(CheckpointUnavailableError, FencedError):
+            self.save_unsaved()  # what the writer had not reached; both stores down: the last saved stays
         self.flush()

@@ -313,9 +313,8 @@ class FlatMessageBuilder:
         self._by_identity[id(table)] = (table, shape)
         return shape
 
-    def _base(self, event: Event, rows: RowsEvent) -> FlatMessage:
+    def _base(self, event: Event, rows: RowsEvent, shape: TableShape) -> FlatMessage:
         assert rows.table is not None
-        shape = self._shape(rows.table)
         return {
             "database": rows.table.schema,
             "table": rows.table.table,
@@ -345,12 +344,13 @@ class FlatMessageBuilder:
         # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them.
         base = self._row_base if event.pos == self._last_rows_pos else 0
         self._last_rows_pos, self._row_base = event.pos, base + len(rows.rows)
-        head = self._base(event, rows)
+        shape = self._shape(rows.table)
+        head = self._base(event, rows, shape)
         self._sql = ""
         if not rows.rows:
             return None
         source = {"file": self.file, "pos": event.pos, "server_id": event.header.server_id}
-        return RowBatch(self._shape(rows.table), rows, head, source, base)
+        return RowBatch(shape, rows, head, source, base)
 
     def _query(self, event: Event, query: QueryEvent) -> Iterator[FlatMessage]:
         sql = query.query

@@ -231,17 +231,29 @@ class Pipeline:
 
     def _commit(self) -> None:
         position = self.inflight.committable()
-        if position is None:
+        if position is not None:
+            self.last_committed = position
+            self.counters.commits += 1
+            try:
+                self.checkpointer.submit(position)  # the writer thread's, or written here when it is not running
+                if self.checkpointer.failing is None:
+                    return
+            except CheckpointUnavailableError:
+                pass
+        elif self.checkpointer.failing is None:
             return
+        self._save_when_possible()
+
+    def _save_when_possible(self) -> None:
+        """Both stores refused the newest position: hold it and stop reading until one takes it."""
         delay = 0.1
         while True:
             try:
-                self.checkpointer.commit(position)
+                self.checkpointer.save_unsaved()
                 break
             except CheckpointUnavailableError as exc:
-                # Both stores are down: hold the position and stop reading until one comes back.
                 self._paused("checkpoint stores", True)
-                log.warning("cannot save position %s (%s); pausing %.1f s", position, exc, delay)
+                log.warning("cannot save position %s (%s); pausing %.1f s", self.last_committed, exc, delay)
                 self.sleep(delay)
                 self.counters.pauses += 1
                 self.counters.paused_s += delay
@@ -249,8 +261,6 @@ class Pipeline:
                 if self.stop.is_set():
                     raise
         self._paused("checkpoint stores", False)
-        self.last_committed = position
-        self.counters.commits += 1
 
     def _backpressure(self) -> None:
         if self.inflight.outstanding < self.max_in_flight:
@@ -282,3 +292,6 @@ class Pipeline:
         self.sink.flush(max(0.0, deadline - time.monotonic()))
         if not self.inflight.errors:
             self._commit()
+            self.checkpointer.settle(max(0.0, deadline - time.monotonic()))
+            if self.checkpointer.failing is not None:
+                self._save_when_possible()

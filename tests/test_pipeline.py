@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +301,51 @@ def test_checkpointer_loads_redis_first_then_the_database() -> None:
     durable.down = True
     with pytest.raises(CheckpointUnavailableError):
         checkpointer.load()
+
+
+class SlowStore(MemoryCheckpointStore):
+    """Redis with a slow network: each write waits until `go` is set."""
+
+    def __init__(self) -> None:
+        super().__init__("redis")
+        self.go = threading.Event()
+
+    def put(self, position: Position) -> None:
+        self.go.wait(10)
+        super().put(position)
+
+
+def test_the_writer_thread_saves_the_newest_position_without_holding_up_the_loop() -> None:
+    fast, durable = SlowStore(), MemoryCheckpointStore("database")
+    checkpointer = Checkpointer(fast, durable, 60.0)
+    checkpointer.start()
+    try:
+        for n in range(1, 6):
+            checkpointer.submit(pos(n * 10))  # returns at once though Redis has not answered
+        assert fast.writes == []
+        fast.go.set()
+        checkpointer.settle(10)
+        assert fast.value == pos(50)
+        assert fast.writes[-1] == pos(50) and len(fast.writes) <= 2  # the ones in between folded into one
+    finally:
+        checkpointer.stop()
+    assert durable.value == pos(50)  # stop() flushes to the database
+
+
+def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.checkpointer.start()
+    rig.fast.down = rig.durable.down = True
+
+    def recover(delay: float) -> None:  # the database comes back after three waits
+        rig.sleeps.append(delay)
+        if len(rig.sleeps) == 3:
+            rig.durable.down = False
+
+    rig.pipeline.sleep = recover
+    try:
+        rig.run([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1), Heartbeat(pos(200))])
+    finally:
+        rig.checkpointer.stop()
+    assert len(rig.sleeps) >= 3 and rig.pipeline.counters.pauses >= 3
+    assert rig.durable.value == pos(200) and rig.checkpointer.failing is None

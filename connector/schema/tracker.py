@@ -48,6 +48,9 @@ class SchemaTracker:
         # passes the same DDL again and must not record it twice.
         self._recorded: set[tuple[tuple[str, int, int], str, str]] = set()
         self._from_binlog: dict[bytes, Table] = {}
+        # definition()'s answers by TABLE_MAP object, while the tracked table is the same object
+        # (a DDL makes a new one): every rows event asks, so no column-name tuples per event.
+        self._defined: dict[int, tuple[TableMapEvent, Table | None, Table]] = {}
 
     # -- start ---------------------------------------------------------------------------
 
@@ -165,12 +168,18 @@ class SchemaTracker:
         the TABLE_MAP itself: then a definition is read off the TABLE_MAP.
         """
         tracked = self.schema.get(table_map.schema, table_map.table)
+        known = self._defined.get(id(table_map))
+        if known is not None and known[0] is table_map and known[1] is tracked:
+            return known[2]
         if tracked is not None and tracked.column_names() == table_map.column_names:
-            return tracked
-        hit = self._from_binlog.get(table_map.raw)
-        if hit is None:
-            hit = self._from_binlog[table_map.raw] = table_from_table_map(table_map)
-        return hit
+            result = tracked
+        else:
+            result = self._from_binlog.get(table_map.raw) or table_from_table_map(table_map)
+            self._from_binlog[table_map.raw] = result
+        if len(self._defined) >= 4096:
+            self._defined.clear()
+        self._defined[id(table_map)] = (table_map, tracked, result)
+        return result
 
     def before_seed(self, pos: int) -> bool:
         return self.seeded_at is not None and Position(self.source, pos).sort_key() < self.seeded_at.sort_key()
