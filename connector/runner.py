@@ -21,7 +21,7 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.config import Config
-from connector.errors import SourceError
+from connector.errors import SluiceError, SourceError
 from connector.lease import FencedError, Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
 from connector.pipeline import Pipeline
@@ -91,15 +91,30 @@ def _lead_when_possible(
         stores = checkpoint_stores(config, lease.token)
         connector = Connector(config, stores=stores, takeover=True, metrics=metrics)
         on_connector(connector)
-        renewing = keep_renewing(lease, every_s, connector.stop.set)
+        lost = threading.Event()
+        renewing = keep_renewing(lease, every_s, _set_all(lost, connector.stop))
         threading.Thread(target=_forward, args=(stop, connector.stop), daemon=True).start()
         try:
             connector.run()
         except FencedError as exc:
             log.error("fenced: %s", exc)
+        except SluiceError as exc:
+            if not lost.is_set():
+                raise
+            # A leader paused past its lease wakes to a server that already streams to the new one
+            # (same server_id: error 4052) or to stores that refuse it: expected, back to standby.
+            log.warning("after losing the lease: %s", exc)
         finally:
             renewing.set()
             lease.release()
+
+
+def _set_all(*events: threading.Event) -> Callable[[], None]:
+    def set_all() -> None:
+        for event in events:
+            event.set()
+
+    return set_all
 
 
 def tune_gc() -> None:
