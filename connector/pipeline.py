@@ -57,8 +57,7 @@ class _Group:
     database: str
     table: str
     kind: str
-    keyless: bool
-    encoded: list[Encoded]
+    encoded: list[Encoded]  # never empty: a group starts with a rows event's changes
 
 
 def _changes_key(message: FlatMessage, table: Table) -> bool:
@@ -185,10 +184,12 @@ class Pipeline:
             self._hand_on()
             return False
         group, kind = self._group, batch.head["type"]
-        if group is None or group.topic != topic or group.kind != kind or group.keyless != (encoded[0][0] is None):
+        keyless = encoded[0][0] is None
+        if group is None or group.topic != topic or group.kind != kind or (group.encoded[0][0] is None) != keyless:
             self._hand_on()
-            group = self._group = _Group(topic, database, name, kind, encoded[0][0] is None, [])
-        group.encoded += encoded
+            group = self._group = _Group(topic, database, name, kind, encoded)  # the encoder's own list
+        else:
+            group.encoded += encoded
         if batch.rows.flags & STMT_END_F or len(group.encoded) >= self.group_limit:
             self._hand_on()
         return True

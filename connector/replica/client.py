@@ -38,10 +38,10 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
 MARIA_SLAVE_CAPABILITY_MINE = 4
+# The dump's read buffer (BinlogDump._stream_from_here).
+_STREAM_BUFFER = 1 << 18
 # How this process registers (SHOW SLAVE HOSTS shows it): one name per process, so a
 # reconnect recognises its own earlier registration and any other holder is a conflict.
-_STREAM_BUFFER = 1 << 18
-
 REPORT_HOST = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:60]
 
 

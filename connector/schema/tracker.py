@@ -174,8 +174,10 @@ class SchemaTracker:
         if tracked is not None and tracked.column_names() == table_map.column_names:
             result = tracked
         else:
-            result = self._from_binlog.get(table_map.raw) or table_from_table_map(table_map)
-            self._from_binlog[table_map.raw] = result
+            found = self._from_binlog.get(table_map.raw)
+            if found is None:
+                found = self._from_binlog[table_map.raw] = table_from_table_map(table_map)
+            result = found
         if len(self._defined) >= 4096:
             self._defined.clear()
         self._defined[id(table_map)] = (table_map, tracked, result)

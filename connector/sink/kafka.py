@@ -80,7 +80,7 @@ class KafkaSink:
                 "bootstrap.servers": settings.bootstrap_servers,
                 "enable.idempotence": True,  # with acks=all: no reordering or duplicates on retry
                 "acks": "all",
-                "partitioner": "murmur2_random",  # the partition a Java client picks for the key
+                "partitioner": "murmur2_random",  # as Java clients; Sluice itself names every partition (route)
                 "linger.ms": settings.linger_ms,
                 "compression.type": settings.compression,
                 "enable.gapless.guarantee": True,  # a lost message fails all after it: see the module's docstring
@@ -117,10 +117,7 @@ class KafkaSink:
     ) -> None:
         while True:
             try:
-                if callback is None:
-                    self.producer.produce(topic, value, key, partition)
-                else:
-                    self.producer.produce(topic, value, key, partition, on_delivery=callback)
+                self.producer.produce(topic, value, key, partition, on_delivery=callback)  # None: no callback
                 return
             except BufferError:  # the local queue is full: serve callbacks until there is room
                 self.producer.poll(0.1)
