@@ -5,7 +5,12 @@
 #   deploy/services.sh up      install what is missing (apt), then start everything
 #   deploy/services.sh down    stop everything this script started
 #   deploy/services.sh status  one line per service
-#   deploy/services.sh restart-mariadb|restart-redis|restart-kafka   (the tests' outage cases)
+#   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka   (the tests' outage cases)
+#
+# MariaDB 10.11 and Redis come from Debian's packages. MySQL 9.7 has no bookworm package:
+# it is Debian sid's mysql-server-core, installed into a private sid root made with
+# debootstrap (cached under ~/.cache/sluice, shared read-only by every run folder) and run
+# straight from there through that root's own dynamic loader, so its data stays in .run/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +23,12 @@ REDIS_DIR="$RUN/redis"
 KAFKA_PORT="${SLUICE_KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${SLUICE_KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_DIR="$RUN/kafka"
+MYSQL_PORT="${SLUICE_MYSQL_PORT:-3307}"
+MYSQL_DIR="$RUN/mysql"
+MYSQL_SOCK="$MYSQL_DIR/mysqld.sock"
+CACHE="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
+SID_ROOT="$CACHE/mysql-sid-root"
+SID_MIRROR="${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[services] %s\n' "$*" >&2; }
 
@@ -123,6 +134,133 @@ mariadb_down() {
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     log "mariadb stopped"
+  fi
+}
+
+# -- MySQL 9.7 (Debian sid's package, from a private sid root) ---------------------------
+
+sid_root() {
+  # The root is built once per machine (flock: concurrent runs wait for the first) and never
+  # written again; `.sluice-ready` names what was installed.
+  [ -f "$SID_ROOT/.sluice-ready" ] && return 0
+  apt_install debootstrap
+  mkdir -p "$CACHE"
+  (
+    flock 9
+    [ -f "$SID_ROOT/.sluice-ready" ] && exit 0
+    local tmp="$SID_ROOT.partial"
+    rm -rf "$tmp"
+    log "making a Debian sid root for MySQL in $SID_ROOT (debootstrap, once per machine)"
+    debootstrap --variant=minbase sid "$tmp" "$SID_MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+      || { log "debootstrap failed; see $CACHE/debootstrap.log"; tail -20 "$CACHE/debootstrap.log" >&2; exit 1; }
+    # The machine's clock may be past the mirror's Valid-Until; no service starts inside the root.
+    echo 'Acquire::Check-Valid-Until "false";' >"$tmp/etc/apt/apt.conf.d/99novalid"
+    printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d" && chmod +x "$tmp/usr/sbin/policy-rc.d"
+    { chroot "$tmp" apt-get update -qq \
+      && chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+           mysql-server-core mysql-client-core \
+      && chroot "$tmp" apt-get clean; } >"$CACHE/sid-apt.log" 2>&1 \
+      || { log "installing MySQL into the sid root failed; see $CACHE/sid-apt.log"; tail -20 "$CACHE/sid-apt.log" >&2; exit 1; }
+    chroot "$tmp" dpkg-query -W mysql-server-core mysql-client-core >"$tmp/.sluice-ready"
+    mv "$tmp" "$SID_ROOT"
+  ) 9>"$CACHE/mysql-sid-root.lock"
+}
+
+mysql_wrappers() {
+  # .run/mysql/bin/<tool>: the sid root's binaries run through its own loader and libraries.
+  mkdir -p "$MYSQL_DIR/bin"
+  local tool
+  for tool in mysqld mysql mysqladmin mysqlbinlog mysqldump; do
+    local path="$SID_ROOT/usr/bin/$tool"
+    [ "$tool" = mysqld ] && path="$SID_ROOT/usr/sbin/mysqld"
+    cat >"$MYSQL_DIR/bin/$tool" <<EOF
+#!/bin/sh
+exec "$SID_ROOT/lib64/ld-linux-x86-64.so.2" \\
+  --library-path "$SID_ROOT/lib/x86_64-linux-gnu:$SID_ROOT/usr/lib/x86_64-linux-gnu" "$path" "\$@"
+EOF
+    chmod +x "$MYSQL_DIR/bin/$tool"
+  done
+}
+
+mysql_conf() {
+  # Production's settings where it matters to CDC: GTIDs on, binlog_row_metadata left at its
+  # default (MINIMAL), ROW/FULL (the defaults), durable commits (sync_binlog=1 and
+  # innodb_flush_log_at_trx_commit=1, the defaults), caching_sha2_password, TLS.
+  cat >"$MYSQL_DIR/my.cnf" <<EOF
+[mysqld]
+basedir=$SID_ROOT/usr
+lc-messages-dir=$SID_ROOT/usr/share/mysql
+character-sets-dir=$SID_ROOT/usr/share/mysql/charsets
+plugin-dir=$SID_ROOT/usr/lib/mysql/plugin
+datadir=$MYSQL_DIR/data
+socket=$MYSQL_SOCK
+pid-file=$MYSQL_DIR/mysqld.pid
+log-error=$MYSQL_DIR/error.log
+secure-file-priv=$MYSQL_DIR/files
+user=$(id -un)
+bind-address=127.0.0.1
+port=$MYSQL_PORT
+mysqlx=OFF
+skip-name-resolve
+server-id=2
+log-bin=$MYSQL_DIR/binlog/mysql-bin
+gtid_mode=ON
+enforce_gtid_consistency=ON
+innodb_buffer_pool_size=256M
+ssl-ca=$RUN/tls/ca.pem
+ssl-cert=$RUN/tls/server.pem
+ssl-key=$RUN/tls/server-key.pem
+EOF
+}
+
+mysql_alive() {
+  [ -S "$MYSQL_SOCK" ] && [ -x "$MYSQL_DIR/bin/mysqladmin" ] \
+    && "$MYSQL_DIR/bin/mysqladmin" --socket="$MYSQL_SOCK" -uroot ping >/dev/null 2>&1
+}
+
+mysql_users() {
+  # root over TCP from 127.0.0.1 without a password (the tests' admin, as on MariaDB), and the
+  # connector's user with exactly the README's grants, caching_sha2_password (the default)
+  # and a password generated here, kept in a file (never an argument).
+  local secret="$MYSQL_DIR/connector.password"
+  [ -f "$secret" ] || { (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$secret"); }
+  "$MYSQL_DIR/bin/mysql" --socket="$MYSQL_SOCK" -uroot <<EOF
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'sluice'@'127.0.0.1';
+EOF
+}
+
+mysql_up() {
+  if mysql_alive; then log "mysql already up on 127.0.0.1:$MYSQL_PORT"; return 0; fi
+  sid_root
+  mkdir -p "$MYSQL_DIR/binlog" "$MYSQL_DIR/files"
+  tls_certs
+  mysql_wrappers
+  mysql_conf
+  if [ ! -d "$MYSQL_DIR/data/mysql" ]; then
+    log "initialising mysql data dir ($(cut -f2 "$SID_ROOT/.sluice-ready" | head -1))"
+    rm -rf "$MYSQL_DIR/data"
+    "$MYSQL_DIR/bin/mysqld" --defaults-file="$MYSQL_DIR/my.cnf" --initialize-insecure >/dev/null 2>&1 \
+      || { log "mysqld --initialize failed; see $MYSQL_DIR/error.log"; tail -20 "$MYSQL_DIR/error.log" >&2; exit 1; }
+  fi
+  (setsid "$MYSQL_DIR/bin/mysqld" --defaults-file="$MYSQL_DIR/my.cnf" >/dev/null 2>&1 &)
+  for _ in $(seq 1 120); do
+    if mysql_alive; then break; fi
+    sleep 0.5
+  done
+  mysql_alive || { log "mysql did not start; see $MYSQL_DIR/error.log"; tail -20 "$MYSQL_DIR/error.log" >&2; exit 1; }
+  mysql_users
+  log "mysql up on 127.0.0.1:$MYSQL_PORT (binlogs in $MYSQL_DIR/binlog)"
+}
+
+mysql_down() {
+  if [ -f "$MYSQL_DIR/mysqld.pid" ]; then
+    local pid; pid="$(cat "$MYSQL_DIR/mysqld.pid")"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    log "mysql stopped"
   fi
 }
 
@@ -252,14 +390,16 @@ stop_pidfile() {
 }
 
 case "${1:-up}" in
-  up) mariadb_up; redis_up; kafka_up ;;
-  down) kafka_down; redis_down; mariadb_down ;;
+  up) mariadb_up; mysql_up; redis_up; kafka_up ;;
+  down) kafka_down; redis_down; mysql_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
+  restart-mysql) mysql_down; mysql_up ;;
   restart-redis) redis_down; redis_up ;;
   restart-kafka) kafka_down; kafka_up ;;
   status)
     if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi
+    if mysql_alive; then echo "mysql: up 127.0.0.1:$MYSQL_PORT"; else echo "mysql: down"; fi
     if redis_alive; then echo "redis: up 127.0.0.1:$REDIS_PORT"; else echo "redis: down"; fi
     if kafka_alive; then echo "kafka: up 127.0.0.1:$KAFKA_PORT"; else echo "kafka: down"; fi ;;
-  *) echo "usage: $0 up|down|status|restart-mariadb|restart-redis|restart-kafka" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|restart-mariadb|restart-mysql|restart-redis|restart-kafka" >&2; exit 2 ;;
 esac
