@@ -28,13 +28,20 @@ class Position:
     server_id: int = 0
     timestamp: int = 0  # event time, seconds
     snapshot: str = ""  # an unfinished initial snapshot's progress (connector/snapshot/state.py); "" when none
+    # FILE:POS where the oldest XA transaction that is prepared but not yet decided begins: its
+    # rows are not published until its XA COMMIT, so a restart reads them again from there.
+    xa: str = ""
 
     def sort_key(self) -> tuple[str, int, int]:
         return binlog_sort_key(self.file, self.pos)
 
+    def xa_start(self) -> Position | None:
+        return position_of_text(self.xa) if self.xa else None
+
     def __str__(self) -> str:
         gtid = f" gtid {self.gtid_set}" if self.gtid_set else ""
-        return f"{self.file}:{self.pos}{gtid}"
+        xa = f" (prepared XA from {self.xa})" if self.xa else ""
+        return f"{self.file}:{self.pos}{gtid}{xa}"
 
 
 # A position as users write it: FILE:POS, or gtid:SET.
@@ -88,6 +95,11 @@ class MariadbGtidState:
         kept = [g for g in self.domains if g[0] != new[0]]
         return MariadbGtidState(tuple(sorted([*kept, new])))
 
+    def contains(self, gtid: str) -> bool:
+        """In a strict-mode stream, a domain's state covers every sequence number up to it."""
+        domain, _, seq = parse_mariadb_gtid(gtid)
+        return any(d == domain and n >= seq for d, _, n in self.domains)
+
     def __str__(self) -> str:
         return ",".join(f"{d}-{s}-{n}" for d, s, n in self.domains)
 
@@ -95,48 +107,110 @@ class MariadbGtidState:
 # -- MySQL ----------------------------------------------------------------------------
 
 
+# A GTID tag (MySQL 8.3+, `SET gtid_next = 'AUTOMATIC:tag'`): letters, digits and
+# underscores, at most 32, not starting with a digit; MySQL keeps them lower case.
+_TAG = re.compile(r"^[a-z_][a-z0-9_]{0,31}$")
+_TAGGED_FORMAT = 1  # Gtid_set::encode's format byte when any GTID carries a tag
+
+
+def _sid(text: str, whole: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError as exc:
+        raise PositionError(f"GTID set {whole!r}: {text!r} is not a server UUID") from exc
+
+
+def _tag(text: str, whole: str) -> str:
+    tag = text.lower()
+    if not _TAG.match(tag):
+        raise PositionError(f"GTID set {whole!r}: {text!r} is neither N, N-M nor a tag")
+    return tag
+
+
 @dataclass(frozen=True, slots=True)
 class MysqlGtidSet:
-    """uuid -> sorted, merged [start, end] intervals (inclusive), as MySQL prints them."""
+    """(uuid, tag) -> sorted, merged [start, end] intervals (inclusive), as MySQL prints them.
 
-    sets: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = ()
+    Text: `uuid:1-5:tag_a:1-3:7,uuid2:9`: a tag applies to the intervals after it (MySQL 8.3+)."""
+
+    sets: tuple[tuple[tuple[str, str], tuple[tuple[int, int], ...]], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> MysqlGtidSet:
-        result: dict[str, list[tuple[int, int]]] = {}
+        result: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for part in re.sub(r"\s+", "", text).split(","):
             if not part:
                 continue
-            sid, *ranges = part.split(":")
-            try:
-                key = str(uuid.UUID(sid))
-            except ValueError as exc:
-                raise PositionError(f"GTID set {text!r}: {sid!r} is not a server UUID") from exc
-            if not ranges:
-                raise PositionError(f"GTID set {text!r}: {sid} has no transaction numbers")
-            for r in ranges:
-                result.setdefault(key, []).append(_interval(r, text))
+            head, *items = part.split(":")
+            sid, tag, counted = _sid(head, text), "", False
+            for item in items:
+                if item[:1].isdigit():
+                    result.setdefault((sid, tag), []).append(_interval(item, text))
+                    counted = True
+                else:
+                    tag, counted = _tag(item, text), False
+            if not counted:
+                raise PositionError(f"GTID set {text!r}: {part} has no transaction numbers")
         return cls(tuple(sorted((k, _merge(v)) for k, v in result.items())))
 
+    @staticmethod
+    def split(gtid: str) -> tuple[tuple[str, str], int]:
+        """`uuid:N` or `uuid:tag:N` -> ((uuid, tag), N)."""
+        parts = gtid.split(":")
+        if len(parts) not in (2, 3) or not parts[-1].isdigit():
+            raise PositionError(f"GTID {gtid!r} is not uuid:N or uuid:tag:N")
+        tag = _tag(parts[1], gtid) if len(parts) == 3 else ""
+        return (_sid(parts[0], gtid), tag), int(parts[-1])
+
     def with_gtid(self, gtid: str) -> MysqlGtidSet:
-        sid, _, gno = gtid.rpartition(":")
-        key = str(uuid.UUID(sid))
+        key, gno = self.split(gtid)
         merged = dict(self.sets)
-        merged[key] = _merge([*merged.get(key, ()), (int(gno), int(gno))])
+        merged[key] = _merge([*merged.get(key, ()), (gno, gno)])
+        return MysqlGtidSet(tuple(sorted(merged.items())))
+
+    def contains(self, gtid: str) -> bool:
+        key, gno = self.split(gtid)
+        return any(a <= gno <= b for a, b in dict(self.sets).get(key, ()))
+
+    def union(self, other: MysqlGtidSet) -> MysqlGtidSet:
+        merged = dict(self.sets)
+        for key, intervals in other.sets:
+            merged[key] = _merge([*merged.get(key, ()), *intervals])
         return MysqlGtidSet(tuple(sorted(merged.items())))
 
     def encode(self) -> bytes:
-        """The binary form COM_BINLOG_DUMP_GTID carries (Gtid_set::encode): intervals end-exclusive."""
-        out = [struct.pack("<Q", len(self.sets))]
-        for sid, intervals in self.sets:
-            out.append(uuid.UUID(sid).bytes + struct.pack("<Q", len(intervals)))
+        """The binary form COM_BINLOG_DUMP_GTID carries (Gtid_set::encode): intervals end-exclusive;
+        with any tag, the tagged format (format byte in the top and bottom byte, a tag per entry)."""
+        tagged = any(tag for (_, tag), _ in self.sets)
+        n = len(self.sets)
+        head = (_TAGGED_FORMAT << 56) | (n << 8) | _TAGGED_FORMAT if tagged else n
+        out = [struct.pack("<Q", head)]
+        for (sid, tag), intervals in self.sets:
+            out.append(uuid.UUID(sid).bytes)
+            if tagged:
+                out.append(varlen(len(tag)) + tag.encode("ascii"))
+            out.append(struct.pack("<Q", len(intervals)))
             out.extend(struct.pack("<qq", start, end + 1) for start, end in intervals)
         return b"".join(out)
 
     def __str__(self) -> str:
-        return ",".join(
-            sid + "".join(f":{a}" if a == b else f":{a}-{b}" for a, b in intervals) for sid, intervals in self.sets
-        )
+        by_sid: dict[str, list[str]] = {}
+        for (sid, tag), intervals in self.sets:
+            items = by_sid.setdefault(sid, [])
+            if tag:
+                items.append(tag)
+            items.extend(f"{a}" if a == b else f"{a}-{b}" for a, b in intervals)
+        return ",".join(":".join([sid, *items]) for sid, items in by_sid.items())
+
+
+def varlen(value: int) -> bytes:
+    """mysql::serialization's variable-length unsigned integer (the reader's `varlen`): the
+    count of trailing one bits in the first byte says how many bytes follow."""
+    for extra in range(8):
+        if value < 1 << (7 * (extra + 1)):
+            raw = (value << (extra + 1)) | ((1 << extra) - 1)
+            return raw.to_bytes(extra + 1, "little")
+    return b"\xff" + value.to_bytes(8, "little")
 
 
 def _interval(text: str, whole: str) -> tuple[int, int]:
