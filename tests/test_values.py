@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
+import random
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -41,6 +43,7 @@ from connector.binlog.values import (
 from connector.errors import FormatError
 from connector.flat import float32_text
 from connector.schema.model import Column
+from tests import live
 from tests.encoders import encode_date, encode_datetime2, encode_decimal, encode_json, encode_time2, encode_timestamp2
 
 # -- DECIMAL -------------------------------------------------------------------------------
@@ -284,6 +287,38 @@ def test_optional_metadata_is_decoded_and_unknown_types_are_skipped() -> None:
     assert table.columns[0].unsigned and table.columns[1].collation == 45
 
 
+# Captured from the live servers (binlog_row_metadata=FULL) after
+#   CREATE TABLE cs.t (id INT PRIMARY KEY, a VARCHAR(10) CHARACTER SET utf8mb4, g GEOMETRY,
+#     b VARCHAR(10) CHARACTER SET latin1, [v VECTOR(2),] c TEXT CHARACTER SET utf8mb4, j JSON,
+#     p POINT [SRID 4326], e ENUM('x','y') CHARACTER SET latin1, bl BLOB)
+# MySQL 9.7.4 (with VECTOR): COLUMN_CHARSET has entries for a, b, v, c, bl; none for g or p.
+MYSQL_97_CHARSETS = bytes.fromhex(
+    "5c00000000000100026373000174000a030fff0ff2fcf5fffefc0c2800040a0004020404f70102fe030101000309fcff00083ffcff"
+    "003f070200010d0102041602696401610167016201760163016a0170016502626c0a0108060502017801790801000c02ffc0"
+)
+# MariaDB 10.11 (no VECTOR): entries for a, g, b, c, j (LONGTEXT), p, bl.
+MARIADB_1011_CHARSETS = bytes.fromhex(
+    "18000000000001000263730001740009030fff0ffcfcfffefc0b2800040a00020404f70102fe0101010003072d3f082d2e3f3f0702"
+    "000104140269640161016701620163016a0170016502626c0a010806050201780179080100"
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "mariadb", "expected"),
+    [(MYSQL_97_CHARSETS, False, {"a": 255, "g": None, "b": 8, "v": 63, "c": 255, "j": None, "p": None, "e": 8,
+                                  "bl": 63}),
+     (MARIADB_1011_CHARSETS, True, {"a": 45, "g": 63, "b": 8, "c": 45, "j": 46, "p": 63, "e": 8, "bl": 63})],
+    ids=["mysql-9.7", "mariadb-10.11"],
+)  # fmt: skip
+def test_column_charsets_are_counted_as_each_server_logs_them(
+    raw: bytes, mariadb: bool, expected: dict[str, int | None]
+) -> None:
+    # MySQL gives VECTOR a charset entry and GEOMETRY none; MariaDB the other way round. Counted
+    # the wrong way, a utf8mb4 column was decoded as latin1, or the event was refused.
+    table = decode_table_map(Reader(raw), 8, mariadb)
+    assert {c.name: c.collation for c in table.columns if c.name != "id"} == expected
+
+
 def test_optional_metadata_with_leftover_bytes_is_an_error() -> None:
     optional = b"\x01\x02\x80\x00"  # SIGNEDNESS for one numeric column but two bytes
     with pytest.raises(FormatError, match="bitmap of 2 bytes for 1 columns"):
@@ -345,6 +380,116 @@ def test_json_too_deep_is_refused() -> None:
         doc = [doc]
     with pytest.raises(FormatError, match="deeper"):
         jsonb.parse(encode_json(doc))
+
+
+# Each text is what MySQL 9.7.4 printed for the double, asked as
+#   SELECT CAST(JSON_ARRAY(CAST('<repr of the double>' AS DOUBLE)) AS CHAR)
+# and each parses back to the same double. The binlog carries the double as 8 bytes after
+# JSONB_DOUBLE; the test builds exactly those bytes.
+MYSQL_97_JSON_DOUBLES = [
+    (0.0, "0.0"),
+    (-0.0, "-0.0"),
+    (1.0, "1.0"),
+    (2.0, "2.0"),
+    (-2.0, "-2.0"),
+    (100.0, "100.0"),
+    (123456789012345.0, "123456789012345.0"),  # 15 digits, integral: plain, ".0" appended
+    (100000000000000.0, "100000000000000.0"),  # 1e14: the largest power of ten written plain
+    (999999999999999.0, "999999999999999.0"),
+    (1000000000000000.0, "1e15"),  # integral and 16 digits before the point: exponent form
+    (-1000000000000000.0, "-1e15"),
+    (2500000000000000.0, "2.5e15"),
+    (9999999999999998.0, "9.999999999999998e15"),
+    (9007199254740994.0, "9.007199254740994e15"),  # 2**53 + 2
+    (1e16, "1e16"),
+    (1e17, "1e17"),
+    (1e22, "1e22"),
+    (1e23, "1e23"),
+    (1.2345678901234567e19, "1.2345678901234567e19"),
+    (1e100, "1e100"),
+    (1234567890123456.8, "1234567890123456.8"),  # 17 digits with a fraction: plain past 1e15
+    (-1234567890123456.8, "-1234567890123456.8"),
+    (123456789012345.67, "123456789012345.67"),
+    (123456789012345.6, "123456789012345.6"),  # 16 digits
+    (999999999999999.9, "999999999999999.9"),
+    (0.1, "0.1"),
+    (0.30000000000000004, "0.30000000000000004"),  # 17 digits
+    (1 / 3, "0.3333333333333333"),  # 16 digits
+    (4.35, "4.35"),
+    (-0.5, "-0.5"),
+    (0.000123, "0.000123"),
+    (1e-5, "0.00001"),
+    (1e-7, "0.0000001"),
+    (1e-14, "0.00000000000001"),
+    (1e-15, "0.000000000000001"),  # the smallest power of ten written plain
+    (-1e-15, "-0.000000000000001"),
+    (1.5e-15, "0.0000000000000015"),
+    (1.2345678901234567e-14, "0.000000000000012345678901234567"),
+    (9.999999999999999e-16, "9.999999999999999e-16"),  # just below 1e-15: exponent form
+    (1e-16, "1e-16"),
+    (1.5e-16, "1.5e-16"),
+    (5.551115123125783e-17, "5.551115123125783e-17"),  # 0.1 + 0.2 - 0.3
+    (1e-100, "1e-100"),
+    (-1.5e-300, "-1.5e-300"),
+    (2.2250738585072014e-308, "2.2250738585072014e-308"),  # smallest normal
+    (5e-324, "5e-324"),  # smallest subnormal
+    (-5e-324, "-5e-324"),
+    (1.7976931348623157e308, "1.7976931348623157e308"),  # largest double
+    (-1.7976931348623157e308, "-1.7976931348623157e308"),
+]
+
+
+@pytest.mark.parametrize(("value", "text"), MYSQL_97_JSON_DOUBLES, ids=[t for _, t in MYSQL_97_JSON_DOUBLES])
+def test_json_doubles_print_as_mysql_does(value: float, text: str) -> None:
+    raw = bytes([jsonb.JSONB_DOUBLE]) + struct.pack("<d", value)
+    assert jsonb.to_text(jsonb.parse(raw)) == text
+
+
+def _random_doubles(count: int, seed: int) -> list[float]:
+    """Decimal exponents -320..308 with 1 to 17 digits, and raw bit patterns, either sign."""
+    rng = random.Random(seed)
+    values: list[float] = []
+    while len(values) < count:
+        if rng.random() < 0.75:
+            digits = str(rng.randrange(1, 10 ** rng.randint(1, 17)))
+            value = float(f"{digits[0]}.{digits[1:]}0e{rng.randint(-320, 308)}")
+        else:
+            value = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(value):
+            values.append(-value if rng.random() < 0.5 else value)
+    return values
+
+
+def _boundary_doubles() -> list[float]:
+    """Powers of ten where the notation switches, their neighbours, the extremes, the table above."""
+    edges = [10.0**k for k in range(-17, 18)] + [5e-324, 2.2250738585072014e-308, 1.7976931348623157e308]
+    near = [n for e in edges for n in (e, math.nextafter(e, 0), math.nextafter(e, math.inf)) if math.isfinite(n)]
+    return near + [-n for n in near] + [v for v, _ in MYSQL_97_JSON_DOUBLES]
+
+
+def _mysql_json_texts(cur: Any, values: list[float]) -> list[str]:
+    """The server's JSON text of each double; repr round-trips, so the server gets each exactly."""
+    cells = ", ".join(["CAST(%s AS DOUBLE)"] * len(values))
+    cur.execute(f"SELECT CAST(JSON_ARRAY({cells}) AS CHAR)", [repr(v) for v in values])
+    row = cur.fetchone()
+    assert row is not None
+    texts = str(row[0])[1:-1].split(", ")
+    assert [float(t) for t in texts] == values  # and each text reads back as its double
+    return texts
+
+
+@pytest.mark.live
+@pytest.mark.servers("mysql")
+def test_json_doubles_print_as_the_live_server_does() -> None:
+    values = _boundary_doubles() + _random_doubles(3000, seed=20240229)
+    mismatches = []
+    with live.connect().cursor() as cur:
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            for value, text in zip(chunk, _mysql_json_texts(cur, chunk), strict=True):
+                if jsonb.double_text(value) != text:
+                    mismatches.append((value, text, jsonb.double_text(value)))
+    assert mismatches == [], f"{len(mismatches)} of {len(values)} differ (value, mysql, sluice): {mismatches[:10]}"
 
 
 def test_signedness_bitmap_counts_year_on_mariadb_only() -> None:

@@ -181,12 +181,15 @@ NUMERIC_TYPES = frozenset(
     }
 )
 
-# Types that carry a character set in optional metadata (is_character_type in
-# rows_event.h), judged on the real type, so ENUM and SET are excluded here. GEOMETRY is
-# included: its base class is BLOB, and servers log a (binary) collation for it.
+# Types that carry a character set in optional metadata (COLUMN_CHARSET / DEFAULT_CHARSET),
+# judged on the real type, so ENUM and SET are excluded here. The servers differ, as seen in
+# their TABLE_MAPs of one table (GEOMETRY, POINT, VECTOR beside text columns): MySQL counts
+# VECTOR (a blob underneath, collation 63) and not GEOMETRY (is_character_type in
+# libs/mysql/binlog/event/rows_event.h; `mysqlbinlog --print-table-metadata` agrees);
+# MariaDB counts GEOMETRY (Field_geom is a Field_blob there, logged as binary) and has no
+# VECTOR type in the versions that log this metadata.
 CHARACTER_TYPES = frozenset(
     {
-        ColumnType.MYSQL_TYPE_GEOMETRY,
         ColumnType.MYSQL_TYPE_STRING,
         ColumnType.MYSQL_TYPE_VAR_STRING,
         ColumnType.MYSQL_TYPE_VARCHAR,
@@ -194,8 +197,10 @@ CHARACTER_TYPES = frozenset(
         ColumnType.MYSQL_TYPE_TINY_BLOB,
         ColumnType.MYSQL_TYPE_MEDIUM_BLOB,
         ColumnType.MYSQL_TYPE_LONG_BLOB,
+        ColumnType.MYSQL_TYPE_VECTOR,
     }
 )
+MARIADB_CHARACTER_TYPES = (CHARACTER_TYPES - {ColumnType.MYSQL_TYPE_VECTOR}) | {ColumnType.MYSQL_TYPE_GEOMETRY}
 
 ENUM_SET_TYPES = frozenset({ColumnType.MYSQL_TYPE_ENUM, ColumnType.MYSQL_TYPE_SET})
 

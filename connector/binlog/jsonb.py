@@ -7,6 +7,7 @@ A parsed document is a tree of dict, list, str, int, float, bool, None, `Decimal
 from __future__ import annotations
 
 import base64
+import math
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
@@ -236,12 +237,44 @@ def _scalar_text(value: JsonValue) -> str:
 
 
 def double_text(value: float) -> str:
-    """A double as MySQL's JSON printer writes it: shortest round-trip, `1e100` style."""
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-    return text
+    """A double as MySQL's JSON printer writes it: my_gcvt(d, MY_GCVT_ARG_DOUBLE,
+    MY_GCVT_MAX_FIELD_WIDTH) (strings/dtoa.cc), then ".0" if that has no '.' and no 'e'
+    (wrapper_to_string, sql-common/json_dom.cc).
+
+    The digits are the shortest that round-trip (dtoa mode 4 with a 34-character width never
+    cuts them, so they are repr's). With d = 0.DIGITS x 10**point, plain notation is used for
+    -15 < point <= 15 (1e-15 is `0.000000000000001`, 1e14 `100000000000000.0`) and whenever
+    the number has a fractional part (`1234567890123456.8`); otherwise `2.5e15`, `1e-16`,
+    `-1.5e-300`: no '+', no zero-padded exponent, no ".0". JSON holds no inf or nan; were
+    one given, it comes out as repr writes it.
+    """
+    if value == 0 or not math.isfinite(value):
+        return repr(value)  # "0.0", "-0.0": the sign of zero is printed
+    sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)  # finite
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    point = len(digit_tuple) + exponent
+    plain = point >= _MIN_POINT and (point <= _MAX_POINT or point < len(digits))
+    body = _plain(digits, point) if plain else _scientific(digits, point)
+    return "-" + body if sign else body
+
+
+# MAX_DECPT_FOR_F_FORMAT = DBL_DIG (include/mysql/strings/dtoa.h) bounds plain notation.
+_MAX_POINT = 15
+_MIN_POINT = 1 - _MAX_POINT
+
+
+def _plain(digits: str, point: int) -> str:
+    if point <= 0:
+        return "0." + "0" * -point + digits
+    if point >= len(digits):
+        return digits + "0" * (point - len(digits)) + ".0"  # the ".0" json_dom.cc appends
+    return digits[:point] + "." + digits[point:]
+
+
+def _scientific(digits: str, point: int) -> str:
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{mantissa}e{point - 1}"
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -38,7 +38,7 @@ from connector.binlog.rows import (
     decode_rows_header,
     uncompress_mariadb,
 )
-from connector.binlog.tablemap import TableMapEvent, decode_table_map
+from connector.binlog.tablemap import TableMapEvent, decode_table_map, table_map_names, year_is_signed
 from connector.errors import (
     BinlogDecodeError,
     ChecksumMismatchError,
@@ -137,6 +137,10 @@ class BinlogParser:
         self._table_maps: dict[tuple[bytes, int, bool], TableMapEvent] = {}  # decoded, by body
         self.rows_cache = RowsDecoderCache()
         self.table_hook: TableHook | None = None
+        # Tables whose TABLE_MAPs are read only up to their names (a stream's filters exclude
+        # them): their columns and metadata are never decoded, so a table the connector does not
+        # capture cannot stop it, whatever its metadata holds.
+        self.table_filter: Callable[[str, str], bool] | None = None
         self.undecoded_tables: set[int] = set()
         self.typed_rows = False  # rows events also decoded with numbers for the Avro path (RowsEvent.typed)
 
@@ -248,14 +252,16 @@ class BinlogParser:
         key = (r.data[r.pos : r.end], post_header_len, mariadb)
         table = self._table_maps.get(key)
         if table is None:
-            table = decode_table_map(r, post_header_len, mariadb)
+            table = self._decode_table_map(r, post_header_len, mariadb)
             if len(self._table_maps) >= 4096:
                 self._table_maps.clear()
             self._table_maps[key] = table
         else:
             r.pos = r.end
         self.undecoded_tables.discard(table.table_id)
-        if self.table_hook is not None:
+        if self._excluded(table):
+            self.undecoded_tables.add(table.table_id)
+        elif self.table_hook is not None:
             resolved = self.table_hook(table, pos)
             if resolved is None:
                 self.undecoded_tables.add(table.table_id)
@@ -263,6 +269,18 @@ class BinlogParser:
                 table = resolved
         self.tables[table.table_id] = table
         return table
+
+    def _decode_table_map(self, r: Reader, post_header_len: int, mariadb: bool) -> TableMapEvent:
+        if self.table_filter is not None:
+            names = table_map_names(Reader(r.data, r.pos, r.end), post_header_len)
+            if not self.table_filter(names.schema, names.table):
+                r.pos = r.end
+                return names
+        version = self.fde.server_version if self.fde is not None else ""
+        return decode_table_map(r, post_header_len, mariadb, year_is_signed(version, mariadb))
+
+    def _excluded(self, table: TableMapEvent) -> bool:
+        return self.table_filter is not None and not self.table_filter(table.schema, table.table)
 
     def _rows(self, header: EventHeader, r: Reader) -> EventBody:
         rows_header = decode_rows_header(r, header.type_code, self._post_header_len(header.type_code))

@@ -7,12 +7,14 @@ metadata is a TLV list where unknown types are skipped by their own length.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from connector.binlog.constants import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
+    MARIADB_CHARACTER_TYPES,
     NUMERIC_TYPES,
     TYPED_ARRAY_CODES,
 )
@@ -128,17 +130,38 @@ def _string_meta(first: int, second: int) -> tuple[int, int, None]:
     return first, second, None
 
 
-# MariaDB's SIGNEDNESS bitmap also has a bit for YEAR (Field_year is a Field_tiny there);
-# MySQL's is_numeric_type leaves YEAR out. Found by the live differential test.
-MARIADB_NUMERIC_TYPES = NUMERIC_TYPES | {T.MYSQL_TYPE_YEAR}
+# Whether YEAR has a bit in the SIGNEDNESS bitmap (Field_year is an unsigned Field_tiny):
+# MariaDB always (Binlog_type_info of every Field_num); MySQL since its server switched from
+# is_numeric_type to has_signedess_information_type (sql/field_common_properties.h; seen in
+# 8.1-8.4 and 9.x sources, reported from 8.0.29, absent from early 8.0). Seen live on MariaDB
+# 10.11 and MySQL 9.7.4: `CREATE TABLE t (y YEAR, a INT UNSIGNED, b INT)` logs 0b110.
+WITH_YEAR = NUMERIC_TYPES | {T.MYSQL_TYPE_YEAR}
+MYSQL_YEAR_SIGNED_SINCE = (8, 0, 29)
 
 
-def decode_table_map(r: Reader, post_header_len: int, mariadb: bool = False) -> TableMapEvent:
+def year_is_signed(server_version: str, mariadb: bool) -> bool:
+    if mariadb:
+        return True
+    numbers = tuple(int(n) for n in re.findall(r"\d+", server_version.split("-", maxsplit=1)[0])[:3])
+    return numbers >= MYSQL_YEAR_SIGNED_SINCE
+
+
+def table_map_names(r: Reader, post_header_len: int) -> TableMapEvent:
+    """Only the table id, flags and names: enough to tell whether a table is captured."""
     start = r.pos
     table_id = r.uint(4 if post_header_len == 6 else 6, "table id")
     flags = r.u16("table map flags")
     schema = r.cstring(r.u8("schema length"), "schema").decode("utf-8", "backslashreplace")
     table = r.cstring(r.u8("table length"), "table").decode("utf-8", "backslashreplace")
+    return TableMapEvent(table_id, flags, schema, table, (), raw=r.data[start : r.end])
+
+
+def decode_table_map(
+    r: Reader, post_header_len: int, mariadb: bool = False, year_signed: bool | None = None
+) -> TableMapEvent:
+    start = r.pos
+    head = table_map_names(r, post_header_len)
+    table_id, flags, schema, table = head.table_id, head.flags, head.schema, head.table
     count = r.count("column count")
     types = r.take(count, "column types")
     meta_len = r.packed("metadata length")
@@ -155,8 +178,9 @@ def decode_table_map(r: Reader, post_header_len: int, mariadb: bool = False) -> 
         ColumnMeta(i, types[i], real, meta, bool(null_bits >> i & 1), element_type=element)
         for i, (real, meta, element) in enumerate(metas)
     ]
-    numeric = MARIADB_NUMERIC_TYPES if mariadb else NUMERIC_TYPES
-    optional = _decode_optional(r, columns, numeric) if r.remaining() else _Optional()
+    numeric = WITH_YEAR if (mariadb if year_signed is None else year_signed) else NUMERIC_TYPES
+    character = MARIADB_CHARACTER_TYPES if mariadb else CHARACTER_TYPES
+    optional = _decode_optional(r, columns, numeric, character) if r.remaining() else _Optional()
     return TableMapEvent(
         table_id, flags, schema, table, tuple(optional.apply(columns)),
         optional.primary_key, optional.pk_prefixes, optional.present, r.data[start : r.end],
@@ -168,7 +192,8 @@ class _Optional:
     """Optional metadata as read, before it is folded into the columns."""
 
     present: bool = False
-    numeric: frozenset[int] = NUMERIC_TYPES
+    numeric: frozenset[int] = WITH_YEAR
+    character: frozenset[int] = CHARACTER_TYPES
     unsigned: list[bool] | None = None
     charsets: dict[int, int] = field(default_factory=dict)  # column index -> collation
     names: list[str] | None = None
@@ -222,8 +247,10 @@ def _strings(r: Reader, what: str) -> tuple[str, ...]:
     return tuple(r.packed_bytes(what).decode("utf-8", "backslashreplace") for _ in range(n))
 
 
-def _decode_optional(r: Reader, columns: list[ColumnMeta], numeric: frozenset[int]) -> _Optional:
-    opt = _Optional(present=True, numeric=numeric)
+def _decode_optional(
+    r: Reader, columns: list[ColumnMeta], numeric: frozenset[int], character: frozenset[int]
+) -> _Optional:
+    opt = _Optional(present=True, numeric=numeric, character=character)
     while r.remaining():
         kind = r.u8("optional metadata type")
         body = Reader(r.packed_bytes(f"optional metadata {kind}"))
@@ -235,8 +262,8 @@ def _decode_optional(r: Reader, columns: list[ColumnMeta], numeric: frozenset[in
     return opt
 
 
-def _is_character(col: ColumnMeta) -> bool:
-    return col.real_type in CHARACTER_TYPES and col.element_type is None
+def _is_character(col: ColumnMeta, character: frozenset[int]) -> bool:
+    return col.real_type in character and col.element_type is None
 
 
 def _is_enum_set(col: ColumnMeta) -> bool:
@@ -244,8 +271,19 @@ def _is_enum_set(col: ColumnMeta) -> bool:
 
 
 def _signedness(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:
-    n = sum(1 for col in columns if col.real_type in opt.numeric and col.element_type is None)
-    opt.unsigned = _bits(body.rest(), n)
+    raw = body.rest()
+    # MySQL 8.0 releases around the YEAR change: where the two rules need bitmaps of different
+    # lengths, the length (which the format fixes) says which rule wrote it.
+    other = NUMERIC_TYPES if opt.numeric == WITH_YEAR else WITH_YEAR
+    for numeric in (opt.numeric, other):
+        if len(raw) == (_numeric_count(columns, numeric) + 7) // 8:
+            opt.numeric = numeric
+            break
+    opt.unsigned = _bits(raw, _numeric_count(columns, opt.numeric))
+
+
+def _numeric_count(columns: list[ColumnMeta], numeric: frozenset[int]) -> int:
+    return sum(1 for col in columns if col.real_type in numeric and col.element_type is None)
 
 
 def _default_charset(targets: list[int], body: Reader, opt: _Optional) -> None:
@@ -263,8 +301,8 @@ def _column_charsets(targets: list[int], body: Reader, opt: _Optional) -> None:
         opt.charsets[index] = body.packed("column charset")
 
 
-def _char_targets(columns: list[ColumnMeta]) -> list[int]:
-    return [col.index for col in columns if _is_character(col)]
+def _char_targets(columns: list[ColumnMeta], character: frozenset[int]) -> list[int]:
+    return [col.index for col in columns if _is_character(col, character)]
 
 
 def _enum_targets(columns: list[ColumnMeta]) -> list[int]:
@@ -319,8 +357,8 @@ def _set_strs(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:
 
 _OPTIONAL_HANDLERS: dict[int, Callable[[Reader, list[ColumnMeta], _Optional], None]] = {
     M.SIGNEDNESS: _signedness,
-    M.DEFAULT_CHARSET: lambda b, cols, o: _default_charset(_char_targets(cols), b, o),
-    M.COLUMN_CHARSET: lambda b, cols, o: _column_charsets(_char_targets(cols), b, o),
+    M.DEFAULT_CHARSET: lambda b, cols, o: _default_charset(_char_targets(cols, o.character), b, o),
+    M.COLUMN_CHARSET: lambda b, cols, o: _column_charsets(_char_targets(cols, o.character), b, o),
     M.COLUMN_NAME: _names,
     M.SET_STR_VALUE: _set_strs,
     M.ENUM_STR_VALUE: _enum_strs,
