@@ -215,6 +215,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   event_time BIGINT NOT NULL,
   fence BIGINT NOT NULL DEFAULT 0,
   snapshot MEDIUMTEXT NULL,
+  xa VARCHAR(300) NULL,
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
@@ -243,7 +244,7 @@ class DatabaseCheckpointStore:
     def get(self) -> Position | None:
         def read(cur: pymysql.cursors.Cursor) -> object:
             cur.execute(
-                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time, snapshot FROM checkpoints"
+                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time, snapshot, xa FROM checkpoints"
                 " WHERE connector = %s",
                 (self.connector,),
             )
@@ -253,7 +254,9 @@ class DatabaseCheckpointStore:
         if row is None:
             return None
         assert isinstance(row, tuple)
-        return Position(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]), str(row[5] or ""))
+        return Position(
+            str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]), str(row[5] or ""), str(row[6] or "")
+        )
 
     def put(self, position: Position) -> None:
         """Upsert the position; with a fence, in a transaction that refuses an older token."""
@@ -268,12 +271,12 @@ class DatabaseCheckpointStore:
                 return False
             cur.execute(
                 "INSERT INTO checkpoints (connector, binlog_file, binlog_pos, gtid_set, server_id, event_time, fence,"
-                " snapshot) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE"
+                " snapshot, xa) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE"
                 " binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set),"
                 " server_id = VALUES(server_id), event_time = VALUES(event_time),"
-                " fence = GREATEST(fence, VALUES(fence)), snapshot = VALUES(snapshot)",
+                " fence = GREATEST(fence, VALUES(fence)), snapshot = VALUES(snapshot), xa = VALUES(xa)",
                 (self.connector, position.file, position.pos, position.gtid_set, position.server_id,
-                 position.timestamp, fence, position.snapshot),
+                 position.timestamp, fence, position.snapshot, position.xa or None),
             )  # fmt: skip
             cur.execute("COMMIT")
             return True
@@ -288,6 +291,7 @@ class DatabaseCheckpointStore:
 _ADDED_COLUMNS = {  # columns later versions added, for tables an older Sluice created
     "fence": "BIGINT NOT NULL DEFAULT 0",  # high availability
     "snapshot": "MEDIUMTEXT NULL",  # initial snapshots (MySQL allows no literal TEXT default)
+    "xa": "VARCHAR(300) NULL",  # prepared, undecided XA transactions
 }
 
 

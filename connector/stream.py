@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 from connector.binlog import constants as c
 from connector.binlog.events import (
     Event,
+    EventHeader,
     FormatDescriptionEvent,
     GtidEvent,
     HeartbeatEvent,
     MariadbGtidEvent,
+    PreviousGtidsEvent,
     QueryEvent,
     RotateEvent,
     TransactionPayloadEvent,
@@ -42,13 +44,14 @@ from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
 from connector.lazy import Lazy
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
-from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, open_connection
+from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 
 log = logging.getLogger("sluice.stream")
 
 _MARIADB_FL_STANDALONE = 0x01  # a GTID event whose transaction is one statement, no BEGIN/COMMIT
+_MARIADB_FL_PREPARED_XA = 0x40  # a GTID event that begins an XA transaction's first half (up to XA PREPARE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +79,76 @@ StreamItem = Changes | Commit | Heartbeat
 
 _TXN_END = ("COMMIT", "ROLLBACK")
 _IN_TXN_CONTROL = re.compile(r"^(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+TO|XA\s+END)\b", re.IGNORECASE)
+_XA_DECISION = re.compile(r"^XA\s+(COMMIT|ROLLBACK)\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+# An xid as the servers log it: X'gtrid',X'bqual',formatID (or quoted strings, as typed).
+_XID_PART = r"\s*(?:X'([0-9a-fA-F]*)'|'((?:[^'\\]|\\.|'')*)')\s*"
+_XID = re.compile(rf"^{_XID_PART}(?:,{_XID_PART}(?:,\s*(\d+)\s*)?)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Xid:
+    format_id: int
+    gtrid: bytes
+    bqual: bytes
+
+
+def parse_xid(text: str) -> Xid | None:
+    """The xid of `XA COMMIT|ROLLBACK <xid>`'s argument; None when it is not one."""
+    m = _XID.match(text.replace(" ONE PHASE", "").replace(" one phase", ""))
+    if m is None:
+        return None
+
+    def part(hex_text: str | None, quoted: str | None) -> bytes:
+        if hex_text is not None:
+            return bytes.fromhex(hex_text)
+        return (quoted or "").replace("''", "'").encode()
+
+    return Xid(int(m[5] or 1), part(m[1], m[2]), part(m[3], m[4]))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    start: Position  # where the XA transaction's first event is: a restart reads it again from there
+    changes: tuple[Changes, ...]
+
+
+def restamped(changes: Sequence[Changes], file: str, pos: int, server_id: int) -> Iterator[Changes]:
+    """A prepared XA transaction's changes as its XA COMMIT publishes them: at the commit's position
+    (row numbers running across its rows events), so ordering by `source` follows the publication."""
+    base = 0
+    for change in changes:
+        batch = change.batch
+        if batch is None:
+            yield change
+            continue
+        moved = replace(batch, source={"file": file, "pos": pos, "server_id": server_id}, base=base)
+        base += len(batch.rows.rows)
+        yield Changes(Lazy(_renderer(moved), len(batch.rows.rows)), change.file, change.pos, change.table, moved)
+
+
+def _renderer(batch: RowBatch) -> Callable[[], tuple[FlatMessage, ...]]:
+    return lambda: tuple(batch.messages())
 
 
 class TransactionAssembler:
-    def __init__(self, start: Position, tracker: SchemaTracker, included: TableFilter, mariadb: bool) -> None:
+    """Transactions out of one ordered event stream (see the module's docstring).
+
+    XA: MySQL logs an XA transaction's rows at XA PREPARE (XA START .. XA_PREPARE_LOG_EVENT;
+    MariaDB: a GTID flagged PREPARED_XA .. XA_PREPARE_LOG_EVENT) and decides it later, in a
+    transaction of its own (XA COMMIT / XA ROLLBACK). Its changes are held until then: handed
+    on at the commit (re-stamped with its position), dropped at the rollback. Positions handed
+    on meanwhile carry where the oldest undecided one begins (`Position.xa`), so a restart
+    reads it again from there, quietly, up to where it resumes (`quiet_until`)."""
+
+    def __init__(
+        self,
+        start: Position,
+        tracker: SchemaTracker,
+        included: TableFilter,
+        mariadb: bool,
+        prepared: dict[Xid, _Prepared] | None = None,
+        quiet_until: Position | None = None,
+    ) -> None:
         self.file = start.file
         self.tracker = tracker
         self.included = included
@@ -91,34 +160,58 @@ class TransactionAssembler:
         self.gtid: str | None = None
         self.rows = 0
         self.timestamp = start.timestamp
+        self.txn_start: Position | None = None  # the open transaction's first event
+        self.xa_open = False  # the open transaction is an XA transaction's first half
+        self.held: list[Changes] = []  # its changes, held until it is decided
+        self.prepared: dict[Xid, _Prepared] = dict(prepared or {})  # prepared, not yet decided
+        self.quiet_until = quiet_until.sort_key() if quiet_until is not None else None
 
     def feed(self, event: Event) -> Iterator[StreamItem]:
-        body = event.body
-        if isinstance(body, RowsEvent):
-            yield from self._rows(event)
-        elif isinstance(body, (GtidEvent, MariadbGtidEvent)):
-            self._begin(body)
-            _drain(self.builder.feed(event))  # the builder notes the GTID for its messages
-        elif isinstance(body, QueryEvent):
-            yield from self._query(event, body)
-        elif isinstance(body, (XidEvent, XaPrepareEvent)):
-            yield self._commit(event)
-        elif isinstance(body, RotateEvent):
-            yield from self._rotate(event, body)
-        elif isinstance(body, HeartbeatEvent):
-            if not self.in_txn:
-                yield Heartbeat(self._position(event.header.log_pos, event))
-        elif isinstance(body, TransactionPayloadEvent):
-            for inner in body.events:  # a compressed transaction: its events, one by one
-                yield from self.feed(replace(inner, header=replace(inner.header, log_pos=event.header.log_pos)))
-        elif not isinstance(body, FormatDescriptionEvent):
-            _drain(self.builder.feed(event))  # ROWS_QUERY / ANNOTATE_ROWS: remembered, no output
+        if self.quiet_until is not None:
+            if binlog_sort_key(self.file, event.pos) < self.quiet_until:
+                _drain(self._feed(event))  # re-read for the prepared XA transactions it holds
+                return
+            self.quiet_until = None
+        yield from self._feed(event)
 
-    def _begin(self, body: GtidEvent | MariadbGtidEvent) -> None:
+    def _feed(self, event: Event) -> Iterator[StreamItem]:
+        handler = _HANDLERS.get(type(event.body))
+        if handler is None:  # ROWS_QUERY / ANNOTATE_ROWS and the like: remembered, no output
+            _drain(self.builder.feed(event))
+            return iter(())
+        return handler(self, event)
+
+    def _gtid(self, event: Event) -> Iterator[StreamItem]:
+        assert isinstance(event.body, (GtidEvent, MariadbGtidEvent))
+        self._begin(event, event.body)
+        _drain(self.builder.feed(event))  # the builder notes the GTID for its messages
+        return iter(())
+
+    def _xid(self, event: Event) -> Iterator[StreamItem]:
+        yield self._commit(event)
+
+    def _heartbeat(self, event: Event) -> Iterator[StreamItem]:
+        if not self.in_txn:
+            yield Heartbeat(self._position(event.header.log_pos, event))
+
+    def _payload(self, event: Event) -> Iterator[StreamItem]:
+        assert isinstance(event.body, TransactionPayloadEvent)
+        for inner in event.body.events:  # a compressed transaction: its events, one by one
+            yield from self._feed(replace(inner, header=replace(inner.header, log_pos=event.header.log_pos)))
+
+    def _previous_gtids(self, event: Event) -> Iterator[StreamItem]:
+        assert isinstance(event.body, PreviousGtidsEvent)
+        if isinstance(self.gtids, MysqlGtidSet):  # everything the server executed before this file
+            self.gtids = self.gtids.union(MysqlGtidSet.parse(event.body.gtid_set))
+        return iter(())
+
+    def _begin(self, event: Event, body: GtidEvent | MariadbGtidEvent) -> None:
         self.in_txn, self.rows = True, 0
         self.gtid = body.gtid
+        self.txn_start = Position(self.file, event.pos)
         # MariaDB's GTID event stands for BEGIN unless the transaction is one statement.
         self.began = isinstance(body, MariadbGtidEvent) and not body.flags & _MARIADB_FL_STANDALONE
+        self.xa_open = isinstance(body, MariadbGtidEvent) and bool(body.flags & _MARIADB_FL_PREPARED_XA)
 
     def _rows(self, event: Event) -> Iterator[StreamItem]:
         self.in_txn = True
@@ -131,15 +224,28 @@ class TransactionAssembler:
             definition = self.tracker.definition(body.table)
             # Rendered only if someone reads them: the Avro path encodes the batch's images.
             messages = Lazy(lambda: tuple(batch.messages()), len(body.rows))
-            yield Changes(messages, self.file, event.pos, definition, batch)
+            changes = Changes(messages, self.file, event.pos, definition, batch)
+            if self.xa_open:
+                self.held.append(changes)
+            else:
+                yield changes
 
-    def _query(self, event: Event, body: QueryEvent) -> Iterator[StreamItem]:
+    def _query(self, event: Event) -> Iterator[StreamItem]:
+        body = event.body
+        assert isinstance(body, QueryEvent)
         sql = body.query.strip()
         upper = sql[:16].upper()
         if upper == "BEGIN" or upper.startswith("XA START"):
             self.in_txn = self.began = True
+            self.xa_open = upper.startswith("XA START")
+            if self.txn_start is None:
+                self.txn_start = Position(self.file, event.pos)
             return
-        if upper in _TXN_END or upper.startswith("XA COMMIT") or upper.startswith("XA ROLLBACK"):
+        decision = _XA_DECISION.match(sql) if upper.startswith("XA ") else None
+        if decision is not None:
+            yield from self._xa_decided(event, decision[1].upper() == "COMMIT", decision[2])
+            return
+        if upper in _TXN_END:
             yield self._commit(event)
             return
         if self.began and _IN_TXN_CONTROL.match(sql):
@@ -154,13 +260,38 @@ class TransactionAssembler:
         if not self.began:
             yield self._commit(event, feed_builder=False)
 
+    def _xa_prepare(self, event: Event) -> Iterator[StreamItem]:
+        body = event.body
+        assert isinstance(body, XaPrepareEvent)
+        held, self.held = self.held, []
+        if body.one_phase or not self.xa_open:  # XA COMMIT ... ONE PHASE: decided on the spot
+            yield from held
+        elif held:
+            xid = Xid(body.format_id, body.gtrid, body.bqual)
+            self.prepared[xid] = _Prepared(self.txn_start or Position(self.file, event.pos), tuple(held))
+        yield self._commit(event)
+
+    def _xa_decided(self, event: Event, commit: bool, xid_text: str) -> Iterator[StreamItem]:
+        xid = parse_xid(xid_text)
+        prepared = self.prepared.pop(xid, None) if xid is not None else None
+        if prepared is None and self.quiet_until is None:
+            # Prepared before this connector's first position (or of tables it does not capture).
+            log.debug("XA %s %s at %s:%d: no prepared changes held for it", "COMMIT" if commit else "ROLLBACK",
+                      xid_text, self.file, event.pos)  # fmt: skip
+        if prepared is not None and commit:
+            self.rows = sum(len(c.batch.rows.rows) for c in prepared.changes if c.batch is not None)
+            yield from restamped(prepared.changes, self.file, event.pos, event.header.server_id)
+        yield self._commit(event)
+
     def _ddl_captured(self, message: FlatMessage, changed_captured: bool) -> bool:
         if changed_captured:
             return True
         table = message.get("table") or ""
         return self.included(message["database"], table) if table else self.included.database(message["database"])
 
-    def _rotate(self, event: Event, body: RotateEvent) -> Iterator[StreamItem]:
+    def _rotate(self, event: Event) -> Iterator[StreamItem]:
+        body = event.body
+        assert isinstance(body, RotateEvent)
         self.file = self.tracker.source = self.builder.file = body.next_file
         real = event.header.log_pos != 0 and not event.header.flags & c.LOG_EVENT_ARTIFICIAL_F
         if real and not self.in_txn:
@@ -175,6 +306,7 @@ class TransactionAssembler:
         self.gtids = self._gtid_after()
         commit = Commit(self._position(event.header.log_pos, event), self.gtid, self.rows)
         self.in_txn, self.began, self.gtid, self.rows = False, False, None, 0
+        self.txn_start, self.xa_open, self.held = None, False, []
         if feed_builder:
             _drain(self.builder.feed(event))  # the builder forgets the transaction's GTID and SQL
         return commit
@@ -183,10 +315,32 @@ class TransactionAssembler:
         state = gtids if gtids is not None else self.gtids
         # Heartbeats and fake rotates carry no time: keep the last event's.
         self.timestamp = event.header.timestamp or self.timestamp
-        return Position(self.file, pos, str(state) if state is not None else "", event.header.server_id, self.timestamp)
+        return Position(self.file, pos, str(state) if state is not None else "", event.header.server_id,
+                        self.timestamp, xa=self._oldest_prepared())  # fmt: skip
+
+    def _oldest_prepared(self) -> str:
+        if not self.prepared:
+            return ""
+        oldest = min((p.start for p in self.prepared.values()), key=Position.sort_key)
+        return f"{oldest.file}:{oldest.pos}"
 
 
-def _drain(messages: Iterator[FlatMessage]) -> None:
+_HANDLERS: dict[type, Callable[[TransactionAssembler, Event], Iterator[StreamItem]]] = {
+    RowsEvent: TransactionAssembler._rows,
+    GtidEvent: TransactionAssembler._gtid,
+    MariadbGtidEvent: TransactionAssembler._gtid,
+    QueryEvent: TransactionAssembler._query,
+    XidEvent: TransactionAssembler._xid,
+    XaPrepareEvent: TransactionAssembler._xa_prepare,
+    RotateEvent: TransactionAssembler._rotate,
+    HeartbeatEvent: TransactionAssembler._heartbeat,
+    TransactionPayloadEvent: TransactionAssembler._payload,
+    PreviousGtidsEvent: TransactionAssembler._previous_gtids,
+    FormatDescriptionEvent: lambda assembler, event: iter(()),
+}
+
+
+def _drain(messages: Iterator[object]) -> None:
     for _ in messages:
         pass
 
@@ -232,18 +386,24 @@ class ChangeStream:
         self.reconnects = 0
         self.observer: Callable[[Event, int, str], None] | None = None  # every event: metrics
         self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
+        self._assembler: TransactionAssembler | None = None  # the current session's
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
         handed: tuple[str, int] | None = None  # last rows event handed on in the open transaction
+        # Prepared XA transactions as of `position`, kept across reconnects; None when they must
+        # be read again from the binlog (a start whose position says some are pending).
+        prepared: dict[Xid, _Prepared] | None = None if start.xa else {}
         delays = self.backoff.delays()
         while True:
             try:
-                for item in self._session(position, blocking, handed):
+                session = self._session(position, blocking, handed, prepared)
+                for item in session:
                     if isinstance(item, Changes):
                         handed = (item.file, item.pos)
                     else:
                         position, handed = item.position, None
+                        prepared = dict(self._assembler.prepared) if self._assembler is not None else {}
                     delays = self.backoff.delays()  # progress: the next failure starts a fresh backoff
                     yield item
                 return
@@ -257,19 +417,40 @@ class ChangeStream:
                 log.warning("source lost at %s (%s); reconnecting in %.1f s", position, exc, delay)
                 self.sleep(delay)
 
-    def _session(self, start: Position, blocking: bool, handed: tuple[str, int] | None) -> Iterator[StreamItem]:
-        dump = BinlogDump(self.settings, start, blocking)
+    def _session(
+        self,
+        start: Position,
+        blocking: bool,
+        handed: tuple[str, int] | None,
+        prepared: dict[Xid, _Prepared] | None,
+    ) -> Iterator[StreamItem]:
+        xa_from = start.xa_start() if prepared is None else None
+        if xa_from is not None:
+            # Re-read the undecided XA transactions from where the oldest begins, with the schema
+            # of that position, handing nothing on before `start` (it was handed on already).
+            log.info("re-reading prepared XA transactions from %s up to %s", xa_from, start)
+            self.tracker.restore(xa_from)
+        dump_at = self._dump_start(start, xa_from)
+        scan = _GtidScan(start) if dump_at is not start and xa_from is None else None
+        dump = BinlogDump(self.settings, dump_at, blocking, asked=start)
         info = self.info = dump.open()
         try:
             if info.mariadb and not start.gtid_set:
                 start = replace(start, gtid_set=_binlog_gtid_pos(dump, start))
-            parser = self._parser(start.file, info)
-            assembler = TransactionAssembler(start, self.tracker, self.included, info.mariadb)
-            self.tracker.source = start.file
+            parser = self._parser(dump_at.file, info)
+            assembler = self._assembler = TransactionAssembler(
+                replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
+                quiet_until=start if xa_from is not None else None,
+            )  # fmt: skip
+            self.tracker.source = dump_at.file
             skipping = handed is not None
             for raw in dump.events():
                 header = parse_header(raw)
                 pos = header.log_pos - header.event_length if header.log_pos else 0
+                if scan is not None:
+                    if scan.before_start(raw, pos, header, parser):
+                        continue
+                    assembler.gtids, scan = scan.gtids, None
                 event = parser.decode(raw, pos, header)
                 if self.observer is not None:
                     self.observer(event, len(raw), assembler.file)
@@ -285,12 +466,56 @@ class ChangeStream:
         finally:
             dump.close()
 
+    def _dump_start(self, start: Position, xa_from: Position | None) -> Position:
+        """Where the dump begins: `start`, or earlier when something before it must be read first
+        (prepared XA transactions; MySQL's GTID state at a position in the middle of a file)."""
+        if xa_from is not None:  # by file and position: a GTID set would skip what it holds
+            return replace(xa_from, gtid_set="")
+        if start.gtid_set or not start.file or start.pos <= 4 or not self._mysql_with_gtids():
+            return start
+        return replace(start, pos=4)
+
+    def _mysql_with_gtids(self) -> bool:
+        info = self.info
+        if info is None:
+            with open_connection(self.settings) as conn:
+                info = check_server(conn, self.settings)
+        return not info.mariadb and info.gtid_mode
+
     def _parser(self, file: str, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(file, checksum=info.checksum)
         parser.rows_cache = self.rows_cache
         parser.typed_rows = self.typed_rows
         parser.table_hook = self.tracker.table_hook
+        parser.table_filter = self.included
         return parser
+
+
+class _GtidScan:
+    """MySQL's GTID state at a position inside a binlog file: the file's PREVIOUS_GTIDS and the
+    GTIDs logged before the position, read from the file's start (MariaDB has BINLOG_GTID_POS for
+    this). Its Executed_Gtid_Set beside SHOW BINARY LOG STATUS will not do: it is read apart from
+    the position and can miss transactions still committing, which a resume by GTID would send
+    again."""
+
+    _KEEP = frozenset({c.EventType.FORMAT_DESCRIPTION_EVENT, c.EventType.PREVIOUS_GTIDS_LOG_EVENT,
+                       c.EventType.GTID_LOG_EVENT, c.EventType.GTID_TAGGED_LOG_EVENT})  # fmt: skip
+
+    def __init__(self, start: Position) -> None:
+        self.start = start
+        self.gtids = MysqlGtidSet()
+
+    def before_start(self, raw: bytes, pos: int, header: EventHeader, parser: BinlogParser) -> bool:
+        """Take in an event before the start (True); False at the first event from the start on."""
+        if header.log_pos and pos >= self.start.pos:
+            return False
+        if header.type_code in self._KEEP:
+            body = parser.decode(raw, pos, header).body
+            if isinstance(body, PreviousGtidsEvent):
+                self.gtids = self.gtids.union(MysqlGtidSet.parse(body.gtid_set))
+            elif isinstance(body, GtidEvent) and body.gtid is not None:
+                self.gtids = self.gtids.with_gtid(body.gtid)
+        return True
 
 
 def _handed_before(item: StreamItem, handed: tuple[str, int] | None) -> bool:

@@ -50,6 +50,17 @@ def test_mysql_gtid_set_grows_with_each_commit() -> None:
     for k, commit in enumerate(commits):
         assert commit.gtid is not None
         sid, gno = commit.gtid.rsplit(":", 1)
-        (held_sid, intervals), *_ = MysqlGtidSet.parse(commit.position.gtid_set).sets
+        ((held_sid, _), intervals), *_ = MysqlGtidSet.parse(commit.position.gtid_set).sets
         # every GTID committed so far, this one included, is in the set handed on with it
         assert held_sid == sid and intervals == ((int(gno) - k, int(gno)),)
+
+
+def test_positions_carry_the_files_history_and_tagged_gtids() -> None:
+    # MySQL 8.3+ tagged GTIDs (`SET gtid_next = 'AUTOMATIC:mytag'`): the file's PREVIOUS_GTIDS
+    # (everything executed before it) is part of the GTID state handed on, so a resume by
+    # GTID never asks the server for history from before the connector's start.
+    items = assemble("rust_mysql_common/binlog_transaction_with_GTID_TAG.000001")
+    commits = [i for i in items if isinstance(i, Commit)]
+    assert [c.gtid for c in commits] == ["55778904-0299-11f1-b1b8-4ef0c4956feb:mytag:3"]
+    held = MysqlGtidSet.parse(commits[0].position.gtid_set)
+    assert str(held) == "55778904-0299-11f1-b1b8-4ef0c4956feb:1-13:mytag:1-3"

@@ -30,10 +30,13 @@ from connector.errors import (
 from connector.position import MysqlGtidSet, Position
 from connector.replica import packets
 from connector.replica.packets import PacketReader, ProtocolError, SequenceRestartError
+from connector.schema.capture import master_position
 
 log = logging.getLogger("sluice.replica")
 
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+ER_SPECIFIC_ACCESS_DENIED = 1227
+_unlisted_warned: list[bool] = []  # the replica list was refused once already (said once per process)
 # Client-side codes pymysql raises when the connection is gone.
 _LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
@@ -71,6 +74,11 @@ class ServerInfo:
     checksum: bool  # events carry a CRC32
     row_metadata: str  # FULL / MINIMAL / "" when the server has no such setting
     gtid_mode: bool
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The version's numbers: (9, 7, 4) for "9.7.4-2", (10, 11, 6) for "10.11.6-MariaDB"."""
+        return tuple(int(n) for n in re.findall(r"\d+", self.version.split("-")[0])[:3])
 
 
 def open_connection(
@@ -165,9 +173,12 @@ def _privilege_problems(conn: pymysql.connections.Connection) -> list[str]:
 class BinlogDump:
     """One dump session: registered, negotiated, and streaming event bytes from a start."""
 
-    def __init__(self, settings: SourceSettings, start: Position, blocking: bool = True) -> None:
+    def __init__(
+        self, settings: SourceSettings, start: Position, blocking: bool = True, asked: Position | None = None
+    ) -> None:
         self.settings = settings
         self.start = start
+        self.asked = asked or start  # the position the caller resumes from (messages name it)
         self.blocking = blocking
         self.report_host = REPORT_HOST
         self.conn: pymysql.connections.Connection | None = None
@@ -179,7 +190,7 @@ class BinlogDump:
         conn = self.conn = open_connection(self.settings)
         try:
             info = self.info = check_server(conn, self.settings)
-            self._check_server_id(conn)
+            self._check_server_id(conn, info)
             self._negotiate(conn, info)
             self._command(packets.register_slave(self.settings.server_id, self.report_host, port=0))
             self._expect_ok("COM_REGISTER_SLAVE")
@@ -196,18 +207,38 @@ class BinlogDump:
     def _where(self) -> str:
         return f"{self.settings.host}:{self.settings.port}"
 
-    def _check_server_id(self, conn: pymysql.connections.Connection) -> None:
+    def _check_server_id(self, conn: pymysql.connections.Connection, info: ServerInfo) -> None:
         """A second replica with our server_id would make the server drop one of us, over and over."""
-        with conn.cursor() as cur:
-            cur.execute("SHOW SLAVE HOSTS")
-            rows = cur.fetchall()
-        for row in rows:
-            ours = str(row[1]).startswith("sluice-") and self.settings.takeover
-            if int(row[0]) == self.settings.server_id and str(row[1]) != self.report_host and not ours:
+        for server_id, host, port in self._replicas(conn, info):
+            ours = host.startswith("sluice-") and self.settings.takeover
+            if server_id == self.settings.server_id and host != self.report_host and not ours:
                 raise ServerIdConflictError(
                     f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
-                    f"{row[1]}:{row[2]}; give this connector a unique [source] server_id"
+                    f"{host}:{port}; give this connector a unique [source] server_id"
                 )
+
+    def _replicas(self, conn: pymysql.connections.Connection, info: ServerInfo) -> list[tuple[int, str, str]]:
+        """(server_id, host, port) of the registered replicas; [] when the user may not list them.
+
+        MySQL 8.4 removed SHOW SLAVE HOSTS (SHOW REPLICAS since 8.0.22, needing REPLICATION
+        SLAVE); MariaDB asks REPLICATION MASTER ADMIN for either name, which the connector's
+        documented grants do not include: then the check is skipped, once said."""
+        statement = "SHOW SLAVE HOSTS" if info.mariadb or info.release < (8, 0, 22) else "SHOW REPLICAS"
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement)
+                return [(int(r[0]), str(r[1]), str(r[2])) for r in cur.fetchall()]
+        except pymysql.err.OperationalError as exc:
+            if not exc.args or exc.args[0] != ER_SPECIFIC_ACCESS_DENIED:
+                raise
+        if not _unlisted_warned:
+            _unlisted_warned.append(True)
+            log.warning(
+                "%s: %s is refused to %s (%s), so a second replica with server_id %d cannot be detected before "
+                "streaming; grant it to have it checked", self._where(), statement, self.settings.user,
+                "REPLICATION MASTER ADMIN" if info.mariadb else "REPLICATION SLAVE", self.settings.server_id,
+            )  # fmt: skip
+        return []
 
     def _negotiate(self, conn: pymysql.connections.Connection, info: ServerInfo) -> None:
         statements = ["SET @master_binlog_checksum = @@global.binlog_checksum"]
@@ -314,20 +345,24 @@ class BinlogDump:
             with conn.cursor() as cur:
                 cur.execute("SHOW BINARY LOGS")
                 logs = cur.fetchall()
-                cur.execute("SHOW MASTER STATUS")
-                status = cur.fetchone()
+            position = master_position(conn)
             conn.close()
             oldest = f"{logs[0][0]}:4" if logs else "none"
-            current = f"{status[0]}:{status[1]}" if status else "unknown"
-        except SourceError:
+            current = f"{position.file}:{position.pos}"
+        except (SourceError, pymysql.err.MySQLError):
             pass
+        asked = (f"{self.asked.file}:{self.asked.pos}" if self.asked.file and not self._by_gtid()
+                 else f"GTID set {self.asked.gtid_set}")  # fmt: skip
         return (
-            f"{self._where()} cannot send binlog from {self.start} (error 1236: {error.message}). "
+            f"{self._where()} cannot send binlog from {asked} (error 1236: {error.message}). "
             f"The server's oldest binlog is {oldest}, its current position {current}. Rows between are lost "
-            'to the binlog. Choose: start from the earliest binlog ([source] start = "earliest"), start from '
-            'the current position ([source] start = "current"), or re-snapshot the tables (`sluice snapshot`); '
-            "Sluice never skips ahead on its own."
+            "to the binlog. Choose: `sluice position reset`, then start from the earliest binlog "
+            '([source] start = "earliest") or from the current position ([source] start = "current"), '
+            "and re-snapshot the tables (`sluice snapshot`); Sluice never skips ahead on its own."
         )
+
+    def _by_gtid(self) -> bool:
+        return self.settings.use_gtid and bool(self.start.gtid_set)
 
     def close(self) -> None:
         if self._stream is not None:
