@@ -35,8 +35,9 @@ class Source:
         self.closed = 0
         self.fail_rows = False
 
-    def open(self) -> Window:
+    def open(self, after: Position) -> Window:
         self.opened += 1
+        self.opened_after = after
         return self.window
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:

@@ -131,7 +131,7 @@ class Snapshotter:
             return False
         self._wait_for = None
         try:
-            window = self.source.open()
+            window = self.source.open(at)
         except SnapshotReadError as exc:
             log.warning("%s; trying again at the next transaction", exc)
             return False

@@ -15,6 +15,7 @@ form: MariaDB UUID/INET4/INET6 as their bytes, FLOAT at full precision.
 from __future__ import annotations
 
 import contextlib
+import logging
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from connector.schema.capture import master_position
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
 from connector.snapshot.state import Key, KeyValue
 
+log = logging.getLogger("sluice.snapshot")
+
 Rendered = dict[str, str | None]
 Chunk = Iterator[tuple[Rendered, Key]]
 
@@ -40,6 +43,10 @@ Chunk = Iterator[tuple[Rendered, Key]]
 _TEXT_RESULTS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 _INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
 _STORED_BYTES = {"uuid": 16, "inet6": 16, "inet4": 4}
+
+
+SETTLE_TIMEOUT_S = 10  # how long a chunk waits for the stream's transactions to commit (MySQL)
+_ungated_warned: list[bool] = []  # MySQL without GTIDs was reported once (said once per process)
 
 
 class SnapshotReadError(SluiceError):
@@ -59,8 +66,8 @@ class Window:
 
 
 class ChunkSource(Protocol):
-    def open(self) -> Window:
-        """Begin a consistent read."""
+    def open(self, after: Position) -> Window:
+        """Begin a consistent read that holds every change up to `after` (where the stream is)."""
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
         """Inside the open read: rows after the key `after` in key order (every row without a key)."""
@@ -102,7 +109,12 @@ def select_expression(col: Column) -> str:
         return f"CAST({name} AS BINARY({_STORED_BYTES[col.data_type]}))"
     if col.data_type == "float":
         return f"CAST({name} AS DOUBLE)"  # the text protocol rounds FLOAT to 6 digits
+    if col.data_type == "vector":
+        # MySQL sends VECTOR's float bytes labelled with a text charset (pymysql would decode them
+        # as ASCII): its stored bytes, as the binlog carries them.
+        return f"CAST({name} AS BINARY)"
     return name
+
 
 
 def renderer(col: Column) -> Callable[[Any], str | None]:
@@ -193,11 +205,11 @@ class ServerChunks:
             self._conn = conn
         return self._conn
 
-    def open(self) -> Window:
+    def open(self, after: Position) -> Window:
         try:
             conn = self._connection()
             # The position before is only needed where the server has no exact one (MySQL).
-            before = None if self._exact else master_position(conn)
+            before = None if self._exact else self._settled(conn, after)
             with conn.cursor() as cur:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 self._open = True
@@ -210,11 +222,38 @@ class ServerChunks:
             if before is None:  # a different server behind the same address: open again, the MySQL way
                 self._exact = False
                 self.close()
-                return self.open()
+                return self.open(after)
             return Window(before, master_position(conn))
         except (pymysql.err.MySQLError, SluiceError) as exc:
             self._lost(exc)
             raise SnapshotReadError(f"{self._where()}: cannot open a consistent read: {exc}") from exc
+
+    def _settled(self, conn: pymysql.connections.Connection, after: Position) -> Position:
+        """MySQL: the position before the read view opens, once every transaction the stream handed
+        on (up to `after`) is committed in the engine, so the read view sees them all.
+
+        The binlog is written before the engine commits: a transaction the stream already handed
+        on can still be invisible to a read view opened a moment later, and its key then read as
+        it was before it (a READ overwriting a newer change). A GTID joins gtid_executed only after
+        its engine commit, so waiting for `after`'s GTID set closes that gap. Keys the stream
+        changes after `after` are left out of the chunk (coordinator.Snapshotter.saw), and
+        transactions logged after the window's high end are not in the read view: exact."""
+        if after.gtid_set:
+            with conn.cursor() as cur:
+                cur.execute("SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (after.gtid_set, SETTLE_TIMEOUT_S))
+                row = cur.fetchone()
+            if row is None or int(row[0]) != 0:
+                raise SnapshotReadError(
+                    f"{self._where()}: transactions up to {after} not committed after {SETTLE_TIMEOUT_S} s"
+                )
+        elif not _ungated_warned:
+            _ungated_warned.append(True)
+            log.warning(
+                "%s runs without GTIDs: the snapshot's read views cannot wait for the stream's last transaction "
+                "to commit in the engine, so a row changed in the instant before a chunk is read can be read as it "
+                "was before that change; set gtid_mode=ON (with enforce_gtid_consistency) to close it", self._where()
+            )  # fmt: skip
+        return master_position(conn)
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
         sql, params = chunk_query(table, after, limit)
