@@ -16,7 +16,10 @@ from connector.binlog.events import (
     TransactionPayloadEvent,
     XidEvent,
 )
-from connector.binlog.parser import verify_crc
+from connector.binlog.file import iter_file_events
+from connector.binlog.parser import BinlogParser, verify_crc
+from connector.binlog.rows import RowsEvent
+from connector.binlog.tablemap import TableMapEvent
 from connector.cli import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
 from tests.corpus import (
@@ -280,3 +283,16 @@ def test_rows_match_mysql_8_dumps(name: str) -> None:
     expected = verbose_rows(text)
     (binlog,) = (CORPUS / "mysql-cdc-rs").glob(name.replace("_dump.txt", "_binlog.*"))
     assert verbose_lines(rows_events(events_of(f"mysql-cdc-rs/{binlog.name}"))) == expected
+
+
+@pytest.mark.parametrize("entry", [f for f in FILES if not f.may_fail], ids=lambda f: f.name)
+def test_tables_the_filters_exclude_are_read_only_up_to_their_names(entry: CorpusFile) -> None:
+    # A table the connector does not capture must not be able to stop it: its TABLE_MAP's
+    # columns and metadata are never decoded, and its rows are skipped unread.
+    parser = BinlogParser(entry.name)
+    parser.table_filter = lambda database, table: False
+    for event in iter_file_events(str(entry.path), parser=parser):
+        if isinstance(event.body, TableMapEvent):
+            assert event.body.columns == () and event.body.table
+        elif isinstance(event.body, RowsEvent) and event.body.table is not None:
+            assert not event.body.decoded and event.body.rows == ()

@@ -160,15 +160,15 @@ def decode_rows(
         return RowsEvent(
             kind, type_code, header.table_id, header.flags, header.extra_data, None, present, present_after, ()
         )
+    if skip:  # a table not captured: its TABLE_MAP may have been read only up to its names
+        r.rest()
+        return RowsEvent(
+            kind, type_code, header.table_id, header.flags, header.extra_data, table, present, present_after, (), False
+        )
     if count != len(table.columns):
         raise FormatError(
             f"rows event has {count} columns but the TABLE_MAP of "
             f"`{table.schema}`.`{table.table}` has {len(table.columns)}"
-        )
-    if skip:
-        r.rest()
-        return RowsEvent(
-            kind, type_code, header.table_id, header.flags, header.extra_data, table, present, present_after, (), False
         )
     body = uncompress_mariadb(r.rest()) if compressed else r.rest()
     partial = type_code == E.PARTIAL_UPDATE_ROWS_EVENT
