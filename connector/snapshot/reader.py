@@ -18,7 +18,7 @@ import contextlib
 import logging
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ from connector.errors import SluiceError
 from connector.flat import float32_text
 from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
-from connector.schema.capture import master_position
+from connector.schema.capture import is_mariadb, master_position
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
 from connector.snapshot.state import Key, KeyValue
 
@@ -193,7 +193,7 @@ class ServerChunks:
         self.settings = settings
         self._conn: pymysql.connections.Connection | None = None
         self._open = False
-        self._exact = False  # the server reports the exact binlog position of a read view (MariaDB)
+        self._server_id = 0
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -202,31 +202,35 @@ class ServerChunks:
                 # One read view for the transaction, and TIMESTAMP in UTC as the binlog decoder renders it.
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 cur.execute("SET SESSION time_zone = '+00:00'")
+                cur.execute("SELECT @@server_id")
+                row = cur.fetchone()
+            self._server_id = int(row[0]) if row else 0
             self._conn = conn
         return self._conn
 
     def open(self, after: Position) -> Window:
         try:
             conn = self._connection()
-            # The position before is only needed where the server has no exact one (MySQL).
-            before = None if self._exact else self._settled(conn, after)
+            # MariaDB reports the read view's exact position; MySQL needs the window around it.
+            before = None if is_mariadb(conn) else self._settled(conn, after)
             with conn.cursor() as cur:
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 self._open = True
                 cur.execute("SHOW STATUS LIKE 'binlog\\_snapshot\\_%'")
                 status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
-            if "binlog_snapshot_file" in status:
-                self._exact = True
-                exact = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+            if "binlog_snapshot_file" in status:  # MariaDB, and Percona Server
+                exact = self._at(Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
                 return Window(exact, exact)
-            if before is None:  # a different server behind the same address: open again, the MySQL way
-                self._exact = False
-                self.close()
-                return self.open(after)
-            return Window(before, master_position(conn))
+            if before is None:
+                raise SnapshotReadError(f"{self._where()}: the server reports no binlog_snapshot_file status")
+            return Window(before, self._at(master_position(conn)))
         except (pymysql.err.MySQLError, SluiceError) as exc:
             self._lost(exc)
             raise SnapshotReadError(f"{self._where()}: cannot open a consistent read: {exc}") from exc
+
+    def _at(self, position: Position) -> Position:
+        """With the server's id, which READ messages carry in `source.server_id` as the binlog's do."""
+        return replace(position, server_id=self._server_id)
 
     def _settled(self, conn: pymysql.connections.Connection, after: Position) -> Position:
         """MySQL: the position before the read view opens, once every transaction the stream handed
@@ -253,7 +257,7 @@ class ServerChunks:
                 "to commit in the engine, so a row changed in the instant before a chunk is read can be read as it "
                 "was before that change; set gtid_mode=ON (with enforce_gtid_consistency) to close it", self._where()
             )  # fmt: skip
-        return master_position(conn)
+        return self._at(master_position(conn))
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
         sql, params = chunk_query(table, after, limit)
