@@ -33,7 +33,7 @@ from typing import Protocol
 import pymysql
 import redis
 
-from connector.errors import SluiceError, SourceError
+from connector.errors import ServerConfigError, SluiceError, SourceError
 from connector.lease import FencedError
 from connector.position import Position
 from connector.sink.kafka import Delivered
@@ -238,7 +238,10 @@ class DatabaseCheckpointStore:
         try:
             with self._connect() as conn, conn.cursor() as cur:
                 return action(cur)
+        except ServerConfigError:
+            raise  # a refused privilege: the same on every attempt
         except (pymysql.err.OperationalError, SourceError) as exc:
+
             raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
 
     def get(self) -> Position | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pymysql
+import pymysql.cursors
 
 from connector.config import Config
 from connector.errors import ServerConfigError, SourceError
@@ -36,12 +37,29 @@ class Prepared:
     captured: bool = False  # no history yet: the schema was read from the server (a first start)
 
 
+# What the checkpoint database's user needs on it: its three tables (checkpoints, schema
+# history, snapshot requests) are created at the first start and gain columns in later versions.
+CHECKPOINT_GRANTS = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
+_ACCESS_DENIED = frozenset({1044, 1142, 1143, 1227})  # database, table, column, privilege refused
+
+
 def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Connection]:
     """Connections to the checkpoint database, which is created when missing."""
     settings = config.checkpoint_settings()
     database = config.meta_database()
     with open_connection(settings) as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        try:
+            cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,))
+            row = cur.fetchone()
+            if not row or not row[0]:
+                cur.execute(f"CREATE DATABASE `{database}`")
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] not in _ACCESS_DENIED:
+                raise
+            raise ServerConfigError(
+                f"checkpoint database {settings.host}:{settings.port}/{database}: {exc.args[1]}; create the "
+                f"database, or GRANT {CHECKPOINT_GRANTS} ON `{database}`.* TO the checkpoint user"
+            ) from exc
     same_server = (settings.host, settings.port) == (config.source.host, config.source.port)
 
     def connect() -> pymysql.connections.Connection:
@@ -50,7 +68,33 @@ def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Con
             _unlogged(conn)
         return conn
 
-    return connect
+    return _refusals_named(connect, f"{settings.host}:{settings.port}/{database}")
+
+
+def _refusals_named(
+    connect: Callable[[], pymysql.connections.Connection], where: str
+) -> Callable[[], pymysql.connections.Connection]:
+    """Connections whose refused statements (a missing CREATE or ALTER on the checkpoint
+    database) say what to GRANT, instead of a driver error deep in a store."""
+
+    class Named(pymysql.cursors.Cursor):
+        def execute(self, query: str, args: object = None) -> int:
+            try:
+                return super().execute(query, args)
+            except pymysql.err.MySQLError as exc:
+                if exc.args and exc.args[0] in _ACCESS_DENIED:
+                    raise ServerConfigError(
+                        f"checkpoint database {where}: {exc.args[1]}; GRANT {CHECKPOINT_GRANTS} ON the database "
+                        "TO the checkpoint user"
+                    ) from exc
+                raise
+
+    def named() -> pymysql.connections.Connection:
+        conn = connect()
+        conn.cursorclass = Named
+        return conn
+
+    return named
 
 
 def _unlogged(conn: pymysql.connections.Connection) -> None:
