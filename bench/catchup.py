@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.pipeline import _rss_mib
-from bench.sequence import fresh_table, insert
+from bench.sequence import choose_server, fresh_table, insert
 from connector.runner import checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import PORT, ROOT, connect, live_config
+from tests.live import ROOT, checkpoint_url, connect, live_config, source_toml
 
 DB = "sluice_backlog"
 
@@ -33,15 +33,14 @@ DB = "sluice_backlog"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
-    args = parser.parse_args()
+    args = choose_server(parser)
     with tempfile.TemporaryDirectory() as tmp:
         name = f"catchup{uuid.uuid4().hex[:6]}"
         path = Path(tmp) / "sluice.toml"
         path.write_text(
-            f'name = "{name}"\n[source]\nport = {PORT}\nserver_id = 4800\nheartbeat_s = 1\n'
-            "include = ['sluice_backlog\\..*']\n"
+            f'name = "{name}"\n' + source_toml(4800) + "include = ['sluice_backlog\\..*']\n"
             f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas"\n'
-            f'[checkpoint]\ndb_url = "mysql://root@127.0.0.1:{PORT}/sluice_meta"\n'
+            f'[checkpoint]\ndb_url = "{checkpoint_url()}"\n'
         )
         fresh_table(DB)
         conn = connect()

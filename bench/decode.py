@@ -24,10 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from bench.sequence import choose_server
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
 from connector.cli import decode_files
-from tests.live import BINLOG_DIR, SETTINGS, connect, current_binlog
+from tests.live import connect, current_binlog, peer_settings, server
 
 DB = "sluice_bench"
 
@@ -83,7 +84,7 @@ def sluice_jsonl(path: str) -> tuple[int, float]:
 def peer_rows(file: str) -> tuple[int, float]:
     started = time.perf_counter()
     stream = BinLogStreamReader(
-        connection_settings=SETTINGS, server_id=4343, log_file=file, log_pos=4, resume_stream=True,
+        connection_settings=peer_settings(), server_id=4343, log_file=file, log_pos=4, resume_stream=True,
         blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[DB],
     )  # fmt: skip
     count = 0
@@ -98,11 +99,11 @@ def peer_rows(file: str) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000)
-    args = parser.parse_args()
+    args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     file = workload(args.rows)
-    path = str(BINLOG_DIR / file)
+    path = str(server().binlog_dir / file)
     size = os.path.getsize(path)
     ours_rows, ours_t = sluice_rows(path)
     ours_json, ours_json_t = sluice_jsonl(path)

@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, peer_rows, workload
+from bench.sequence import choose_server
 from connector.position import Position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
@@ -42,7 +43,7 @@ def sluice_live(file: str) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000)
-    args = parser.parse_args()
+    args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     file = workload(args.rows)

@@ -37,12 +37,13 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, workload
+from bench.sequence import choose_server
 from connector.config import AvroSection, CheckpointSection, Config, KafkaSection
 from connector.position import Position
 from connector.runner import Connector, checkpoint_stores, kafka_sink
 from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSink
-from tests.live import PORT, ROOT, connect, current_binlog, live_config
+from tests.live import ROOT, checkpoint_url, connect, current_binlog, live_config, numbers, source_toml
 
 
 class RecordingSink:
@@ -78,7 +79,7 @@ def config(name: str, tmp: str) -> Config:
     return replace(
         base,
         kafka=KafkaSection(topic_prefix=name),
-        checkpoint=CheckpointSection(db_url=f"mysql://root@127.0.0.1:{PORT}/sluice_meta"),
+        checkpoint=CheckpointSection(db_url=checkpoint_url()),
         avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
     )
 
@@ -178,10 +179,9 @@ def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, i
     name = f"bigtxn{uuid.uuid4().hex[:6]}"
     path = Path(tmp) / "big.toml"
     path.write_text(
-        f'name = "{name}"\n[source]\nport = {PORT}\nserver_id = 4601\nheartbeat_s = 1\n'
-        "include = ['sluice_bigtxn\\..*']\n"
+        f'name = "{name}"\n' + source_toml(4601) + "include = ['sluice_bigtxn\\..*']\n"
         f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas-big"\n'
-        f'[checkpoint]\ndb_url = "mysql://root@127.0.0.1:{PORT}/sluice_meta"\n'
+        f'[checkpoint]\ndb_url = "{checkpoint_url()}"\n'
     )
     process = subprocess.Popen([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
                                stderr=subprocess.DEVNULL)  # fmt: skip
@@ -206,7 +206,7 @@ def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, i
 
 def _insert_many(rows: int) -> None:
     with connect("sluice_bigtxn").cursor() as cur:  # MariaDB's SEQUENCE engine gives the numbers
-        cur.execute(f"INSERT INTO t SELECT seq, REPEAT('x', 60), seq / 100 FROM seq_1_to_{rows}")
+        cur.execute(f"INSERT INTO t SELECT seq, REPEAT('x', 60), seq / 100 FROM {numbers(rows)}")
 
 
 def _rss_mib(pid: int) -> int:
@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--oltp", type=int, default=20_000, help="single-row transactions")
     parser.add_argument("--big-transaction", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="connector and ceiling runs, alternating")
-    args = parser.parse_args()
+    args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:

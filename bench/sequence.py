@@ -1,10 +1,20 @@
-"""The table bench/catchup.py and bench/spark.py fill on the server, with MariaDB's SEQUENCE engine."""
+"""What the benches share: the server they run against, and the table catchup.py and spark.py fill."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
-from tests.live import fresh_database
+from tests import live
+from tests.live import fresh_database, numbers
+
+
+def choose_server(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`--server mariadb|mysql` (the services `make services` starts), made the active one."""
+    parser.add_argument("--server", choices=list(live.SERVERS), default="mariadb", help="the source server")
+    args = parser.parse_args()
+    live.use(live.SERVERS[args.server])
+    return args
 
 
 def fresh_table(db: str) -> None:
@@ -16,7 +26,8 @@ def fresh_table(db: str) -> None:
 
 def insert(cur: Any, db: str, first: int, last: int, at: str = "NOW(6)") -> None:
     """Rows `first` to `last` of `t` in one statement; `at`: the SQL of the DATETIME column."""
-    cur.execute(f"USE {db}")  # the SEQUENCE engine's seq_M_to_N tables live in the current database
+    cur.execute(f"USE {db}")  # MariaDB's SEQUENCE engine's seq_M_to_N tables live in the current database
+    n = f"(seq + {first - 1})"
     cur.execute(
-        f"INSERT INTO {db}.t SELECT seq, seq % 1000, REPEAT('c', 60), seq / 100, {at} FROM seq_{first}_to_{last}"
+        f"INSERT INTO {db}.t SELECT {n}, {n} % 1000, REPEAT('c', 60), {n} / 100, {at} FROM {numbers(last - first + 1)}"
     )

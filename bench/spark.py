@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sequence import fresh_table, insert
+from bench.sequence import choose_server, fresh_table, insert
 from connector.config import AvroSection, CheckpointSection, KafkaSection, SparkSection
 from connector.runner import Connector
 from spark.jobs import run, session
-from tests.live import PORT, ROOT, connect, live_config
+from tests.live import ROOT, checkpoint_url, connect, live_config
 
 DB = "sluice_bench_lake"
 
@@ -31,7 +31,7 @@ DB = "sluice_bench_lake"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
-    args = parser.parse_args()
+    args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,7 +39,7 @@ def main() -> None:
         config = replace(
             live_config([rf"{DB}\..*"], name=name, server_id=4700),
             kafka=KafkaSection(topic_prefix=name),
-            checkpoint=CheckpointSection(db_url=f"mysql://root@127.0.0.1:{PORT}/sluice_meta"),
+            checkpoint=CheckpointSection(db_url=checkpoint_url()),
             avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
             spark=SparkSection(master="local[2]", lake_dir=os.path.join(tmp, "lake"),
                                checkpoint_dir=os.path.join(tmp, "ckpt"), shuffle_partitions=2,

@@ -57,6 +57,16 @@ def spec_files() -> list[Path]:
     return sorted(SPEC_DIR.glob("*.spec"))
 
 
+_SERVERS = re.compile(r"^--\s*servers:\s*(.+)$", re.MULTILINE)
+
+
+def spec_servers(path: Path, every: list[str]) -> list[str]:
+    """The servers a spec file is for: a `-- servers: mariadb` line names them; else all."""
+    m = _SERVERS.search(path.read_text(encoding="utf-8"))
+    return [s.strip() for s in m[1].split(",")] if m else every
+
+
+
 _REPEAT = re.compile(r"^@REPEAT\((.*),(\d+)\)$", re.DOTALL)
 
 

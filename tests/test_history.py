@@ -1,4 +1,4 @@
-"""The schema history stores: one test class, run against the in-memory twin and the MariaDB table."""
+"""The schema history stores: one test class, run against the in-memory twin and the table on each server."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from connector.position import Position
 from connector.schema.history import HistoryRecord, HistoryStore, MariadbHistoryStore, MemoryHistoryStore, rebuild
 from connector.schema.model import Column, Table
 from connector.startup import checkpoint_connector
-from tests.live import BINLOG_DIR, PORT, connect, current_binlog, live_config
+from tests import live
+from tests.live import admin_url, connect, current_binlog, live_config, row_metadata, server
 
 
 def table(*names: str) -> Table:
@@ -33,11 +34,12 @@ RECORDS = [
 ]
 
 
-@pytest.fixture(params=["memory", pytest.param("mariadb", marks=pytest.mark.live)])
+@pytest.fixture(params=["memory", *(pytest.param(name, marks=pytest.mark.live) for name in live.SERVERS)])
 def store(request: pytest.FixtureRequest) -> Iterator[HistoryStore]:
     if request.param == "memory":
         yield MemoryHistoryStore()
         return
+    live.use(live.SERVERS[request.param])
     name = "history-test"
     connector = checkpoint_connector(live_config([], name=name))
     mariadb = MariadbHistoryStore(connector, name)
@@ -70,18 +72,16 @@ def test_decode_schema_from_names_columns_of_minimal_metadata_files() -> None:
         cur.execute("DROP DATABASE IF EXISTS minimal")
         cur.execute("CREATE DATABASE minimal")
         cur.execute("CREATE TABLE minimal.t (id INT UNSIGNED PRIMARY KEY, label ENUM('a','b'), note VARCHAR(9))")
-        cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
-        try:
-            cur.execute("FLUSH BINARY LOGS")
-            file, _ = current_binlog(conn)
-            cur.execute("INSERT INTO minimal.t VALUES (4000000000, 'b', 'ü')")
-            cur.execute("FLUSH BINARY LOGS")
-        finally:
-            cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
-    path = str(BINLOG_DIR / file)
+    with row_metadata("MINIMAL"), conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        file, _ = current_binlog(conn)
+        cur.execute("INSERT INTO minimal.t VALUES (4000000000, 'b', 'ü')")
+        cur.execute("FLUSH BINARY LOGS")
+    path = str(server().binlog_dir / file)
     plain, named = io.StringIO(), io.StringIO()
     decode_files([path], plain)
-    decode_files([path], named, tracker=schema_from(f"mysql://root@127.0.0.1:{PORT}"))
+    decode_files([path], named, tracker=schema_from(admin_url()))
+
     row_plain = next(json.loads(line) for line in plain.getvalue().splitlines() if '"INSERT"' in line)
     row_named = next(json.loads(line) for line in named.getvalue().splitlines() if '"INSERT"' in line)
     assert row_plain["data"] == [{"@1": "4000000000", "@2": "2", "@3": "ü"}]  # no names, no labels logged

@@ -22,6 +22,7 @@ from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink, SinkError
 from connector.sink.partitioning import partition_for, route_python
 from connector.startup import checkpoint_connector
+from tests import live
 from tests.live import live_config
 
 KAFKA = "127.0.0.1:9092"
@@ -122,14 +123,15 @@ class TestSink:
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.live),
-                        pytest.param("database", marks=pytest.mark.live)])  # fmt: skip
+                        *(pytest.param(f"database-{s}", marks=pytest.mark.live) for s in live.SERVERS)])  # fmt: skip
 def store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore]:
     name = f"store-test-{uuid.uuid4().hex[:8]}"
     if request.param == "memory":
         yield MemoryCheckpointStore()
     elif request.param == "redis":
         yield RedisCheckpointStore(REDIS, name)
-    else:
+    else:  # the checkpoints table on each server
+        live.use(live.SERVERS[request.param.removeprefix("database-")])
         yield DatabaseCheckpointStore(checkpoint_connector(live_config([], name=name)), name)
 
 
@@ -173,6 +175,7 @@ def test_route_keeps_each_partitions_order_with_its_tail_last() -> None:
 
 
 @pytest.mark.live
+@pytest.mark.no_source
 def test_a_message_the_broker_refuses_fails_its_partitions_acknowledgement() -> None:
     """The gapless guarantee the tail-only acknowledgements rest on: a message that fails for good
     (here too large for the topic) is never skipped while the messages after it succeed."""
@@ -193,6 +196,7 @@ def test_a_message_the_broker_refuses_fails_its_partitions_acknowledgement() -> 
 
 
 @pytest.mark.live
+@pytest.mark.no_source
 def test_librdkafka_and_our_murmur2_agree() -> None:
     """The partition librdkafka's murmur2_random picks for a key equals partition_for (Java's)."""
     sink = KafkaSink(KafkaSettings(KAFKA, partitions=7))

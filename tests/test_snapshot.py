@@ -7,6 +7,7 @@ the in-memory Kafka twin."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ class Source:
         self.opened = 0
         self.closed = 0
         self.fail_rows = False
+        self.opened_after: Position | None = None
 
     def open(self, after: Position) -> Window:
         self.opened += 1
@@ -142,7 +144,18 @@ def test_mysql_window_leaves_out_keys_the_stream_changed_inside_it() -> None:
     assert SnapshotState.of_text(out.positions[-1].snapshot).tables == ()
 
 
+def test_a_read_view_opens_at_the_streams_position_with_its_gtids() -> None:
+    # MySQL's read view must see every transaction the stream handed on: ServerChunks waits for
+    # the GTID set of the position it is given (WAIT_FOR_EXECUTED_GTID_SET) before opening it.
+    source = Source({"t": {1: "a"}}, Window(pos(100), pos(130)))
+    snap, out = snapshotter(source, T), Out()
+    at = replace(pos(100), gtid_set="3e11fa47-71ca-11e1-9e33-c80aa9429562:1-41")
+    snap.turn(at, out, never)
+    assert source.opened_after == at
+
+
 def test_mysql_window_reads_a_keyless_table_only_when_the_stream_left_it_alone() -> None:
+
     source = Source({"k": {1: "a", 2: "b"}}, Window(pos(100), pos(130)))
     snap, out = snapshotter(source, KEYLESS), Out()
     snap.turn(pos(100), out, never)

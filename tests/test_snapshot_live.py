@@ -24,35 +24,45 @@ from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
-from tests.live import ROOT, connect, fresh_database, live_config, wait_until
+from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, server, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_differential_live import COLUMNS, _placeholder
 from tests.test_pipeline_live import caught_up, config_for, sluice_run, write_config
 
 pytestmark = pytest.mark.live
 
-# MariaDB's own types, on top of every type the differential test writes.
-EXTRA: list[tuple[str, str, Any]] = [
-    ("c_uuid", "UUID", lambda r: str(uuid.UUID(int=r.getrandbits(128), version=r.choice([1, 4])))),
-    ("c_inet6", "INET6", lambda r: str(ipaddress.IPv6Address(r.getrandbits(128)))),
-    ("c_inet4", "INET4", lambda r: str(ipaddress.IPv4Address(r.getrandbits(32)))),
+# Each server's own types, on top of every type the differential test writes.
+BOTH: list[tuple[str, str, Any]] = [
     ("c_point", "POINT", lambda r: f"POINT({r.uniform(-90, 90)} {r.uniform(-90, 90)})"),
     ("c_fsmall", "FLOAT", lambda r: r.choice([0.1, 1e-7, 3.4e38, -2.5, r.uniform(-1, 1)])),
 ]
-TYPED = COLUMNS + EXTRA
+MARIADB_ONLY: list[tuple[str, str, Any]] = [
+    ("c_uuid", "UUID", lambda r: str(uuid.UUID(int=r.getrandbits(128), version=r.choice([1, 4])))),
+    ("c_inet6", "INET6", lambda r: str(ipaddress.IPv6Address(r.getrandbits(128)))),
+    ("c_inet4", "INET4", lambda r: str(ipaddress.IPv4Address(r.getrandbits(32)))),
+]
+MYSQL_ONLY: list[tuple[str, str, Any]] = [
+    ("c_vector", "VECTOR(3)", lambda r: "[" + ",".join(str(r.uniform(-1e3, 1e3)) for _ in range(3)) + "]"),
+    ("c_srid", "POINT SRID 4326", lambda r: f"POINT({r.uniform(-90, 90)} {r.uniform(-180, 180)})"),
+]
+
+
+def typed_columns() -> list[tuple[str, str, Any]]:
+    return COLUMNS + BOTH + (MARIADB_ONLY if server().mariadb else MYSQL_ONLY)
 
 
 def typed_placeholder(name: str) -> str:
-    return "ST_GeomFromText(%s)" if name == "c_point" else _placeholder(name)
+    special = {"c_point": "ST_GeomFromText(%s)", "c_srid": "ST_GeomFromText(%s, 4326)", "c_vector": "TO_VECTOR(%s)"}
+    return special.get(name) or _placeholder(name)
 
 
 def create_typed_tables(cur: Any) -> str:
-    """`t` (a key and every TYPED column) and `keyless`, in UTC; returns the INSERT of one `t` row."""
+    """`t` (a key and every typed column) and `keyless`, in UTC; returns the INSERT of one `t` row."""
     cur.execute("SET time_zone = '+00:00'")
-    columns = ", ".join(f"{n} {k}" for n, k, _ in TYPED)
+    columns = ", ".join(f"{n} {k}" for n, k, _ in typed_columns())
     cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {columns}) CHARACTER SET utf8mb4")
     cur.execute("CREATE TABLE keyless (a INT, b VARCHAR(10))")
-    names = ["id"] + [n for n, _, _ in TYPED]
+    names = ["id"] + [n for n, _, _ in typed_columns()]
     return f"INSERT INTO t ({', '.join(names)}) VALUES (%s, {', '.join(typed_placeholder(n) for n in names[1:])})"
 
 
@@ -63,7 +73,7 @@ def _typed_table(db: str, rows: int, seed: int) -> None:
     with conn.cursor() as cur:
         insert = create_typed_tables(cur)
         for key in range(rows):
-            values = [key] + [None if rng.random() < 0.1 else gen(rng) for _, _, gen in TYPED]
+            values = [key] + [None if rng.random() < 0.1 else gen(rng) for _, _, gen in typed_columns()]
             cur.execute(insert, values)
             cur.execute("INSERT INTO keyless VALUES (%s, %s)", (key % 7, rng.choice(["x", "yy", None])))
     conn.close()
@@ -80,7 +90,7 @@ def test_read_values_equal_what_the_binlog_gives_for_the_same_rows() -> None:
               for item in stream.items(prepared.start, blocking=False) if isinstance(item, Changes)
               for m in item.messages if m["type"] == "INSERT"}  # fmt: skip
     chunks = ServerChunks(config.source.settings())
-    chunks.open()
+    chunks.open(position_now())
     table = prepared.tracker.schema.get(db, "t")
     assert table is not None
     read = [data for data, _ in chunks.rows(table, None, None)]
@@ -90,7 +100,7 @@ def test_read_values_equal_what_the_binlog_gives_for_the_same_rows() -> None:
         assert data == logged[("t", data["id"], None)], data["id"]
     # Paged by key: the chunks together are the table, in key order.
     pages, after = [], None
-    chunks.open()
+    chunks.open(position_now())
     while True:
         page = list(chunks.rows(table, after, 7))
         pages += [d["id"] for d, _ in page]
@@ -112,9 +122,10 @@ def _seed_big(db: str, rows: int) -> None:
     with conn.cursor() as cur:
         cur.execute(
             "INSERT INTO accounts SELECT seq, CONCAT('owner-', seq % 997), seq / 100, '2024-01-01 00:00:00.123'"
-            f" + INTERVAL seq SECOND, IF(seq % 3 = 0, 'a,c', '') FROM seq_1_to_{rows}"
+            f" + INTERVAL seq SECOND, IF(seq % 3 = 0, 'a,c', '') FROM {numbers(rows)}"
         )
-        cur.execute(f"INSERT INTO entries SELECT seq % 5000, seq, 'l' FROM seq_1_to_{rows // 10}")
+        cur.execute(f"INSERT INTO entries SELECT seq % 5000, seq, 'l' FROM {numbers(rows // 10)}")
+
     conn.close()
 
 
@@ -131,8 +142,19 @@ def _writer(db: str, rows: int, stop: threading.Event, seed: int) -> int:
                 cur.execute("DELETE FROM accounts WHERE id = %s", (key,))
             elif op < 0.8:
                 cur.execute("INSERT IGNORE INTO accounts (id, owner) VALUES (%s, 'new')", (rows + key,))
-            elif op < 0.9:
+            elif op < 0.85:
                 cur.execute("UPDATE IGNORE accounts SET id = id + %s WHERE id = %s", (2 * rows, key))
+            elif op < 0.9:
+                # An XA transaction: its rows are logged at PREPARE, decided a moment later. A READ
+                # of the key must never overwrite the change its XA COMMIT publishes.
+                xid = f"w{seed}-{done}"
+                cur.execute(f"XA START '{xid}'")
+                cur.execute("UPDATE accounts SET balance = balance - 1, owner = 'xa' WHERE id = %s", (key,))
+                cur.execute(f"XA END '{xid}'")
+                cur.execute(f"XA PREPARE '{xid}'")
+                time.sleep(0.02)
+                cur.execute(f"XA {rng.choice(['COMMIT', 'COMMIT', 'ROLLBACK'])} '{xid}'")
+
             else:
                 cur.execute(
                     "UPDATE entries SET note = 'changed', n = n + 1000000 WHERE acct = %s LIMIT 1", (key % 5000,)
@@ -214,10 +236,17 @@ def test_sluice_snapshot_re_reads_a_table_on_demand(tmp_path: Path) -> None:
         process.wait(60)
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
     kinds: dict[str, int] = {}
+    server_ids = set()
     for topic, *_, value in consume(config.kafka.topic_prefix):
-        kind = f"{topic.rsplit('.', 1)[1]} {reader.read(value)[1]['type']}"
+        message = reader.read(value)[1]
+        kind = f"{topic.rsplit('.', 1)[1]} {message['type']}"
         kinds[kind] = kinds.get(kind, 0) + 1
+        server_ids.add(message["source"]["server_id"])
     assert kinds == {"accounts READ": 3000, "entries READ": 2 * 300}
+    with connect().cursor() as cur:
+        cur.execute("SELECT @@server_id")
+        assert server_ids == {cur.fetchone()[0]}  # type: ignore[index]  # READs name their server, as rows do
+
     bad = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "sluice"), "snapshot", "--config", str(path), "--tables", "nope"],
         check=False, capture_output=True, text=True, timeout=60,

@@ -1,4 +1,4 @@
-"""The replica client against the live MariaDB: resume, reconnects, rotation, purge, checks, schema history."""
+"""The replica client against the live servers: resume, reconnects, rotation, purge, checks, schema history."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pymysql
 import pytest
 
+from connector.config import CheckpointSection
 from connector.errors import (
     BinlogPositionLostError,
     SchemaMismatchError,
@@ -22,7 +24,7 @@ from connector.errors import (
     SourceUnavailableError,
 )
 from connector.filters import TableFilter
-from connector.position import Position
+from connector.position import MariadbGtidState, MysqlGtidSet, Position
 from connector.replica import packets
 from connector.replica.client import BinlogDump, SourceSettings, check_server, open_connection
 from connector.schema.capture import master_position
@@ -30,7 +32,18 @@ from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import checkpoint_connector, prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem
-from tests.live import ROOT, connect, fresh_database, live_config, source_settings, wait_until
+from tests.live import (
+    ROOT,
+    connect,
+    fresh_database,
+    last_gtid,
+    live_config,
+    replica_ids,
+    server,
+    source_settings,
+    source_toml,
+    wait_until,
+)
 
 pytestmark = pytest.mark.live
 
@@ -58,10 +71,7 @@ def workload(
                     cur.execute("UPDATE items SET n = n + 1 WHERE id = %s", (ids[0],))
                     changes.append(("UPDATE", str(ids[0])))
             cur.execute("COMMIT")
-            cur.execute("SELECT @@last_gtid")
-            row = cur.fetchone()
-            assert row is not None
-            expected[str(row[0])] = changes
+            expected[last_gtid(conn)] = changes
             time.sleep(pause_s)
     conn.close()
     return expected
@@ -182,7 +192,7 @@ def test_binlog_rotation_and_server_restart_are_followed() -> None:
         consumer.take(item)
         if len(consumer.committed) == len(expected) and not expected_more:
             rotated_to = master_position(connect()).file
-            subprocess.run(["bash", str(ROOT / "deploy" / "services.sh"), "restart-mariadb"], check=True)
+            server().restart()
             expected_more = workload("restart", 5, seed=4, first_id=1000)
             end = master_position(connect())
         if expected_more and isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
@@ -283,8 +293,12 @@ def test_server_check_names_missing_privileges_and_refuses_bad_passwords() -> No
     wrong = SourceSettings(port=source_settings().port, user="weak", password="nope", server_id=6100)
     with pytest.raises(ServerConfigError, match="Access denied"):
         open_connection(wrong)
-    own = SourceSettings(port=source_settings().port, server_id=1)
-    with pytest.raises(ServerConfigError, match="server_id 1 is the source's own"):
+    with connect().cursor() as cur:
+        cur.execute("SELECT @@server_id")
+        row = cur.fetchone()
+    assert row is not None
+    own = replace(source_settings(), server_id=int(row[0]))
+    with pytest.raises(ServerConfigError, match=f"server_id {row[0]} is the source's own"):
         check_server(open_connection(own), own)
 
 
@@ -300,7 +314,7 @@ def test_server_id_conflict_is_reported() -> None:
         with pytest.raises(
             ServerIdConflictError, match="server_id 6200 is already used by the replica at other-replica"
         ):
-            BinlogDump(SourceSettings(port=source_settings().port, server_id=6200), start).open()
+            BinlogDump(replace(source_settings(), server_id=6200), start).open()
     finally:
         other.close()
 
@@ -375,6 +389,7 @@ def test_table_map_disagreeing_with_the_history_is_an_error_with_both_sides() ->
     assert info.value.file == prepared.start.file and info.value.pos > prepared.start.pos
 
 
+@pytest.mark.servers("mariadb")  # sql_mode=ORACLE
 def test_ddl_the_parser_cannot_read_refreshes_the_table_from_the_server() -> None:
     fresh_database("oracle", "CREATE TABLE {db}.t (id INT PRIMARY KEY)")
     prepared = prepare(live_config([r"oracle\..*"]), MemoryHistoryStore())
@@ -396,15 +411,14 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
     fresh_database("tailed", ITEMS)
     config = tmp_path / "sluice.toml"
     config.write_text(
-        f'name = "tail-test"\n[source]\nport = {source_settings().port}\nserver_id = 6300\nheartbeat_s = 1\n'
-        'include = ["tailed\\\\..*"]\n'
+        'name = "tail-test"\n' + source_toml(6300) + 'include = ["tailed\\\\..*"]\n'
     )
     process = subprocess.Popen(
         [str(ROOT / ".venv" / "bin" / "sluice"), "tail", "--config", str(config)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        wait_until(lambda: 6300 in _replica_ids(), 30, "`sluice tail` to register as replica 6300", every_s=0.2)
+        wait_until(lambda: 6300 in replica_ids(), 30, "`sluice tail` to register as replica 6300", every_s=0.2)
         with connect("tailed").cursor() as cur:
             cur.execute("INSERT INTO items VALUES (1, 10), (2, 20)")
         assert process.stdout is not None
@@ -416,12 +430,6 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
     assert [(r["table"], r["type"], r["data"]) for r in rows] == [
         ("items", "INSERT", [{"id": "1", "n": "10"}]), ("items", "INSERT", [{"id": "2", "n": "20"}]),
     ]  # fmt: skip
-
-
-def _replica_ids() -> set[int]:
-    with connect().cursor() as cur:
-        cur.execute("SHOW SLAVE HOSTS")
-        return {int(r[0]) for r in cur.fetchall()}
 
 
 def test_tls_connection_is_verified_and_streams() -> None:
@@ -439,19 +447,24 @@ def test_tls_connection_is_verified_and_streams() -> None:
     source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
     run_to(source.items(prepared.start, blocking=False), consumer, end)
     assert consumer.committed == expected
-    wrong_ca = SourceSettings(port=source_settings().port, ssl_ca=str(ROOT / ".run" / "tls" / "server.pem"))
+    wrong_ca = replace(source_settings(), ssl_ca=str(ROOT / ".run" / "tls" / "server.pem"))
     with pytest.raises(SourceUnavailableError, match="certificate verify failed"):
         open_connection(wrong_ca)
 
 
-def test_mariadb_gtid_start_and_positions_carry_gtid_state() -> None:
+def contains(gtid_set: str, gtid: str) -> bool:
+    state = MariadbGtidState.parse(gtid_set) if server().mariadb else MysqlGtidSet.parse(gtid_set)
+    return state.contains(gtid)
+
+
+def test_gtid_start_and_positions_carry_gtid_state() -> None:
     fresh_database("gtids", ITEMS)
     prepared = prepare(live_config([r"gtids\..*"]), MemoryHistoryStore())
     first = workload("gtids", 3, seed=10)
     end = master_position(connect())
     consumer = Consumer()
     run_to(stream("gtids", prepared).items(prepared.start, blocking=False), consumer, end)
-    assert consumer.last is not None and list(first)[-1] in consumer.last.gtid_set.split(",")
+    assert consumer.last is not None and contains(consumer.last.gtid_set, list(first)[-1])
     # Resume by GTID alone: no file, no position.
     second = workload("gtids", 3, seed=11, first_id=500)
     end = master_position(connect())
@@ -477,3 +490,153 @@ def test_heartbeats_move_an_idle_position() -> None:
     commit = next(i for i in seen if isinstance(i, Commit))
     assert len(beats) >= 2
     assert all(b.position.sort_key() >= commit.position.sort_key() for b in beats)
+
+
+# -- XA transactions ------------------------------------------------------------------------
+
+
+def xa(cur: Any, xid: str, *statements: str, decide: str | None = None) -> None:
+    """XA START .. XA PREPARE on one session; `decide` then "COMMIT" or "ROLLBACK" (or "ONE PHASE")."""
+    cur.execute(f"XA START '{xid}'")
+    for statement in statements:
+        cur.execute(statement)
+    cur.execute(f"XA END '{xid}'")
+    if decide == "ONE PHASE":
+        cur.execute(f"XA COMMIT '{xid}' ONE PHASE")
+        return
+    cur.execute(f"XA PREPARE '{xid}'")
+    if decide is not None:
+        cur.execute(f"XA {decide} '{xid}'")
+
+
+def published(items: Iterator[StreamItem], end: Position) -> tuple[list[tuple[str, str, int]], Position]:
+    """(type, id, source pos) of each row handed on with a committed transaction, until `end`."""
+    out: list[tuple[str, str, int]] = []
+    pending: list[tuple[str, str, int]] = []
+    last = None
+    for item in items:
+        if isinstance(item, Changes):
+            pending += [(m["type"], m["data"][0]["id"], m["source"]["pos"]) for m in item.messages]
+        else:
+            out += pending
+            pending, last = [], item.position
+            if item.position.sort_key() >= end.sort_key():
+                break
+    assert last is not None
+    return out, last
+
+
+def test_xa_rows_are_published_when_committed_and_never_when_rolled_back() -> None:
+    fresh_database("xa", ITEMS)
+    prepared = prepare(live_config([r"xa\..*"]), MemoryHistoryStore())
+    sessions = [connect("xa") for _ in range(3)]  # MariaDB keeps a prepared XA attached to its session
+    a, b, c = (s.cursor() for s in sessions)
+    xa(a, "x1", "INSERT INTO items VALUES (1, 1)")  # prepared: its rows are in the binlog already
+    xa(b, "x2", "INSERT INTO items VALUES (2, 2)")
+    c.execute("INSERT INTO items VALUES (3, 3)")  # committed while both are undecided
+    a.execute("XA COMMIT 'x1'")
+    b.execute("XA ROLLBACK 'x2'")
+    xa(c, "x3", "INSERT INTO items VALUES (4, 4)", decide="ONE PHASE")
+    end = master_position(sessions[0])
+    rows, _ = published(stream("xa", prepared).items(prepared.start, blocking=False), end)
+    assert [(kind, key) for kind, key, _ in rows] == [("INSERT", "3"), ("INSERT", "1"), ("INSERT", "4")]
+    # x1's row carries its XA COMMIT's position: after the row committed before it.
+    assert rows[1][2] > rows[0][2]
+
+
+def test_a_restart_between_prepare_and_commit_still_publishes_the_rows_once() -> None:
+    fresh_database("xarestart", ITEMS)
+    prepared = prepare(live_config([r"xarestart\..*"]), MemoryHistoryStore())
+    held = connect("xarestart")
+    other = connect("xarestart").cursor()
+    xa(held.cursor(), "r1", "INSERT INTO items VALUES (1, 1)", "UPDATE items SET n = 5 WHERE id = 1")
+    other.execute("INSERT INTO items VALUES (2, 2)")
+    middle = master_position(held)
+    first, stopped_at = published(stream("xarestart", prepared).items(prepared.start, blocking=False), middle)
+    assert [key for _, key, _ in first] == ["2"]
+    assert stopped_at.xa, "the position handed on must say where the undecided XA transaction begins"
+    server().restart()  # the prepared transaction survives the server's restart, undecided
+    resumed = connect("xarestart")
+    with resumed.cursor() as cur:
+        cur.execute("XA COMMIT 'r1'")
+        cur.execute("INSERT INTO items VALUES (3, 3)")
+    end = master_position(resumed)
+    # A new connector process: it resumes from the saved position alone, schema from the history.
+    again = prepare(live_config([r"xarestart\..*"]), prepared.tracker.store, resume=stopped_at)
+    rows, last = published(stream("xarestart", again).items(stopped_at, blocking=False), end)
+    assert [(kind, key) for kind, key, _ in rows] == [("INSERT", "1"), ("UPDATE", "1"), ("INSERT", "3")]
+    assert not last.xa
+
+
+# -- GTIDs ---------------------------------------------------------------------------------
+
+
+def test_a_gtid_resume_after_a_current_start_sends_nothing_from_before_it() -> None:
+    fresh_database("gtidhist", ITEMS)
+    workload("gtidhist", 20, seed=21)  # history from before the connector's first start
+    config = live_config([r"gtidhist\..*"], use_gtid=True, start="current")
+    prepared = prepare(config, MemoryHistoryStore())
+    seen = workload("gtidhist", 5, seed=22, first_id=1000)
+    end = master_position(connect())
+    first = Consumer()
+    source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+    run_to(source.items(prepared.start, blocking=False), first, end)
+    assert first.committed == seen and first.last is not None
+    later = workload("gtidhist", 5, seed=23, first_id=2000)
+    end = master_position(connect())
+    # Resume by the GTID set alone, as after a restart with use_gtid: only what came after.
+    resumed = Consumer()
+    source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+    run_to(source.items(Position("", 4, first.last.gtid_set), blocking=False), resumed, end)
+    assert resumed.committed == later
+
+
+@pytest.mark.servers("mysql")
+def test_tagged_gtids_stream_and_resume() -> None:
+    fresh_database("tagged", ITEMS)
+    config = live_config([r"tagged\..*"], use_gtid=True)
+    prepared = prepare(config, MemoryHistoryStore())
+    conn = connect("tagged")
+    with conn.cursor() as cur:
+        cur.execute("SET gtid_next = 'AUTOMATIC:batch_a'")
+        cur.execute("INSERT INTO items VALUES (1, 1)")
+        cur.execute("SET gtid_next = 'AUTOMATIC'")
+        cur.execute("INSERT INTO items VALUES (2, 2)")
+    end = master_position(conn)
+    first = Consumer()
+    source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+    run_to(source.items(prepared.start, blocking=False), first, end)
+    assert first.last is not None
+    tagged, untagged = first.committed  # uuid:batch_a:N, then uuid:M
+    assert tagged.split(":")[1] == "batch_a" and untagged.count(":") == 1
+    assert ":batch_a:" in first.last.gtid_set
+    with conn.cursor() as cur:
+        cur.execute("SET gtid_next = 'AUTOMATIC:batch_b'")
+        cur.execute("INSERT INTO items VALUES (3, 3)")
+    end = master_position(conn)
+    resumed = Consumer()
+    source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+    run_to(source.items(Position("", 4, first.last.gtid_set), blocking=False), resumed, end)
+    ((gtid, rows),) = resumed.committed.items()
+    assert rows == [("INSERT", "3")] and ":batch_b:" in gtid
+
+
+
+def test_a_checkpoint_user_without_create_is_told_what_to_grant() -> None:
+    with connect().cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS ck_meta")
+        cur.execute("DROP USER IF EXISTS 'ck'@'127.0.0.1'")
+        cur.execute("CREATE USER 'ck'@'127.0.0.1' IDENTIFIED BY 'ck-pw'")
+        cur.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ck_meta.* TO 'ck'@'127.0.0.1'")
+    url = f"mysql://ck:ck-pw@127.0.0.1:{server().port}/ck_meta"
+    config = replace(live_config([r"none\..*"], name="ck-test"), checkpoint=CheckpointSection(db_url=url))
+    grant = "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
+    with pytest.raises(ServerConfigError, match=rf"ck_meta: Access denied .*{grant}"):
+        prepare(config, None)
+    with connect().cursor() as cur:
+        cur.execute("CREATE DATABASE ck_meta")
+    with pytest.raises(ServerConfigError, match=rf"CREATE command denied .*{grant}"):
+        prepare(config, None)
+    with connect().cursor() as cur:
+        cur.execute("GRANT CREATE, ALTER ON ck_meta.* TO 'ck'@'127.0.0.1'")
+    assert prepare(config, None).captured

@@ -1,6 +1,6 @@
 """The compiled transcoder (connector/_transcode.c) against the Python path it accelerates.
 
-On live MariaDB rows of every column type it covers, with their edge values, the bytes it
+On each live server rows of every column type it covers, with their edge values, the bytes it
 writes equal the flat-message path's (single-object and registry framing); where a value
 has no typed form it declines and Python writes the event. On mutated images it returns
 exactly what the Python decoders and encoders give, or declines: never different bytes,
@@ -29,7 +29,7 @@ from connector.native import transcoder
 from connector.schema.model import Table
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
-from tests.live import connect, fresh_database, live_config
+from tests.live import LiveServer, connect, fresh_database, live_config
 
 pytestmark = pytest.mark.live
 
@@ -115,7 +115,8 @@ def test_compiled_module_is_built() -> None:
 
 
 @pytest.fixture(scope="module")
-def captured() -> list[tuple[RowBatch, Table]]:
+def captured(live_server: LiveServer) -> list[tuple[RowBatch, Table]]:
+
     fresh_database(DB)
     config = replace(live_config([rf"{DB}\..*"]), snapshot=SnapshotSection(mode="never"))
     prepared = prepare(config)
