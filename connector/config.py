@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from connector.errors import ConfigError
 from connector.filters import TableFilter
-from connector.position import POSITION_TEXT
+from connector.position import PositionError, position_of_text
 from connector.replica.client import SourceSettings
 from connector.urls import source_settings_of_url
 
@@ -204,14 +204,22 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     return value
 
 
+def _is_position(text: str) -> bool:
+    try:
+        position_of_text(text)
+    except PositionError:
+        return False
+    return True
+
+
 def _validate(config: Config, where: str) -> None:
     src, kafka, cp = config.source, config.kafka, config.checkpoint
     checks = [
         (_NAME.match(config.name) is not None, "name", "1-128 letters, digits, '_', '.', '-'"),
         (1 <= src.port <= 65535, "source.port", "1..65535"),
         (1 <= src.server_id <= 2**32 - 1, "source.server_id", "1..4294967295, unique among the server's replicas"),
-        (src.start in ("current", "earliest") or POSITION_TEXT.match(src.start) is not None, "source.start",
-         '"current", "earliest", "FILE:POS" or "gtid:SET"'),
+        (src.start in ("current", "earliest") or _is_position(src.start), "source.start",
+         '"current", "earliest", "FILE:POS" or "gtid:SET" (MySQL uuid:1-5[:tag:1-3], MariaDB 0-1-5)'),
         (0 <= src.heartbeat_s <= 4294967, "source.heartbeat_s", "0 (off) .. 4294967 seconds"),
         (src.connect_timeout_s > 0, "source.connect_timeout_s", "a positive number of seconds"),
         (bool(kafka.bootstrap_servers.strip()), "kafka.bootstrap_servers", "host:port[,host:port...]"),

@@ -53,7 +53,9 @@ def position_of_text(text: str) -> Position:
     if not POSITION_TEXT.match(text):
         raise PositionError(f"{text!r} is not FILE:POS or gtid:SET")
     if text.startswith("gtid:"):
+        gtid_state(text[5:])  # refused now, not at the first dump, when it is neither form
         return Position("", 4, text[5:])
+
     file, _, pos = text.rpartition(":")
     return Position(file, int(pos))
 
@@ -231,3 +233,10 @@ def _merge(intervals: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> tu
         else:
             merged.append((start, end))
     return tuple(merged)
+
+
+def gtid_state(text: str) -> MariadbGtidState | MysqlGtidSet:
+    """A GTID state as users write it: MariaDB's `domain-server-seq,...` or MySQL's set."""
+    if _MARIADB_GTID.match(text.split(",", maxsplit=1)[0].strip()):
+        return MariadbGtidState.parse(text)
+    return MysqlGtidSet.parse(text)

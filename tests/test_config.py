@@ -48,6 +48,8 @@ def test_defaults_and_values(tmp_path: Path) -> None:
         ({"source": {"port": 70000}}, "source.port = 70000 is out of range; accepted: 1..65535"),
         ({"source": {"server_id": 0}}, "source.server_id = 0 is out of range"),
         ({"source": {"start": "somewhere"}}, "source.start = 'somewhere' is out of range"),
+        ({"source": {"start": "gtid:not-a-uuid:1-5"}}, "source.start = 'gtid:not-a-uuid:1-5' is out of range"),
+        ({"source": {"start": "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:batch_a"}}, "is out of range"),
         ({"source": {"use_gtid": 1}}, "source.use_gtid must be bool"),
         ({"source": {"include": "x"}}, "source.include must be a list of strings"),
         ({"source": {"include": ["("]}}, "[source] include: '(' is not a regular expression"),
@@ -75,3 +77,11 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("[source\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+@pytest.mark.parametrize(
+    "start",
+    ["gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-77:batch_a:1-3:9", "gtid:0-1-5,1-2-9", "mysql-bin.000003:4"],
+)
+def test_a_start_may_be_a_tagged_gtid_set_a_mariadb_state_or_a_file_position(start: str) -> None:
+    assert parse_config({"source": {"start": start}}).source.start == start

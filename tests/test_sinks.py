@@ -135,6 +135,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore]:
         yield DatabaseCheckpointStore(checkpoint_connector(live_config([], name=name)), name)
 
 
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
 class TestCheckpointStore:
     def test_put_get_delete(self, store: CheckpointStore) -> None:
         assert store.get() is None
@@ -144,6 +147,11 @@ class TestCheckpointStore:
         second = Position("mariadb-bin.000008", 4, "0-1-100,1-2-3", 1, 1700000001)
         store.put(second)
         assert store.get() == second
+        # MySQL: tagged GTIDs, and an undecided XA transaction's start kept with the position
+        third = Position("mysql-bin.000002", 900, f"{UUID}:1-77:batch_a:1-3", 2, 1700000002, xa="mysql-bin.000001:4077")
+        store.put(third)
+        assert store.get() == third
+
         store.delete()
         assert store.get() is None
 
