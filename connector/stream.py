@@ -164,6 +164,8 @@ class TransactionAssembler:
         self.xa_open = False  # the open transaction is an XA transaction's first half
         self.held: list[Changes] = []  # its changes, held until it is decided
         self.prepared: dict[Xid, _Prepared] = dict(prepared or {})  # prepared, not yet decided
+        self.uncaptured: set[Xid] = set()  # prepared, not decided, changing no captured table
+
         self.quiet_until = quiet_until.sort_key() if quiet_until is not None else None
 
     def feed(self, event: Event) -> Iterator[StreamItem]:
@@ -266,18 +268,24 @@ class TransactionAssembler:
         held, self.held = self.held, []
         if body.one_phase or not self.xa_open:  # XA COMMIT ... ONE PHASE: decided on the spot
             yield from held
-        elif held:
+        else:
             xid = Xid(body.format_id, body.gtrid, body.bqual)
-            self.prepared[xid] = _Prepared(self.txn_start or Position(self.file, event.pos), tuple(held))
+            if held:
+                self.prepared[xid] = _Prepared(self.txn_start or Position(self.file, event.pos), tuple(held))
+            else:  # of tables not captured: nothing to hold, but its decision is no surprise
+                self.uncaptured.add(xid)
         yield self._commit(event)
 
     def _xa_decided(self, event: Event, commit: bool, xid_text: str) -> Iterator[StreamItem]:
         xid = parse_xid(xid_text)
         prepared = self.prepared.pop(xid, None) if xid is not None else None
-        if prepared is None and self.quiet_until is None:
-            # Prepared before this connector's first position (or of tables it does not capture).
-            log.debug("XA %s %s at %s:%d: no prepared changes held for it", "COMMIT" if commit else "ROLLBACK",
-                      xid_text, self.file, event.pos)  # fmt: skip
+        if prepared is None and xid not in self.uncaptured and self.quiet_until is None and commit:
+            log.warning(
+                "XA COMMIT %s at %s:%d: its XA PREPARE was not read by this connector (it precedes the position the "
+                "connector first started from); rows it changed in captured tables, if any, are not published: "
+                "re-snapshot those tables (`sluice snapshot`)", xid_text, self.file, event.pos,
+            )  # fmt: skip
+        self.uncaptured.discard(xid)
         if prepared is not None and commit:
             self.rows = sum(len(c.batch.rows.rows) for c in prepared.changes if c.batch is not None)
             yield from restamped(prepared.changes, self.file, event.pos, event.header.server_id)

@@ -174,11 +174,21 @@ def test_a_statement_of_many_rows_events_is_handed_to_kafka_whole(tmp_path: Path
     assert_replay_equals_source(config, db, ("order_lines", "events"))
 
 
-def sluice_run(config_path: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(config_path)],
-        stdout=subprocess.DEVNULL, stderr=open(config_path.with_suffix(".log"), "ab"),
-    )  # fmt: skip
+def sluice_run(config_path: Path, streaming: bool = False) -> subprocess.Popen[bytes]:
+    """`sluice run` on the config file, its log appended next to it; with `streaming`, returned
+    once it streams (a SIGTERM before its handler is installed would end it with -15, not a stop)."""
+    log = config_path.with_suffix(".log")
+    before = log.read_text(errors="replace").count("streaming from") if log.exists() else 0
+    with log.open("ab") as err:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(config_path)],
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+
+    if streaming:
+        wait_until(lambda: log.read_text(errors="replace").count("streaming from") > before, 60,
+                   "`sluice run` to stream", every_s=0.1)  # fmt: skip
+    return process
 
 
 def write_config(config: Config, path: Path) -> None:
@@ -219,9 +229,10 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
         process.wait()
         kills.append(checkpoint_stores(config).fast.get())  # type: ignore[union-attr]
     writer.join()
-    process = sluice_run(path)
+    process = sluice_run(path, streaming=True)
     try:
         caught_up(config)
+
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0

@@ -640,3 +640,22 @@ def test_a_checkpoint_user_without_create_is_told_what_to_grant() -> None:
     with connect().cursor() as cur:
         cur.execute("GRANT CREATE, ALTER ON ck_meta.* TO 'ck'@'127.0.0.1'")
     assert prepare(config, None).captured
+
+
+def test_an_xa_commit_whose_prepare_came_before_the_start_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    fresh_database("xaearly", ITEMS, "CREATE TABLE {db}.skipped (id INT PRIMARY KEY)")
+    early = connect("xaearly")
+    xa(early.cursor(), "early", "INSERT INTO items VALUES (1, 1)")  # prepared before the connector starts
+    config = live_config([r"xaearly\.items"])
+    prepared = prepare(config, MemoryHistoryStore())
+    late = connect("xaearly")
+    xa(late.cursor(), "late", "INSERT INTO skipped VALUES (1)", decide="COMMIT")  # a table not captured
+    early.cursor().execute("XA COMMIT 'early'")
+    end = master_position(late)
+    with caplog.at_level("WARNING", logger="sluice.stream"):
+        source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
+        rows, _ = published(source.items(prepared.start, blocking=False), end)
+
+    assert rows == []
+    warned = [r.getMessage() for r in caplog.records if "XA COMMIT" in r.getMessage()]
+    assert len(warned) == 1 and "X'6561726c79'" in warned[0] and "re-snapshot" in warned[0]
