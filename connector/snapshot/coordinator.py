@@ -10,9 +10,12 @@ are selected and published only once the stream has reached `high`, so:
 
 On MariaDB the window is one point and that is the whole argument (the DBLog watermark
 idea with the server's own snapshot position as both watermarks). On MySQL the read view
-lies somewhere inside the window, so keys the stream changed between `at` and `high` are
-left out of the chunk (their newest state was published by the stream); a table without a
-key is read only when the stream changed none of its rows in the window.
+lies somewhere inside the window: it opens only once everything up to `at` is committed in
+the engine (ServerChunks waits for `at`'s GTID set), keys the stream changed between `at`
+and `high` are left out of the chunk (their newest state was published by the stream), and
+nothing logged after `high` is in it; a table without a key is read only when the stream
+changed none of its rows in the window.
+
 
 A read view opened when the stream is behind (catching up) waits at most `MAX_OPEN_S`;
 then it is dropped and the next opens only when the stream reaches where this one was,
