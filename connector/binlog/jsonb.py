@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from connector.binlog.reader import Reader
-from connector.binlog.values import decode_decimal, packed_datetime_text
+from connector.binlog.values import EXPRESSION_MAX_PRECISION, decimal_size, decode_decimal, packed_datetime_text
 from connector.errors import FormatError
 
 # Value type bytes (json_binary.h).
@@ -173,13 +173,17 @@ def _opaque(r: Reader) -> JsonValue:
     if field_type == _OPAQUE_DECIMAL:
         if len(data) < 2:
             raise FormatError("JSON opaque DECIMAL without precision and scale")
-        return decode_decimal(data[2:], data[0], data[1])
+        if len(data) - 2 != decimal_size(data[0], data[1]):
+            raise FormatError(f"JSON opaque DECIMAL({data[0]},{data[1]}) of {len(data) - 2} bytes")
+        # An expression's decimal, not a column's: MySQL writes precisions above 65 here.
+        return decode_decimal(data[2:], data[0], data[1], EXPRESSION_MAX_PRECISION)
     kind = _OPAQUE_TEMPORAL.get(field_type)
     if kind is not None:
         if len(data) < 8:
             raise FormatError(f"JSON opaque {kind} of {len(data)} bytes; 8 expected")
         return JsonOpaque(packed_datetime_text(int.from_bytes(data[:8], "little", signed=True), kind))
-    return JsonOpaque(f"base64:type{field_type}:{base64.b64encode(data).decode()}")
+    # MySQL's base64 encoder breaks its text every 76 characters (base64_encode, mysys/base64.cc).
+    return JsonOpaque(f"base64:type{field_type}:{base64.encodebytes(data).decode().rstrip(chr(10))}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from connector.binlog.charsets import codec_of
 from connector.binlog.constants import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
@@ -197,8 +198,9 @@ class _Optional:
     unsigned: list[bool] | None = None
     charsets: dict[int, int] = field(default_factory=dict)  # column index -> collation
     names: list[str] | None = None
-    enum_values: list[tuple[str, ...]] = field(default_factory=list)
-    set_values: list[tuple[str, ...]] = field(default_factory=list)
+    # Labels as logged: each in its column's charset, which ENUM_AND_SET_*_CHARSET gives after them.
+    enum_values: list[tuple[bytes, ...]] = field(default_factory=list)
+    set_values: list[tuple[bytes, ...]] = field(default_factory=list)
     geometry: list[int] = field(default_factory=list)
     primary_key: tuple[int, ...] = ()
     pk_prefixes: tuple[tuple[int, int], ...] = ()
@@ -218,9 +220,9 @@ class _Optional:
             if kind in self.numeric and col.element_type is None:
                 updates["unsigned"] = next(numeric, False)
             if kind == T.MYSQL_TYPE_ENUM:
-                updates["enum_values"] = next(enums, None)
+                updates["enum_values"] = _labels(next(enums, None), self.charsets.get(col.index))
             if kind == T.MYSQL_TYPE_SET:
-                updates["set_values"] = next(sets, None)
+                updates["set_values"] = _labels(next(sets, None), self.charsets.get(col.index))
             if kind == T.MYSQL_TYPE_GEOMETRY:
                 updates["geometry_type"] = next(geoms, None)
             if kind == T.MYSQL_TYPE_VECTOR:
@@ -229,6 +231,14 @@ class _Optional:
                 updates["visible"] = self.visibility[col.index]
             out.append(_replace(col, updates))
         return out
+
+
+def _labels(raw: tuple[bytes, ...] | None, collation: int | None) -> tuple[str, ...] | None:
+    """ENUM/SET labels in their column's charset (latin1 labels are not UTF-8)."""
+    if raw is None:
+        return None
+    codec = (codec_of(collation) if collation is not None else None) or "utf-8"
+    return tuple(label.decode(codec, "backslashreplace") for label in raw)
 
 
 def _replace(col: ColumnMeta, updates: dict[str, object]) -> ColumnMeta:
@@ -242,9 +252,9 @@ def _bits(raw: bytes, n: int) -> list[bool]:
     return [bool(raw[i >> 3] >> (7 - (i & 7)) & 1) for i in range(n)]
 
 
-def _strings(r: Reader, what: str) -> tuple[str, ...]:
+def _strings(r: Reader, what: str) -> tuple[bytes, ...]:
     n = r.count(what)
-    return tuple(r.packed_bytes(what).decode("utf-8", "backslashreplace") for _ in range(n))
+    return tuple(r.packed_bytes(what) for _ in range(n))
 
 
 def _decode_optional(

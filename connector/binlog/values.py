@@ -24,13 +24,21 @@ def decimal_size(precision: int, scale: int) -> int:
     return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
 
 
-def decode_decimal(raw: bytes, precision: int, scale: int) -> Decimal:
+# A DECIMAL column holds at most 65 digits; a DECIMAL an expression yields (inside a JSON
+# document, as an opaque value) up to DECIMAL_MAX_POSSIBLE_PRECISION, 81 (include/decimal.h).
+COLUMN_MAX_PRECISION = 65
+EXPRESSION_MAX_PRECISION = 81
+
+
+def decode_decimal(raw: bytes, precision: int, scale: int, max_precision: int = COLUMN_MAX_PRECISION) -> Decimal:
     """bin2decimal: a sign-flipped, big-endian, base-10^9 packed decimal."""
-    return decimal_decoder(precision, scale)(raw)
+    return decimal_decoder(precision, scale, max_precision)(raw)
 
 
 @functools.cache
-def decimal_decoder(precision: int, scale: int) -> Callable[[bytes], Decimal]:
+def decimal_decoder(
+    precision: int, scale: int, max_precision: int = COLUMN_MAX_PRECISION
+) -> Callable[[bytes], Decimal]:
     """A decoder specialised for one DECIMAL(precision, scale): one int.from_bytes, then shifts.
 
     The stored form (decimal.cc, decimal2bin) is big-endian groups of 9 digits in 4 bytes,
@@ -38,7 +46,7 @@ def decimal_decoder(precision: int, scale: int) -> Callable[[bytes], Decimal]:
     fraction; the sign bit is flipped and negative numbers have every bit inverted. Read
     as one integer, each group is a fixed shift and mask, so the text is one `%` format.
     """
-    if not 0 < precision <= 65 or scale > precision or scale > 30:
+    if not 0 < precision <= max_precision or scale > precision or scale > 30:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
     intg = precision - scale
     widths = _decimal_groups(intg, scale)

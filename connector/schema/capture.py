@@ -49,8 +49,21 @@ def master_position(conn: pymysql.connections.Connection) -> Position:
     return Position(str(row[0]), int(row[1]))
 
 
+def show_hidden_keys(conn: pymysql.connections.Connection) -> None:
+    """MySQL 8.0.30+ may hide a generated invisible primary key (`my_row_id`, made when
+    sql_generate_invisible_primary_key is on) from SHOW CREATE TABLE, while the binlog carries
+    it: ask this session to show it (any user may)."""
+    if is_mariadb(conn):
+        return
+    version = tuple(int(p) for p in re.findall(r"\d+", _version(conn))[:3])
+    if version >= (8, 0, 30):
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
+
+
 def read_table(conn: pymysql.connections.Connection, database: str, table: str, schema: Schema) -> Table | None:
     """The table as the server defines it now, parsed into `schema`; None when it does not exist."""
+    show_hidden_keys(conn)
     with conn.cursor() as cur:
         try:
             cur.execute(f"SHOW CREATE TABLE `{_ident(database)}`.`{_ident(table)}`")
@@ -69,6 +82,7 @@ def read_table(conn: pymysql.connections.Connection, database: str, table: str, 
 
 def capture(conn: pymysql.connections.Connection, included: TableFilter) -> Schema:
     """Every captured base table and every user database's defaults, as the server has them now."""
+    show_hidden_keys(conn)
     schema = Schema()
     with conn.cursor() as cur:
         cur.execute(
