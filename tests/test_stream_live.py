@@ -34,6 +34,7 @@ from connector.startup import checkpoint_connector, prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem
 from tests.live import (
     ROOT,
+    RUN,
     connect,
     fresh_database,
     last_gtid,
@@ -319,7 +320,37 @@ def test_server_id_conflict_is_reported() -> None:
         other.close()
 
 
+def register_replica(server_id: int, host: str) -> pymysql.connections.Connection:
+    """A connection registered as a replica (COM_REGISTER_SLAVE), as long as it stays open."""
+    other = pymysql.connect(host="127.0.0.1", port=source_settings().port, user="root", password="")
+    other._write_bytes(packets.frame(packets.register_slave(server_id, host)))  # type: ignore[attr-defined]
+    reply = packets.PacketReader(other._read_bytes)  # type: ignore[attr-defined]
+    reply.reset(0)
+    assert reply.read_payload()[:1] == b"\x00"  # OK: registered
+    return other
+
+
+def test_a_crashed_sluice_still_registered_is_waited_out_and_a_live_one_is_a_conflict() -> None:
+    # A restart right after a SIGKILL meets the dead process's registration (it lasts until the
+    # server's next write to that dump fails): not a conflict, or the connector crash-loops.
+    start = master_position(connect())
+    dying = register_replica(6201, "sluice-oldhost-4242-deadbeef")
+    threading.Timer(1.5, dying.close).start()
+    began = time.monotonic()
+    dump = BinlogDump(replace(source_settings(), server_id=6201), start)
+    dump.open()
+    dump.close()
+    assert time.monotonic() - began >= 1.0  # it waited for the old registration to go
+    alive = register_replica(6202, "sluice-otherhost-7-cafe")  # another Sluice, running: a conflict
+    try:
+        with pytest.raises(ServerIdConflictError, match="server_id 6202 is already used by the replica at sluice-"):
+            BinlogDump(replace(source_settings(), server_id=6202, heartbeat_s=0.5), start).open()
+    finally:
+        alive.close()
+
+
 # -- schema history ---------------------------------------------------------------------
+
 
 
 def collect(source: ChangeStream, start: Position, end: Position) -> list[dict[str, Any]]:
@@ -433,7 +464,7 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
 
 
 def test_tls_connection_is_verified_and_streams() -> None:
-    ca = str(ROOT / ".run" / "tls" / "ca.pem")
+    ca = str(RUN / "tls" / "ca.pem")
     fresh_database("tls", ITEMS)
     config = live_config([r"tls\..*"], ssl_ca=ca)
     with open_connection(config.source.settings()) as conn, conn.cursor() as cur:
@@ -447,7 +478,7 @@ def test_tls_connection_is_verified_and_streams() -> None:
     source = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), FAST)
     run_to(source.items(prepared.start, blocking=False), consumer, end)
     assert consumer.committed == expected
-    wrong_ca = replace(source_settings(), ssl_ca=str(ROOT / ".run" / "tls" / "server.pem"))
+    wrong_ca = replace(source_settings(), ssl_ca=str(RUN / "tls" / "server.pem"))
     with pytest.raises(SourceUnavailableError, match="certificate verify failed"):
         open_connection(wrong_ca)
 

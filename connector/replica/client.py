@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ log = logging.getLogger("sluice.replica")
 
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 ER_SPECIFIC_ACCESS_DENIED = 1227
+ZOMBIE_GRACE_HEARTBEATS = 3
 _unlisted_warned: list[bool] = []  # the replica list was refused once already (said once per process)
 # Client-side codes pymysql raises when the connection is gone.
 _LOST = {2003, 2006, 2013, 2014, 2055}
@@ -208,14 +210,29 @@ class BinlogDump:
         return f"{self.settings.host}:{self.settings.port}"
 
     def _check_server_id(self, conn: pymysql.connections.Connection, info: ServerInfo) -> None:
-        """A second replica with our server_id would make the server drop one of us, over and over."""
-        for server_id, host, port in self._replicas(conn, info):
-            ours = host.startswith("sluice-") and self.settings.takeover
-            if server_id == self.settings.server_id and host != self.report_host and not ours:
+        """A second replica with our server_id would make the server drop one of us, over and over.
+
+        A Sluice process that died a moment ago (SIGKILL, OOM) is still registered until the
+        server's next write to its dump fails (a heartbeat at most later); a restart must not
+        take that for a conflict, or it crash-loops: such a registration is given
+        `ZOMBIE_GRACE_HEARTBEATS` heartbeats to go away (a new dump with the same server_id
+        would end it anyway). Any other replica is a conflict at once."""
+        deadline = time.monotonic() + ZOMBIE_GRACE_HEARTBEATS * max(self.settings.heartbeat_s, 1.0) + 2.0
+        while True:
+            conflicts = [(host, port) for server_id, host, port in self._replicas(conn, info)
+                         if server_id == self.settings.server_id and host != self.report_host
+                         and not (host.startswith("sluice-") and self.settings.takeover)]  # fmt: skip
+            if not conflicts:
+                return
+            host, port = conflicts[0]
+            if not all(h.startswith("sluice-") for h, _ in conflicts) or time.monotonic() > deadline:
                 raise ServerIdConflictError(
                     f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
                     f"{host}:{port}; give this connector a unique [source] server_id"
                 )
+            log.info("server_id %d is still registered by %s (an earlier Sluice process?); waiting for the "
+                     "server to drop it", self.settings.server_id, host)  # fmt: skip
+            time.sleep(0.5)
 
     def _replicas(self, conn: pymysql.connections.Connection, info: ServerInfo) -> list[tuple[int, str, str]]:
         """(server_id, host, port) of the registered replicas; [] when the user may not list them.
