@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pymysql
 import pymysql.cursors
@@ -24,6 +24,7 @@ from connector.schema.capture import capture, ddl_between, master_position, read
 from connector.schema.history import HistoryStore, MariadbHistoryStore
 from connector.schema.model import Schema, Table
 from connector.schema.tracker import SchemaTracker
+from connector.stream import gtid_state_at
 
 log = logging.getLogger("sluice.startup")
 
@@ -114,7 +115,7 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     store = store or MariadbHistoryStore(checkpoint_connector(config), config.name)
     tracker = SchemaTracker(store, included, refresher(settings))
     with open_connection(settings) as conn:
-        check_server(conn, settings)
+        info = check_server(conn, settings)
         start = resume or configured_start(conn, config.source.start)
         captured = not tracker.restore(start)
         if captured:
@@ -123,8 +124,11 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
             log.info("schema captured at %s: %d tables", valid_at, len(schema.tables))
             if config.source.start == "current" and resume is None:
                 start = valid_at
+    if start.file and not start.gtid_set:  # the first checkpoint and the snapshot's first chunk need it
+        start = replace(start, gtid_set=gtid_state_at(settings, info, start))
     tracker.source = start.file
     return Prepared(tracker, start, captured)
+
 
 
 def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from connector.binlog import constants as c
 from connector.binlog.events import (
     Event,
-    EventHeader,
     FormatDescriptionEvent,
     GtidEvent,
     HeartbeatEvent,
@@ -438,13 +437,12 @@ class ChangeStream:
             # of that position, handing nothing on before `start` (it was handed on already).
             log.info("re-reading prepared XA transactions from %s up to %s", xa_from, start)
             self.tracker.restore(xa_from)
-        dump_at = self._dump_start(start, xa_from)
-        scan = _GtidScan(start) if dump_at is not start and xa_from is None else None
+        if not start.gtid_set and start.file:
+            start = replace(start, gtid_set=gtid_state_at(self.settings, self._server(), start))
+        dump_at = replace(xa_from, gtid_set="") if xa_from is not None else start  # a GTID set would skip it
         dump = BinlogDump(self.settings, dump_at, blocking, asked=start)
         info = self.info = dump.open()
         try:
-            if info.mariadb and not start.gtid_set:
-                start = replace(start, gtid_set=_binlog_gtid_pos(dump, start))
             parser = self._parser(dump_at.file, info)
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
@@ -455,10 +453,6 @@ class ChangeStream:
             for raw in dump.events():
                 header = parse_header(raw)
                 pos = header.log_pos - header.event_length if header.log_pos else 0
-                if scan is not None:
-                    if scan.before_start(raw, pos, header, parser):
-                        continue
-                    assembler.gtids, scan = scan.gtids, None
                 event = parser.decode(raw, pos, header)
                 if self.observer is not None:
                     self.observer(event, len(raw), assembler.file)
@@ -474,21 +468,12 @@ class ChangeStream:
         finally:
             dump.close()
 
-    def _dump_start(self, start: Position, xa_from: Position | None) -> Position:
-        """Where the dump begins: `start`, or earlier when something before it must be read first
-        (prepared XA transactions; MySQL's GTID state at a position in the middle of a file)."""
-        if xa_from is not None:  # by file and position: a GTID set would skip what it holds
-            return replace(xa_from, gtid_set="")
-        if start.gtid_set or not start.file or start.pos <= 4 or not self._mysql_with_gtids():
-            return start
-        return replace(start, pos=4)
-
-    def _mysql_with_gtids(self) -> bool:
-        info = self.info
-        if info is None:
+    def _server(self) -> ServerInfo:
+        """The server's flavour and settings: from the last session, or asked once."""
+        if self.info is None:
             with open_connection(self.settings) as conn:
-                info = check_server(conn, self.settings)
-        return not info.mariadb and info.gtid_mode
+                self.info = check_server(conn, self.settings)
+        return self.info
 
     def _parser(self, file: str, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(file, checksum=info.checksum)
@@ -499,46 +484,50 @@ class ChangeStream:
         return parser
 
 
-class _GtidScan:
-    """MySQL's GTID state at a position inside a binlog file: the file's PREVIOUS_GTIDS and the
-    GTIDs logged before the position, read from the file's start (MariaDB has BINLOG_GTID_POS for
-    this). Its Executed_Gtid_Set beside SHOW BINARY LOG STATUS will not do: it is read apart from
-    the position and can miss transactions still committing, which a resume by GTID would send
-    again."""
-
-    _KEEP = frozenset({c.EventType.FORMAT_DESCRIPTION_EVENT, c.EventType.PREVIOUS_GTIDS_LOG_EVENT,
-                       c.EventType.GTID_LOG_EVENT, c.EventType.GTID_TAGGED_LOG_EVENT})  # fmt: skip
-
-    def __init__(self, start: Position) -> None:
-        self.start = start
-        self.gtids = MysqlGtidSet()
-
-    def before_start(self, raw: bytes, pos: int, header: EventHeader, parser: BinlogParser) -> bool:
-        """Take in an event before the start (True); False at the first event from the start on."""
-        if header.log_pos and pos >= self.start.pos:
-            return False
-        if header.type_code in self._KEEP:
-            body = parser.decode(raw, pos, header).body
-            if isinstance(body, PreviousGtidsEvent):
-                self.gtids = self.gtids.union(MysqlGtidSet.parse(body.gtid_set))
-            elif isinstance(body, GtidEvent) and body.gtid is not None:
-                self.gtids = self.gtids.with_gtid(body.gtid)
-        return True
-
-
 def _handed_before(item: StreamItem, handed: tuple[str, int] | None) -> bool:
     if not isinstance(item, Changes) or handed is None:
         return False
     return binlog_sort_key(item.file, item.pos) <= binlog_sort_key(*handed)
 
 
-def _binlog_gtid_pos(dump: BinlogDump, start: Position) -> str:
-    """MariaDB's GTID state at a file position, so positions handed on carry GTIDs too."""
-    conn = open_connection(dump.settings)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.pos))
+def gtid_state_at(settings: SourceSettings, info: ServerInfo, position: Position) -> str:
+    """The server's whole GTID state at a binlog position, so positions handed on carry it.
+
+    MariaDB computes it itself (BINLOG_GTID_POS). MySQL: the file's PREVIOUS_GTIDS and every
+    GTID logged before the position, read with a non-blocking, unregistered dump from the
+    file's start (what BINLOG_GTID_POS does on MariaDB). Executed_Gtid_Set beside SHOW BINARY
+    LOG STATUS will not do: it is read apart from the position and can miss transactions
+    still committing, which a resume by GTID would then send again. "" without GTIDs."""
+    if info.mariadb:
+        with open_connection(settings) as conn, conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (position.file, position.pos))
             row = cur.fetchone()
+        return str(row[0]) if row and row[0] is not None else ""
+    if not info.gtid_mode:
+        return ""
+    gtids = MysqlGtidSet()
+    dump = BinlogDump(settings, Position(position.file, 4), blocking=False, asked=position)
+    dump.open(register=False)
+    try:
+        parser = BinlogParser(position.file, checksum=info.checksum)
+        for raw in dump.events():
+            header = parse_header(raw)
+            if not header.log_pos:
+                continue  # the dump's artificial ROTATE: not in the file
+            if header.log_pos > position.pos or header.type_code == c.EventType.ROTATE_EVENT:
+                break  # past the position (the event ending at it is still before it), or the file's end
+            if header.type_code in _GTID_STATE_EVENTS:
+
+                body = parser.decode(raw, header.log_pos - header.event_length, header).body
+                if isinstance(body, PreviousGtidsEvent):
+                    gtids = gtids.union(MysqlGtidSet.parse(body.gtid_set))
+                elif isinstance(body, GtidEvent) and body.gtid is not None:
+                    gtids = gtids.with_gtid(body.gtid)
     finally:
-        conn.close()
-    return str(row[0]) if row and row[0] is not None else ""
+        dump.close()
+    return str(gtids)
+
+
+# What gtid_state_at reads: the FORMAT_DESCRIPTION (the parser needs it), and the GTID events.
+_GTID_STATE_EVENTS = frozenset({c.EventType.FORMAT_DESCRIPTION_EVENT, c.EventType.PREVIOUS_GTIDS_LOG_EVENT,
+                                c.EventType.GTID_LOG_EVENT, c.EventType.GTID_TAGGED_LOG_EVENT})  # fmt: skip

@@ -188,15 +188,21 @@ class BinlogDump:
         self._reader: PacketReader | None = None
         self._stream: BinaryIO | None = None  # the dump's bytes, read in large chunks
 
-    def open(self) -> ServerInfo:
+    def open(self, register: bool = True) -> ServerInfo:
+        """Check, negotiate, register and dump. `register=False`: a reader of a past stretch of
+        the binlog, as mysqlbinlog reads it (server_id 0, not a replica, so no server_id can
+        conflict or end the connector's own dump); only with a non-blocking dump."""
+        assert register or not self.blocking
         conn = self.conn = open_connection(self.settings)
         try:
             info = self.info = check_server(conn, self.settings)
-            self._check_server_id(conn, info)
+            if register:
+                self._check_server_id(conn, info)
             self._negotiate(conn, info)
-            self._command(packets.register_slave(self.settings.server_id, self.report_host, port=0))
-            self._expect_ok("COM_REGISTER_SLAVE")
-            self._command(self._dump_command(info))
+            if register:
+                self._command(packets.register_slave(self.settings.server_id, self.report_host, port=0))
+                self._expect_ok("COM_REGISTER_SLAVE")
+            self._command(self._dump_command(info, self.settings.server_id if register else 0))
             self._stream_from_here()
         except pymysql.err.OperationalError as exc:
             self.close()
@@ -272,9 +278,8 @@ class BinlogDump:
             for statement in statements:
                 cur.execute(statement, (self.start.gtid_set,) if "%s" in statement else None)
 
-    def _dump_command(self, info: ServerInfo) -> bytes:
+    def _dump_command(self, info: ServerInfo, sid: int) -> bytes:
         flags = 0 if self.blocking else packets.BINLOG_DUMP_NON_BLOCK
-        sid = self.settings.server_id
         if info.mariadb:
             flags |= packets.BINLOG_SEND_ANNOTATE_ROWS_EVENT
             if self.settings.use_gtid and self.start.gtid_set:
