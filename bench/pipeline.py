@@ -63,12 +63,13 @@ class RecordingSink:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: object
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: object,
+        headers: object = None,
     ) -> None:
         if not self.calls:
             self.first_at = time.perf_counter()
         self.calls.append((topic, tuple(messages), partition))  # a tuple of tuples: untracked by the GC
-        self.inner.produce_many(topic, messages, partition, done)  # type: ignore[arg-type]
+        self.inner.produce_many(topic, messages, partition, done, headers)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)

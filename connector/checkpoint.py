@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import pymysql
 import redis
@@ -141,12 +141,29 @@ class CheckpointStore(Protocol):
     def delete(self) -> None: ...
 
 
+@runtime_checkable
+class BlockingNotes(Protocol):
+    """Where a connector that stopped on a message it may not pass says why (`sluice status`);
+    the next saved position clears it."""
+
+    def note_blocked(self, reason: str) -> None: ...
+
+    def blocked(self) -> str | None: ...
+
+
 @dataclass
 class MemoryCheckpointStore:
     name: str = "memory"
     value: Position | None = None
     down: bool = False
     writes: list[Position] = field(default_factory=list)
+    blocked_by: str | None = None
+
+    def note_blocked(self, reason: str) -> None:
+        self.blocked_by = reason
+
+    def blocked(self) -> str | None:
+        return self.blocked_by
 
     def get(self) -> Position | None:
         self._check()
@@ -154,7 +171,7 @@ class MemoryCheckpointStore:
 
     def put(self, position: Position) -> None:
         self._check()
-        self.value = position
+        self.value, self.blocked_by = position, None
         self.writes.append(position)
 
     def delete(self) -> None:
@@ -216,6 +233,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   fence BIGINT NOT NULL DEFAULT 0,
   snapshot MEDIUMTEXT NULL,
   xa VARCHAR(300) NULL,
+  blocked TEXT NULL,
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
@@ -277,7 +295,7 @@ class DatabaseCheckpointStore:
                 " snapshot, xa) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE"
                 " binlog_file = VALUES(binlog_file), binlog_pos = VALUES(binlog_pos), gtid_set = VALUES(gtid_set),"
                 " server_id = VALUES(server_id), event_time = VALUES(event_time),"
-                " fence = GREATEST(fence, VALUES(fence)), snapshot = VALUES(snapshot), xa = VALUES(xa)",
+                " fence = GREATEST(fence, VALUES(fence)), snapshot = VALUES(snapshot), xa = VALUES(xa), blocked = NULL",
                 (self.connector, position.file, position.pos, position.gtid_set, position.server_id,
                  position.timestamp, fence, position.snapshot, position.xa or None),
             )  # fmt: skip
@@ -290,11 +308,24 @@ class DatabaseCheckpointStore:
     def delete(self) -> None:
         self._run(lambda cur: cur.execute("DELETE FROM checkpoints WHERE connector = %s", (self.connector,)))
 
+    def note_blocked(self, reason: str) -> None:
+        self._run(lambda cur: cur.execute("UPDATE checkpoints SET blocked = %s WHERE connector = %s",
+                                          (reason, self.connector)))  # fmt: skip
+
+    def blocked(self) -> str | None:
+        def read(cur: pymysql.cursors.Cursor) -> object:
+            cur.execute("SELECT blocked FROM checkpoints WHERE connector = %s", (self.connector,))
+            return cur.fetchone()
+
+        row = self._run(read)
+        return str(row[0]) if isinstance(row, tuple) and row[0] is not None else None
+
 
 _ADDED_COLUMNS = {  # columns later versions added, for tables an older Sluice created
     "fence": "BIGINT NOT NULL DEFAULT 0",  # high availability
     "snapshot": "MEDIUMTEXT NULL",  # initial snapshots (MySQL allows no literal TEXT default)
     "xa": "VARCHAR(300) NULL",  # prepared, undecided XA transactions
+    "blocked": "TEXT NULL",  # why a stopped connector could not go on (an oversized message)
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -23,11 +24,12 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
-from connector.checkpoint import CheckpointUnavailableError
+from connector.checkpoint import BlockingNotes, CheckpointUnavailableError
 from connector.config import Config, load_config
 from connector.errors import ConfigError, SluiceError
 from connector.filters import TableFilter
-from connector.flat import FlatMessageBuilder, JsonLineEncoder
+from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder
+from connector.oversize import OversizedMessageError
 from connector.position import POSITION_TEXT, Position, position_of_text
 from connector.replica.client import open_connection
 from connector.runner import Connector, checkpoint_stores, run_with_lease
@@ -89,7 +91,7 @@ def decode_files(
     written = 0
     dumps = JsonLineEncoder().encode
     for path in files:
-        builder = FlatMessageBuilder(os.path.basename(path))
+        builder = FlatMessageBuilder(os.path.basename(path), query=WHOLE_QUERIES)
         parser = BinlogParser(os.path.basename(path))
         if tracker is not None:
             tracker.source = parser.source
@@ -117,6 +119,7 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
         config = replace(config, source=replace(config.source, start=start))
     prepared = prepare(config)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
+    stream.query = config.source.query_text()
     dumps = JsonLineEncoder().encode
     for item in stream.items(prepared.start):
         if isinstance(item, Changes):
@@ -179,6 +182,12 @@ def status(config: Config) -> dict[str, Any]:
             report[label] = f"unavailable: {exc}"
             continue
         report[label] = None if saved is None else {"position": str(saved), **_lag(saved, server), **_snapshot(saved)}
+    durable = stores.durable
+    if isinstance(durable, BlockingNotes):
+        with contextlib.suppress(CheckpointUnavailableError):
+            blocked = durable.blocked()
+            if blocked is not None:
+                report["blocked"] = blocked  # the last run stopped before a message it may not pass
     return report
 
 
@@ -279,32 +288,50 @@ def _registry(config: Config) -> Any:
     return SchemaRegistryClient.new_client({"url": url}) if url else None
 
 
+EXIT_OVERSIZED = 3  # stopped before a message over its topic's limit ([kafka] oversized = "fail")
+
+
+def _decode(args: argparse.Namespace) -> int | None:
+    tracker = schema_from(args.schema_from) if args.schema_from else None
+    decode_files(args.files, sys.stdout, args.start_position, args.stop_position, tracker)
+    return None
+
+
+def _spark(args: argparse.Namespace) -> int | None:
+    from spark.jobs import run as run_spark  # noqa: PLC0415  (pyspark loads a JVM: only when asked)
+
+    run_spark(load_config(args.config), args.job, args.once)
+    return None
+
+
+# Each command: what it runs, given the parsed arguments; None means exit status 0.
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
+    "decode": _decode,
+    "tail": lambda a: tail(a.config, a.start, sys.stdout),
+    "run": lambda a: run_connector(a.config),
+    "status": lambda a: print(json.dumps(status(load_config(a.config)), indent=2)),
+    "position": lambda a: position_command(load_config(a.config), a.action, a.value),
+    "snapshot": lambda a: request_snapshot(load_config(a.config), a.tables),
+    "spark": _spark,
+    "consume": lambda a: _printed(consume_topics(load_config(a.config), a.max, a.idle_s, sys.stdout)),
+}
+
+
+def _printed(count: int) -> None:
+    """`consume` returns how many messages it printed; its exit status is 0 all the same."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        if args.command == "decode":
-            tracker = schema_from(args.schema_from) if args.schema_from else None
-            decode_files(args.files, sys.stdout, args.start_position, args.stop_position, tracker)
-        elif args.command == "tail":
-            tail(args.config, args.start, sys.stdout)
-        elif args.command == "run":
-            run_connector(args.config)
-        elif args.command == "status":
-            print(json.dumps(status(load_config(args.config)), indent=2))
-        elif args.command == "position":
-            return position_command(load_config(args.config), args.action, args.value)
-        elif args.command == "snapshot":
-            return request_snapshot(load_config(args.config), args.tables)
-        elif args.command == "spark":
-            from spark.jobs import run as run_spark  # noqa: PLC0415  (pyspark loads a JVM: only when asked)
-
-            run_spark(load_config(args.config), args.job, args.once)
-        elif args.command == "consume":
-            consume_topics(load_config(args.config), args.max, args.idle_s, sys.stdout)
+        return _COMMANDS[args.command](args) or 0
     except ConfigError as exc:
         print(f"sluice: configuration: {exc}", file=sys.stderr)
         return 2
+    except OversizedMessageError as exc:  # its own status: a supervisor must not restart into it
+        print(f"sluice: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_OVERSIZED
     except SluiceError as exc:
         sys.stdout.flush()
         print(f"sluice: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -313,7 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from connector.errors import ConfigError
 from connector.filters import TableFilter
+from connector.flat import QueryText
 from connector.position import PositionError, position_of_text
 from connector.replica.client import SourceSettings
 from connector.urls import source_settings_of_url
@@ -39,6 +40,13 @@ class SourceSection:
     ssl_ca: str = ""
     ssl_cert: str = ""
     ssl_key: str = ""
+    # The statement's text (ROWS_QUERY / ANNOTATE_ROWS) in a row message's `sql`: off by default,
+    # as Debezium's include.query; a bulk INSERT's text is megabytes. When on, cut to this many bytes.
+    include_query: bool = False
+    query_max_bytes: int = 4096
+
+    def query_text(self) -> QueryText:
+        return QueryText(self.include_query, self.query_max_bytes)
 
     def settings(self) -> SourceSettings:
         return SourceSettings(
@@ -67,6 +75,10 @@ class KafkaSection:
     compression: str = "lz4"
     max_in_flight_messages: int = 100_000  # beyond this the reader pauses until Kafka acknowledges
     delivery_timeout_s: float = 300.0  # Kafka acknowledging nothing this long while messages wait: the connector stops
+    # The largest message: topics Sluice creates get it as max.message.bytes, the producer's
+    # message.max.bytes follows it; an existing topic's own max.message.bytes is its limit.
+    max_message_bytes: int = 8 * 1024 * 1024
+    oversized: str = "fail"  # a message over its topic's limit: "fail", "truncate" or "dead-letter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +216,11 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     return value
 
 
+OVERSIZED_POLICIES = ("fail", "truncate", "dead-letter")
+MIN_MESSAGE_BYTES = 64 * 1024
+MAX_MESSAGE_BYTES = 1 << 30  # librdkafka's ceiling for message.max.bytes
+
+
 def _is_position(text: str) -> bool:
     try:
         position_of_text(text)
@@ -232,6 +249,10 @@ def _validate(config: Config, where: str) -> None:
         (0 <= kafka.linger_ms <= 60_000, "kafka.linger_ms", "0..60000"),
         (100 <= kafka.max_in_flight_messages <= 10_000_000, "kafka.max_in_flight_messages", "100..10000000"),
         (kafka.delivery_timeout_s > 0, "kafka.delivery_timeout_s", "a positive number of seconds"),
+        (MIN_MESSAGE_BYTES <= kafka.max_message_bytes <= MAX_MESSAGE_BYTES, "kafka.max_message_bytes",
+         f"{MIN_MESSAGE_BYTES}..{MAX_MESSAGE_BYTES} bytes"),
+        (kafka.oversized in OVERSIZED_POLICIES, "kafka.oversized", ", ".join(OVERSIZED_POLICIES)),
+        (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
         (urlsplit(cp.redis_url).scheme in ("redis", "rediss", "unix", ""), "checkpoint.redis_url",
          'redis://host:port/db, or "" for no Redis'),
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",

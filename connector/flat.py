@@ -264,12 +264,39 @@ class RowBatch:
             head["sql"] = ""
 
 
+@dataclass(frozen=True, slots=True)
+class QueryText:
+    """What a row message's `sql` carries of its statement (ROWS_QUERY / ANNOTATE_ROWS).
+
+    Off by default, as Debezium's include.query: a bulk INSERT's text is its whole data again
+    (1 MB for 1,000 rows of a wide table), far past a Kafka message's limit. When on, the text
+    is cut to `max_bytes` on a UTF-8 boundary, with a mark saying it was cut and its size."""
+
+    include: bool = False
+    max_bytes: int = 4096
+
+    def of(self, text: str) -> str:
+        if not self.include:
+            return ""
+        raw = text.encode("utf-8", "surrogatepass")
+        if len(raw) <= self.max_bytes:
+            return text
+        mark = f" /* cut by Sluice: {len(raw)} bytes, query_max_bytes {self.max_bytes} */"
+        keep = max(0, self.max_bytes - len(mark.encode()))
+        return raw[:keep].decode("utf-8", "ignore") + mark  # "ignore": a character cut in two is dropped
+
+
+NO_QUERIES = QueryText()  # the default: `sql` is ""
+WHOLE_QUERIES = QueryText(True, 1 << 62)  # `sluice decode`: a file is read to be looked at
+
+
 class FlatMessageBuilder:
     """Turns one ordered event stream into flat messages."""
 
-    def __init__(self, file: str = "", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, file: str = "", clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES) -> None:
         self.file = file
         self._clock = clock
+        self._query_text = query
         self._gtid: str | None = None
         self._sql = ""
         self._shapes: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
@@ -284,7 +311,7 @@ class FlatMessageBuilder:
         elif isinstance(body, (GtidEvent, MariadbGtidEvent)):
             self._gtid = body.gtid
         elif isinstance(body, (RowsQueryEvent, AnnotateRowsEvent)):
-            self._sql = body.query
+            self._sql = self._query_text.of(body.query)
         elif isinstance(body, XidEvent):
             self._end_transaction()
         elif isinstance(body, QueryEvent):

@@ -37,6 +37,8 @@ class Metrics:
         self.lag_bytes = Gauge("sluice_binlog_lag_bytes", "Server binlog bytes not yet read", registry=r)
         self.inflight = Gauge("sluice_inflight_messages", "Messages not yet acknowledged by Kafka", registry=r)
         self.delivery_errors = Counter("sluice_delivery_errors", "Messages Kafka gave up on", registry=r)
+        self.oversized = Counter("sluice_oversized", "Messages over their topic's limit, by what became of them",
+                                 ["database", "table", "policy"], registry=r)  # fmt: skip
         self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
                                     ["store"], registry=r)  # fmt: skip
         self.bytes_total = 0.0

@@ -25,15 +25,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from operator import itemgetter
 
 from connector.avro.encoding import Encoded, MessageEncoder
+from connector.avro.reader import MessageReader
 from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
 from connector.flat import FlatMessage
 from connector.metrics import Metrics
+from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position
 from connector.schema.model import Table
-from connector.sink.kafka import Sink
+from connector.sink.kafka import RECORD_OVERHEAD, Sink
 from connector.sink.partitioning import TopicRouter, table_partition
 from connector.snapshot.coordinator import Snapshotter
 from connector.stream import Changes, Commit, StreamItem
@@ -60,6 +63,10 @@ class _Group:
     encoded: list[Encoded]  # never empty: a group starts with a rows event's changes
 
 
+_VALUE = itemgetter(1)
+_KEY_MARGIN = 4096  # keys are measured one by one only when a value comes this close to the limit
+
+
 def _changes_key(message: FlatMessage, table: Table) -> bool:
     old = message["old"][0] if message["old"] else {}
     return any(k in old for k in table.primary_key)
@@ -78,8 +85,11 @@ class Pipeline:
         delivery_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         group_limit: int = 4096,
+        oversize: OversizePolicy | None = None,
     ) -> None:
         self.encoder = encoder
+        self.oversize = oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()),
+                                                   router.prefix)  # fmt: skip
         self.sink = sink
         self.router = router
         self.checkpointer = checkpointer
@@ -155,8 +165,7 @@ class Pipeline:
         if message["isDdl"]:
             topic = self.router.ddl_topic(database)
             self.sink.ensure_topic(topic)
-            key, value = self.encoder.ddl(message, topic)
-            self.sink.produce(topic, key, value, None, self.inflight.track())
+            self._produce(topic, database, name, [self.encoder.ddl(message, topic)], None)
             self.counters.statements += 1
             return
         if table is None:
@@ -212,10 +221,42 @@ class Pipeline:
         partition = None
         if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
             partition = table_partition(database, name, self.sink.partitions(topic))
-        self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
+        self._produce(topic, database, name, encoded, partition)
         self.counters.rows += len(encoded)
         if self.metrics is not None:
             self.metrics.row(database, name, kind, len(encoded))
+
+    def _produce(
+        self, topic: str, database: str, name: str, encoded: list[tuple[bytes | None, bytes]], partition: int | None
+    ) -> None:
+        """Messages to Kafka in order, each measured against its topic's limit first."""
+        limit = self.sink.limit(topic)
+        # One C-speed pass over the values; keys are small (an index key is at most 3072 bytes).
+        if max(map(len, map(_VALUE, encoded))) + RECORD_OVERHEAD + _KEY_MARGIN <= limit:
+            self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
+            return
+        run: list[tuple[bytes | None, bytes]] = []
+        for key, value in encoded:
+            if len(key or b"") + len(value) + RECORD_OVERHEAD <= limit:
+                run.append((key, value))
+                continue
+            if run:
+                self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
+                run = []
+            self._replace(Oversized(topic, database, name, key, value, limit, RECORD_OVERHEAD), partition)
+        if run:
+            self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
+
+    def _replace(self, message: Oversized, partition: int | None) -> None:
+        """An oversized message: what the policy puts in its place (or it stops the connector)."""
+        replacement = self.oversize.decide(message)
+        if self.metrics is not None:
+            self.metrics.oversized.labels(message.database, message.table, self.oversize.policy).inc()
+        if replacement.topic != message.topic:  # the dead-letter topic: one partition per key, 0 without
+            self.sink.ensure_topic(replacement.topic)
+            partition = None if replacement.key is not None else 0
+        self.sink.produce_many(replacement.topic, [(replacement.key, replacement.value)], partition,
+                               self.inflight.track(1), replacement.headers)  # fmt: skip
 
     def _check_errors(self) -> None:
         if self.inflight.errors:

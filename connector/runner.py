@@ -13,10 +13,13 @@ import pymysql
 import redis
 
 from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
+from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import (
+    BlockingNotes,
     Checkpointer,
     CheckpointStore,
+    CheckpointUnavailableError,
     DatabaseCheckpointStore,
     RedisCheckpointStore,
 )
@@ -24,6 +27,7 @@ from connector.config import Config
 from connector.errors import SluiceError, SourceError
 from connector.lease import FencedError, Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
+from connector.oversize import OversizedMessageError, OversizePolicy
 from connector.pipeline import Pipeline
 from connector.position import Position
 from connector.replica.client import open_connection
@@ -130,7 +134,8 @@ def tune_gc() -> None:
 
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
-    return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression))
+    return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
+                                   k.max_message_bytes))  # fmt: skip
 
 
 def _server_position(config: Config) -> Position | None:
@@ -193,6 +198,16 @@ class Connector:
         return Snapshotter(ServerChunks(self.config.source.settings()), prepared.tracker, state,
                            self.config.snapshot.chunk_size, requests)  # fmt: skip
 
+    def _note_blocked(self, reason: str) -> None:
+        """Why the connector stops, kept with its position for `sluice status` (best effort: the
+        stop itself says it too)."""
+        durable = self.stores.durable
+        if isinstance(durable, BlockingNotes):
+            try:
+                durable.note_blocked(reason)
+            except (CheckpointUnavailableError, SourceError) as exc:
+                log.warning("could not record why the connector stops: %s", exc)
+
     def _observe(self) -> threading.Event:
         """The metrics endpoint (when configured) and a sampler of lag and progress."""
         settings = self.config.metrics
@@ -219,10 +234,13 @@ class Connector:
             tune_gc()
         settings = replace(self.config.source.settings(), takeover=self.takeover)
         self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter())
+        self.stream.query = self.config.source.query_text()
         self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
+        oversize = OversizePolicy(self.config.kafka.oversized, MessageReader(self.encoder.directory,
+                                  self.encoder.registry()), self.config.kafka.topic_prefix)  # fmt: skip
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
-            self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s,
+            self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
         self.pipeline.metrics = self.metrics
@@ -239,6 +257,9 @@ class Connector:
         self.metrics.streaming = True
         try:
             self.pipeline.run(self.stream.items(start, blocking), start)
+        except OversizedMessageError as exc:
+            self._note_blocked(str(exc))
+            raise
         finally:
             self.metrics.streaming = False
             observing.set()

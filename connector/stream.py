@@ -40,7 +40,7 @@ from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.errors import SluiceError, SourceUnavailableError, is_retriable
 from connector.filters import TableFilter
-from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
+from connector.flat import NO_QUERIES, FlatMessage, FlatMessageBuilder, QueryText, RowBatch
 from connector.lazy import Lazy
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
@@ -147,11 +147,12 @@ class TransactionAssembler:
         mariadb: bool,
         prepared: dict[Xid, _Prepared] | None = None,
         quiet_until: Position | None = None,
+        query: QueryText = NO_QUERIES,
     ) -> None:
         self.file = start.file
         self.tracker = tracker
         self.included = included
-        self.builder = FlatMessageBuilder(start.file)
+        self.builder = FlatMessageBuilder(start.file, query=query)
         self.gtids: MariadbGtidState | MysqlGtidSet | None = _gtid_state(start.gtid_set, mariadb)
         self.mariadb = mariadb
         self.in_txn = False  # between a GTID or BEGIN and the transaction's end
@@ -393,6 +394,7 @@ class ChangeStream:
         self.reconnects = 0
         self.observer: Callable[[Event, int, str], None] | None = None  # every event: metrics
         self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
+        self.query = NO_QUERIES  # what row messages' `sql` carries of their statement
         self._assembler: TransactionAssembler | None = None  # the current session's
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
@@ -446,7 +448,7 @@ class ChangeStream:
             parser = self._parser(dump_at.file, info)
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
-                quiet_until=start if xa_from is not None else None,
+                quiet_until=start if xa_from is not None else None, query=self.query,
             )  # fmt: skip
             self.tracker.source = dump_at.file
             skipping = handed is not None

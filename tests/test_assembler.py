@@ -5,6 +5,7 @@ from __future__ import annotations
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
+from connector.flat import NO_QUERIES, QueryText
 from connector.position import MysqlGtidSet, Position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
@@ -12,18 +13,18 @@ from connector.stream import Changes, Commit, StreamItem, TransactionAssembler
 from tests.corpus import CORPUS
 
 
-def assemble(name: str, included: TableFilter | None = None) -> list[StreamItem]:
+def assemble(name: str, included: TableFilter | None = None, query: QueryText = NO_QUERIES) -> list[StreamItem]:
     path = CORPUS / name
     included = included or TableFilter.of(None, None)
     tracker = SchemaTracker(MemoryHistoryStore(), included)
-    assembler = TransactionAssembler(Position(path.name, 4), tracker, included, mariadb=False)
+    assembler = TransactionAssembler(Position(path.name, 4), tracker, included, mariadb=False, query=query)
     parser = BinlogParser(path.name)
     parser.table_hook = lambda table, pos: table if included(table.schema, table.table) else None
     return [item for event in iter_file_events(str(path), parser=parser) for item in assembler.feed(event)]
 
 
 def test_rows_query_attaches_sql_and_is_no_boundary() -> None:
-    items = assemble("mysql-cdc-rs/5.7_29_row_query_log.bin")
+    items = assemble("mysql-cdc-rs/5.7_29_row_query_log.bin", query=QueryText(include=True))
     kinds = [type(i).__name__ for i in items]
     # CREATE DATABASE, CREATE TABLE (each a Changes + Commit), then one INSERT transaction, then the rotate.
     assert kinds == ["Changes", "Commit", "Changes", "Commit", "Changes", "Commit", "Heartbeat"]
@@ -33,6 +34,21 @@ def test_rows_query_attaches_sql_and_is_no_boundary() -> None:
     assert commit.rows == len(changes.messages) and commit.gtid is not None
     # the position handed on is the end of the XID event, never between TABLE_MAP and rows
     assert commit.position.pos > changes.pos
+    # By default a row message carries no statement text (include_query off)
+    plain = assemble("mysql-cdc-rs/5.7_29_row_query_log.bin")[4]
+    assert isinstance(plain, Changes) and {m["sql"] for m in plain.messages} == {""}
+
+
+def test_statement_text_is_cut_on_a_character_boundary_and_says_so() -> None:
+    text = "INSERT INTO t VALUES " + ", ".join(f"({i}, 'ü€😀')" for i in range(2000))
+    size = len(text.encode())
+    for limit in range(256, 300):  # every cut point among the multi-byte characters
+        cut = QueryText(include=True, max_bytes=limit).of(text)
+        assert len(cut.encode()) <= limit
+        assert cut.endswith(f" /* cut by Sluice: {size} bytes, query_max_bytes {limit} */")
+        assert text.startswith(cut[: cut.index(" /* cut by Sluice")])  # a prefix, no broken character
+    assert QueryText(include=True, max_bytes=4096).of("SELECT 1") == "SELECT 1"
+    assert QueryText().of(text) == ""
 
 
 def test_filtered_transactions_still_commit() -> None:

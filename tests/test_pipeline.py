@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from connector.checkpoint import (
     InFlight,
     MemoryCheckpointStore,
 )
+from connector.oversize import TRUNCATED_HEADER, OversizedMessageError, OversizePolicy
 from connector.pipeline import Pipeline
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
@@ -51,7 +53,7 @@ def changes(*messages: dict[str, Any], t: Table | None = None) -> Changes:
 
 
 class Rig:
-    def __init__(self, tmp: Path, max_in_flight: int = 1000) -> None:
+    def __init__(self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail") -> None:
         self.now = 0.0  # the pipeline's clock: tests move it
         self.sink = MemorySink()
         self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
@@ -61,6 +63,7 @@ class Rig:
         self.pipeline = Pipeline(
             MessageEncoder(self.directory, SingleObjectFraming()), self.sink, TopicRouter("cdc", []),
             self.checkpointer, max_in_flight, sleep=self.sleeps.append, delivery_timeout_s=300, clock=lambda: self.now,
+            oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"),
         )  # fmt: skip
 
     def run(self, items: list[StreamItem]) -> None:
@@ -349,3 +352,67 @@ def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Pa
         rig.checkpointer.stop()
     assert len(rig.sleeps) >= 3 and rig.pipeline.counters.pauses >= 3
     assert rig.durable.value == pos(200) and rig.checkpointer.failing is None
+
+
+# -- messages over their topic's limit ([kafka] oversized) -----------------------------------
+
+BIG = table("CREATE TABLE t (id INT PRIMARY KEY, v LONGTEXT, w LONGTEXT NOT NULL)")
+
+
+def big(id_: int, v: str | None, w: str, at: int) -> dict[str, Any]:
+    return {**row("INSERT", id_, v, at), "data": [{"id": str(id_), "v": v, "w": w}]}
+
+
+def oversized_run(rig: Rig) -> list[StreamItem]:
+    """A transaction that fits, then one whose second row is over the topic's 100,000 bytes."""
+    rig.sink.limits["cdc.db.t"] = 100_000
+    return [
+        changes(big(1, "a", "b", 100), t=BIG), Commit(pos(150), None, 1),
+        changes(big(2, "c", "d", 200), big(3, "x" * 150_000, "y" * 60_000, 200), big(4, "e", "f", 200), t=BIG),
+        Commit(pos(300), None, 3),
+    ]  # fmt: skip
+
+
+def test_an_oversized_message_stops_the_pipeline_saying_what_where_and_what_to_do(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    with pytest.raises(OversizedMessageError) as info:
+        rig.run(oversized_run(rig))
+    message = str(info.value)
+    assert '`db`.`t` key {"id": 3} at bin.000001:200 row 0' in message
+    assert "over the limit of 100000 of topic cdc.db.t" in message
+    assert "max.message.bytes" in message and "[kafka] max_message_bytes" in message and "dead-letter" in message
+    assert rig.fast.value == pos(150)  # the position before it stays saved
+
+
+def test_truncate_empties_the_largest_values_until_it_fits_and_names_them(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, oversized="truncate")
+    rig.run(oversized_run(rig))
+    records = rig.records()
+    assert [r["data"][0]["id"] for r in records] == [1, 2, 3, 4]  # nothing dropped, order kept
+    third = records[2]["data"][0]
+    # v (150,000 bytes, nullable) went first; w (60,000, NOT NULL) then fit and stayed
+    assert third["v"] is None and third["w"] == "y" * 60_000
+    headers = [m.headers for m in rig.sink.messages("cdc.db.t")]
+    assert headers == [None, None, [(TRUNCATED_HEADER, b"v")], None]
+    assert rig.fast.value == pos(300)
+
+
+def test_truncate_empties_not_null_values_as_empty_strings(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, oversized="truncate")
+    rig.sink.limits["cdc.db.t"] = 100_000
+    rig.run([changes(big(9, "x" * 70_000, "y" * 80_000, 100), t=BIG), Commit(pos(150), None, 1)])
+    (record,) = rig.records()
+    assert record["data"][0]["w"] == "" and record["data"][0]["v"] == "x" * 70_000
+    assert rig.sink.messages("cdc.db.t")[0].headers == [(TRUNCATED_HEADER, b"w")]
+
+
+def test_dead_letter_records_the_message_and_the_stream_goes_on(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, oversized="dead-letter")
+    rig.run(oversized_run(rig))
+    assert [r["data"][0]["id"] for r in rig.records()] == [1, 2, 4]
+    (letter,) = rig.sink.messages("cdc._oversized")
+    record = json.loads(letter.value)
+    assert (record["database"], record["table"], record["topic"], record["key"]) == ("db", "t", "cdc.db.t", {"id": 3})
+    assert record["source"]["pos"] == 200 and record["limit"] == 100_000 and record["size"] > 210_000
+    assert letter.key is not None and MessageReader(rig.directory).read(letter.key)[1] == {"id": 3}  # the row's key
+    assert rig.fast.value == pos(300)

@@ -22,7 +22,7 @@ from connector.config import AvroSection, CheckpointSection, Config, KafkaSectio
 from connector.position import binlog_sort_key
 from connector.runner import Connector, checkpoint_stores, kafka_sink
 from connector.schema.capture import master_position
-from connector.sink.kafka import Delivered, KafkaSink
+from connector.sink.kafka import Delivered, Headers, KafkaSink
 from tests.live import ROOT, checkpoint_url, connect, fresh_database, live_config, numbers, source_toml, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
@@ -146,10 +146,11 @@ class CountingSink:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
+        headers: Headers | None = None,
     ) -> None:
         self.batches.append((topic, len(messages)))
-        self.inner.produce_many(topic, messages, partition, done)
+        self.inner.produce_many(topic, messages, partition, done, headers)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.live
 
 
 def stream_until(config_include: list[str], start: Position, end: Position, prepared: Any) -> list[dict[str, Any]]:
-    config = live_config(config_include)
+    config = live_config(config_include, include_query=True)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
     messages: list[dict[str, Any]] = []
     for item in stream.items(start, blocking=False):
@@ -43,7 +43,7 @@ def test_spec(path: Path, server: live.LiveServer) -> None:
         cur.execute("DROP DATABASE IF EXISTS spec")
         cur.execute("CREATE DATABASE spec")
     include = [r"spec\..*"]
-    prepared = prepare(live_config(include), MemoryHistoryStore())
+    prepared = prepare(live_config(include, include_query=True), MemoryHistoryStore())
     start = prepared.start
     spec_conn = connect("spec")
     with spec_conn.cursor() as cur:

@@ -244,6 +244,10 @@ class MessageEncoder:
         self._ddl_fps = (fingerprint_of(self._ddl[0]), fingerprint_of(self._ddl[1]))
         self.compiled_rows = 0  # rows the compiled transcoder wrote (connector/avro/transcode.py)
 
+    def registry(self) -> Any:
+        """The schema registry client Confluent framing writes through (readers need it); None otherwise."""
+        return getattr(self.framing, "client", None)
+
     def _codec(self, table: Table) -> _TableCodec:
         hit = self._codecs.get(id(table))
         if hit is not None and hit[0] is table:

@@ -23,14 +23,14 @@ class UnreadableMessageError(SluiceError):
     """Bytes that are neither single-object encoded nor Confluent framed, or of an unknown schema."""
 
 
-def _plain_time(schema: Any) -> Any:
+def plain_time(schema: Any) -> Any:
     """The schema with time-micros as plain longs (same bytes, wider range)."""
     if isinstance(schema, dict):
         if schema.get("logicalType") == "time-micros":
             return "long"
-        return {k: _plain_time(v) for k, v in schema.items()}
+        return {k: plain_time(v) for k, v in schema.items()}
     if isinstance(schema, list):
-        return [_plain_time(v) for v in schema]
+        return [plain_time(v) for v in schema]
     return schema
 
 
@@ -80,5 +80,5 @@ class MessageReader:
                 schema = load()
             except KeyError as exc:
                 raise UnreadableMessageError(str(exc)) from exc
-            hit = self._parsed[key] = (schema, fastavro.parse_schema(_plain_time(copy.deepcopy(schema))))
+            hit = self._parsed[key] = (schema, fastavro.parse_schema(plain_time(copy.deepcopy(schema))))
         return hit

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import SluiceError
@@ -47,11 +49,13 @@ class Sink(Protocol):
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None: ...
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
+        headers: Headers | None = None,
     ) -> None:
         """(key, value) pairs in order; `done`'s counts add up to len(messages) once all are settled.
 
-        partition None: each key's murmur2 partition (a message without a key needs one)."""
+        partition None: each key's murmur2 partition (a message without a key needs one).
+        headers: Kafka headers for every message of the call."""
 
     def poll(self, timeout: float) -> int: ...
 
@@ -61,6 +65,17 @@ class Sink(Protocol):
 
     def ensure_topic(self, topic: str) -> None: ...
 
+    def limit(self, topic: str) -> int:
+        """The largest message (key, value and Kafka's per-record framing) the topic takes."""
+
+
+Headers = list[tuple[str, str | bytes | None]]  # Kafka record headers, as confluent-kafka takes them
+
+# Kafka's framing around one record's key and value, generously: a record batch's header
+# (61 bytes) and the record's own varints and attributes, with no headers of ours.
+RECORD_OVERHEAD = 256
+DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
@@ -69,6 +84,7 @@ class KafkaSettings:
     replication_factor: int = 1
     linger_ms: int = 20
     compression: str = "lz4"
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # topics Sluice creates, and the producer's ceiling
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -87,37 +103,45 @@ class KafkaSink:
                 "message.timeout.ms": 0,  # never: a timed-out message is a gap the guarantee allows
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1_048_576,
+                # librdkafka refuses any message above this itself (default 1,000,000).
+                "message.max.bytes": settings.max_message_bytes + RECORD_OVERHEAD,
                 **settings.extra,
             }
         )
         self.admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
         self._topics: dict[str, int] = {}
+        self._limits: dict[str, int] = {}
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
+        headers: Headers | None = None,
     ) -> None:
         plain, tails = route(messages, self.partitions(topic), -1 if partition is None else partition)
         produce = self.producer.produce
         try:
             for value, key, p in plain:  # no callback: the tail of their partition answers for them
                 try:
-                    produce(topic, value, key, p)
+                    if headers is None:
+                        produce(topic, value, key, p)
+                    else:
+                        produce(topic, value, key, p, headers=headers)
                 except BufferError:
-                    self._produce_when_room(topic, value, key, p, None)
+                    self._produce_when_room(topic, value, key, p, None, headers)
             for value, key, p, count in tails:  # after the others: each partition keeps its order
-                self._produce_when_room(topic, value, key, p, partial(_delivered, topic, done, count))
+                self._produce_when_room(topic, value, key, p, partial(_delivered, topic, done, count), headers)
         except KafkaException as exc:
             raise _stopped(exc) from exc
 
     def _produce_when_room(
-        self, topic: str, value: bytes, key: bytes | None, partition: int, callback: Callable[..., None] | None
+        self, topic: str, value: bytes, key: bytes | None, partition: int, callback: Callable[..., None] | None,
+        headers: Headers | None = None,
     ) -> None:
         while True:
-            try:
-                self.producer.produce(topic, value, key, partition, on_delivery=callback)  # None: no callback
+            try:  # on_delivery None: no callback
+                self.producer.produce(topic, value, key, partition, on_delivery=callback, headers=headers)
                 return
             except BufferError:  # the local queue is full: serve callbacks until there is room
                 self.producer.poll(0.1)
@@ -157,6 +181,22 @@ class KafkaSink:
                 raise SinkError(f"topic {topic} does not appear in the metadata after creating it")
             time.sleep(0.1)
 
+    def limit(self, topic: str) -> int:
+        """The topic's max.message.bytes (a topic Sluice made has the setting; one that existed
+        keeps its own, read with DescribeConfigs once), never above the producer's ceiling."""
+        limit = self._limits.get(topic)
+        if limit is None:
+            limit = self._limits[topic] = min(self._described_limit(topic), self.settings.max_message_bytes)
+        return limit
+
+    def _described_limit(self, topic: str) -> int:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            described = self.admin.describe_configs([resource], request_timeout=30)[resource].result(60)
+        except KafkaException as exc:
+            raise SinkError(f"cannot read the configuration of topic {topic}: {exc.args[0].str()}") from exc
+        return int(described["max.message.bytes"].value)
+
     def _existing_partitions(self, topic: str) -> int:
         metadata = self.producer.list_topics(topic, timeout=30)
         info = metadata.topics.get(topic)
@@ -166,7 +206,8 @@ class KafkaSink:
 
     def _create(self, topic: str) -> None:
         new = NewTopic(topic, num_partitions=self.settings.partitions,
-                       replication_factor=self.settings.replication_factor)  # fmt: skip
+                       replication_factor=self.settings.replication_factor,
+                       config={"max.message.bytes": str(self.settings.max_message_bytes)})  # fmt: skip
         future = self.admin.create_topics([new], operation_timeout=30)[topic]
         try:
             future.result(60)
@@ -199,6 +240,7 @@ class StoredMessage:
     offset: int
     key: bytes | None
     value: bytes
+    headers: Headers | None = None
 
 
 class MemorySink:
@@ -209,8 +251,10 @@ class MemorySink:
     would: they are not stored, and their partition's acknowledgement carries the error.
     """
 
-    def __init__(self, partitions: int = 3) -> None:
+    def __init__(self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.default_partitions = partitions
+        self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
+        self.max_message_bytes = max_message_bytes
         self.topics: dict[str, list[list[StoredMessage]]] = {}
         self._pending: list[tuple[StoredMessage, str | None]] = []
         self._acks: list[tuple[Delivered, int, str | None]] = []
@@ -223,7 +267,8 @@ class MemorySink:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered
+        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
+        headers: Headers | None = None,
     ) -> None:
         self.ensure_topic(topic)
         plain, tails = route(messages, len(self.topics[topic]), -1 if partition is None else partition)
@@ -232,7 +277,7 @@ class MemorySink:
             error = self._failures.pop(0) if self._failures else None
             if error is not None:
                 failed.setdefault(p, error)
-            self._pending.append((StoredMessage(topic, p, -1, key, value), error))
+            self._pending.append((StoredMessage(topic, p, -1, key, value, headers), error))
         self._acks += [(done, count, failed.get(p)) for _, _, p, count in tails]
 
     @property
@@ -262,6 +307,9 @@ class MemorySink:
 
     def ensure_topic(self, topic: str) -> None:
         self.topics.setdefault(topic, [[] for _ in range(self.default_partitions)])
+
+    def limit(self, topic: str) -> int:
+        return self.limits.get(topic, self.max_message_bytes)
 
     def messages(self, topic: str) -> list[StoredMessage]:
         return [m for part in self.topics.get(topic, []) for m in part]
