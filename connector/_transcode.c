@@ -673,7 +673,8 @@ static uint32_t murmur2(const unsigned char *data, Py_ssize_t length) {
 }
 
 /* The partition of each message, or -1 after setting an exception. */
-static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_t fixed, Py_ssize_t *part) {
+static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_t fixed, Py_ssize_t skip,
+                            Py_ssize_t *part) {
     Py_ssize_t n = PyList_GET_SIZE(messages);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(messages, i);
@@ -685,7 +686,8 @@ static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_
         if (fixed >= 0) {
             part[i] = fixed;
         } else if (PyBytes_Check(key)) {
-            part[i] = (Py_ssize_t)((murmur2((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) &
+            Py_ssize_t size = PyBytes_GET_SIZE(key), from = skip < size ? skip : size; /* the framing is not hashed */
+            part[i] = (Py_ssize_t)((murmur2((const unsigned char *)PyBytes_AS_STRING(key) + from, size - from) &
                                     0x7fffffffu) % (uint32_t)partitions);
         } else {
             PyErr_Format(PyExc_ValueError, "message %zd has no key and no partition", i);
@@ -721,19 +723,20 @@ static PyObject *route_lists(PyObject *messages, const Py_ssize_t *part, const P
 }
 
 PyDoc_STRVAR(route_doc,
-             "route(messages, partitions, fixed)\n--\n\n"
+             "route(messages, partitions, fixed, skip)\n--\n\n"
              "Where (key, value) messages go: (plain, tails). Every message's partition is `fixed`, or,\n"
-             "if that is -1, its key's murmur2 modulo `partitions` (as Kafka's Java clients pick it).\n"
+             "if that is -1, the murmur2 of its key after the first `skip` bytes (the key's framing),\n"
+             "modulo `partitions` (as Kafka's Java clients pick it for those bytes).\n"
              "tails: (value, key, partition, count) for the last message of each partition, count being\n"
              "how many of the messages went there; plain: (value, key, partition) for the others, in order.");
 
 static PyObject *route(PyObject *self, PyObject *args) {
     PyObject *messages, *result = NULL;
-    Py_ssize_t partitions, fixed;
-    if (!PyArg_ParseTuple(args, "O!nn", &PyList_Type, &messages, &partitions, &fixed))
+    Py_ssize_t partitions, fixed, skip;
+    if (!PyArg_ParseTuple(args, "O!nnn", &PyList_Type, &messages, &partitions, &fixed, &skip))
         return NULL;
-    if (partitions < 1 || partitions > INT32_MAX || fixed < -1 || fixed >= partitions) {
-        PyErr_Format(PyExc_ValueError, "partition %zd of %zd partitions", fixed, partitions);
+    if (partitions < 1 || partitions > INT32_MAX || fixed < -1 || fixed >= partitions || skip < 0) {
+        PyErr_Format(PyExc_ValueError, "partition %zd of %zd partitions, skip %zd", fixed, partitions, skip);
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(messages), ntails = 0;
@@ -742,7 +745,7 @@ static PyObject *route(PyObject *self, PyObject *args) {
     Py_ssize_t *count = PyMem_Calloc((size_t)partitions, sizeof(Py_ssize_t));
     if (!part || !last || !count) {
         PyErr_NoMemory();
-    } else if (route_partitions(messages, partitions, fixed, part) == 0) {
+    } else if (route_partitions(messages, partitions, fixed, skip, part) == 0) {
         for (Py_ssize_t i = 0; i < n; i++) {
             ntails += count[part[i]]++ == 0;
             last[part[i]] = i;

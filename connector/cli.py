@@ -256,7 +256,9 @@ def position_command(config: Config, action: str, value: str | None) -> int:
 
 
 def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> int:
-    """Every message under the topic prefix, from the beginning, decoded with `schemas/` alone."""
+    """Every message under the topic prefix, from the beginning, decoded with `schemas/` alone,
+    each value in its table's newest version (`version`: which one; columns renamed since under
+    their new names), or as written when that version cannot read it."""
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), _registry(config))
     consumer = Consumer({
         "bootstrap.servers": config.kafka.bootstrap_servers, "group.id": f"sluice-consume-{uuid.uuid4()}",
@@ -273,9 +275,9 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
                     break
                 continue
             quiet_since = time.monotonic()
-            _, record = reader.read(message.value() or b"")
+            schema, record = reader.read_newest(message.value() or b"")
             out.write(dumps({"topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
-                             "value": record}) + "\n")  # fmt: skip
+                             "version": schema.get("sluice.version"), "value": record}) + "\n")  # fmt: skip
             out.flush()
             shown += 1
     finally:

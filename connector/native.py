@@ -19,7 +19,7 @@ class Transcoder(Protocol):
         """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowcodec.walk_layout)."""
 
     def route(
-        self, messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, /
+        self, messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, skip: int, /
     ) -> tuple[list[tuple[bytes, bytes | None, int]], list[tuple[bytes, bytes | None, int, int]]]:
         """Each message's partition, the last of each partition apart (connector/sink/partitioning.route_python)."""
 

@@ -135,7 +135,7 @@ def tune_gc() -> None:
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
-                                   k.max_message_bytes))  # fmt: skip
+                                   k.max_message_bytes, framing_class(config).key_bytes))  # fmt: skip
 
 
 def _server_position(config: Config) -> Position | None:
@@ -146,6 +146,10 @@ def _server_position(config: Config) -> Position | None:
     except (SourceError, pymysql.err.MySQLError) as exc:
         log.debug("lag sample skipped: %s", exc)
         return None
+
+
+def framing_class(config: Config) -> type[ConfluentFraming] | type[SingleObjectFraming]:
+    return ConfluentFraming if config.avro.schema_registry_url else SingleObjectFraming
 
 
 def framing(config: Config) -> Framing:

@@ -4,14 +4,18 @@ Both read every row topic of the connector (`{topic_prefix}.{db}.{table}`, not `
 Structured Streaming and, per micro-batch, decode each value with its writer schema (the
 single-object fingerprint -> `schemas/`, or the registry id) resolved to the table's newest
 schema (Spark's from_avro `avroSchema` option), so columns added by DDL appear with their
-defaults. Checkpoints make both restartable; their writes are idempotent, so a batch that
-runs twice (a failure between the Delta commit and the checkpoint) changes nothing.
+defaults and columns renamed since a message was written appear under their new names (the
+newest fields' Avro aliases name their earlier names; Avro's resolution follows them).
+Checkpoints make both restartable; their writes are idempotent, so a batch that runs twice
+(a failure between the Delta commit and the checkpoint) changes nothing.
 
 mirror:    one Delta table per source table at {lake_dir}/mirror/<db>/<table>. Within a batch
            the newest change per key wins (order: source file, position, row); MERGE then
            applies it only when it is newer than what the table holds (`_sluice_id`,
            `_sluice_row`), so connector duplicates and replays of the job change nothing.
            Tables without a primary key have nothing to merge by: they are in the changelog only.
+           A column the source renamed is renamed in the mirror too (Delta column mapping),
+           so rows the batch does not touch keep their values under the new name.
 changelog: every change with its operation, source position, event time, after-image and
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
@@ -144,6 +148,39 @@ def _changes(messages: DataFrame) -> DataFrame:
     )
 
 
+def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fields of a value schema's row record (its `data` items)."""
+    data = next(f for f in schema["fields"] if f["name"] == "data")
+    fields: list[dict[str, Any]] = data["type"][1]["items"]["fields"]
+    return fields
+
+
+def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]]) -> None:
+    """Rename the mirror's columns the source renamed: a newest field the table lacks whose
+    alias (an earlier name, newest first) it has. Without it, rows no change touches after
+    the rename would show the column as NULL. A rename needs Delta column mapping by name
+    (readers and writers of Delta 1.2 and later); it is turned on at the first rename. Run
+    again after a failure, it finds the new names there and does nothing."""
+    have = set(spark.read.format("delta").load(path).columns)
+    renames = []
+    for field in fields:
+        old = next((a for a in field.get("aliases", ()) if a in have), None)
+        if field["name"] not in have and old is not None:
+            renames.append((old, field["name"]))
+    if not renames:
+        return
+    target = f"delta.`{path}`"
+    properties = DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]
+    if properties.get("delta.columnMapping.mode") != "name":
+        spark.sql(
+            f"ALTER TABLE {target} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name',"
+            " 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+        )
+    for old, new in renames:
+        spark.sql(f"ALTER TABLE {target} RENAME COLUMN `{old}` TO `{new}`")
+        log.info("mirror %s: column %s renamed to %s, as in the source", path, old, new)
+
+
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
 
@@ -171,6 +208,8 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             path = str(Path(config.spark.lake_dir) / "mirror" / database / table)
             if not DeltaTable.isDeltaTable(spark, path):
                 latest.limit(0).drop("_sluice_type").write.format("delta").save(path)
+            else:
+                follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
             target = DeltaTable.forPath(spark, path)
             on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
             newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connector.avro.reader import MessageReader
+from connector.avro.schemas import avro_name
 from tests.live import connect
 
 KAFKA = "127.0.0.1:9092"
@@ -58,9 +59,8 @@ class Replay:
             self.apply(value)
 
     def apply(self, value: bytes) -> None:
-        schema = self.reader.writer_schema(value)
+        schema, record = self.reader.read_newest(value)
         database, table = schema["sluice.database"], schema["sluice.table"]
-        _, record = self.reader.read(value, self.reader.latest(database, table))
         source = record["source"]
         mark = (source["file"], source["pos"], source["row"], record["type"])
         if mark in self.seen:
@@ -68,7 +68,7 @@ class Replay:
             return
         self.seen.add(mark)
         self.table_of[mark] = table
-        keys = record["pkNames"]
+        keys = [field_of(schema, k) for k in record["pkNames"] or ()]  # as written: maybe renamed since
         state = self.tables.setdefault((database, table), {} if keys else [])
         row = record["data"][0]
         if isinstance(state, dict):
@@ -86,6 +86,21 @@ class Replay:
             state.append(row)
 
 
+def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    fields: list[dict[str, Any]] = schema["fields"][10]["type"][1]["items"]["fields"]
+    return fields
+
+
+def field_of(schema: dict[str, Any], column: str) -> str:
+    """The field of a value schema that holds `column`: by name, or by an alias (renamed since)."""
+    name = avro_name(column)
+    fields = row_fields(schema)
+    found = next((f for f in fields if f["name"] == name), None) or next(
+        (f for f in fields if name in f.get("aliases", ())), None
+    )
+    return str(found["name"]) if found is not None else name
+
+
 def normalise(value: Any, avro_type: Any) -> Any:
     """A SELECT value in the form the Avro reader gives for that column."""
     if value is None:
@@ -101,6 +116,7 @@ def normalise(value: Any, avro_type: Any) -> Any:
         return int.from_bytes(value, "big")  # BIT
     if logical == "decimal":
         return Decimal(value)
+
     return value
 
 

@@ -15,10 +15,10 @@ import pytest
 from connector.avro.encoding import ConfluentFraming, EncodingError, MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader, UnreadableMessageError
 from connector.avro.registry import SchemaDirectory, fingerprint_of
-from connector.avro.schemas import backward_compatible, value_schema
+from connector.avro.schemas import backward_compatible, key_schema, value_schema
 from connector.avro.values import converter
 from connector.schema.ddl import apply_ddl
-from connector.schema.model import Schema, Table
+from connector.schema.model import Column, Schema, Table, without_aliases
 
 TYPES = """CREATE TABLE t (
   id BIGINT UNSIGNED PRIMARY KEY, i INT, iu INT UNSIGNED, amount DECIMAL(30,10) NOT NULL, f FLOAT, d DOUBLE,
@@ -174,3 +174,115 @@ def test_bit64_is_a_decimal_so_values_past_2_63_stay_valid_avro(tmp_path: Path) 
     _, value = encoder.row({**message(row), "pkNames": ["id"]}, bits, "t")
     record = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]
     assert record["data"][0]["b64"] == Decimal(2**64 - 1) and record["data"][0]["b63"] == 2**63 - 1
+
+
+def versions(*statements: str, db: str = "shop") -> list[Table]:
+    """The table after each statement (the schema history's definitions, with earlier names)."""
+    schema, out = Schema(), []
+    for sql in statements:
+        apply_ddl(schema, sql, db)
+        out.append(next(iter(schema.tables.values())))
+    return out
+
+
+def row_fields(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in schema["fields"][10]["type"][1]["items"]["fields"]}
+
+
+RENAMES = (
+    "CREATE TABLE t (id INT PRIMARY KEY, `first name` VARCHAR(20) NOT NULL, n INT)",
+    "ALTER TABLE t RENAME COLUMN `first name` TO full_name",
+    "ALTER TABLE t CHANGE full_name display VARCHAR(60) NOT NULL, RENAME COLUMN id TO pid",
+)
+
+
+def test_renamed_fields_carry_their_earlier_names_as_aliases() -> None:
+    v1, _, v3 = versions(*RENAMES)
+    fields = row_fields(value_schema(v3, 3))
+    assert fields["display"]["aliases"] == ["full_name", "first_name"]  # Avro names, as field names are made
+    assert fields["pid"]["aliases"] == ["id"] and "aliases" not in fields["n"]
+    key = key_schema(v3)
+    assert key is not None and key["fields"][0]["name"] == "pid" and key["fields"][0]["aliases"] == ["id"]
+    # Aliases are not in the parsing canonical form: the fingerprint is the layout's.
+    assert fingerprint_of(value_schema(v3, 3)) == fingerprint_of(value_schema(without_aliases(v3), 3))
+    assert backward_compatible(v1, v3).backward  # NOT NULL without default, yet read by alias
+    assert not backward_compatible(v1, without_aliases(v3)).backward
+    # An alias that is another field's name now (or two fields' alias) would mix columns: left out.
+    clash = Table("shop", "t", (Column("a", "int", aliases=("b", "x-y")), Column("b", "int"),
+                                Column("c", "int", aliases=("x_y", "z"))))  # fmt: skip
+    assert [f.get("aliases") for f in row_fields(value_schema(clash, 1)).values()] == [None, None, ["z"]]
+
+
+def test_the_directory_carries_aliases_forward_and_records_renames(tmp_path: Path) -> None:
+    v1, v2 = versions(*RENAMES[:2])
+    directory = SchemaDirectory(tmp_path)
+    assert [directory.version_of(t).version for t in (v1, v2)] == [1, 2]
+    assert directory.version_of(without_aliases(v2)).version == 2  # re-read from the server: no new version
+    # A rename after a re-read: the history knows one earlier name, the directory the rest.
+    after_refresh = versions("CREATE TABLE t (id INT PRIMARY KEY, full_name VARCHAR(20) NOT NULL, n INT)",
+                             RENAMES[2])[1]  # fmt: skip
+    assert [c.aliases for c in after_refresh.columns] == [("id",), ("full_name",), ()]
+    v3 = directory.version_of(after_refresh)
+    assert row_fields(v3.value)["display"]["aliases"] == ["full_name", "first_name"]
+    back = versions(*RENAMES, "ALTER TABLE t CHANGE display `first name` VARCHAR(20) NOT NULL, RENAME COLUMN pid TO id")
+    v4 = directory.version_of(back[3])  # v1's layout, but readers must find v2's and v3's data: a new version
+    assert v4.version == 4 and row_fields(v4.value)["first_name"]["aliases"] == ["display", "full_name"]
+    assert v4.value_fingerprint == directory.version_of(v1).value_fingerprint
+    assert SchemaDirectory(tmp_path).version_of(v1).version == 4  # v1's layout, newest aliases
+    index = json.loads((tmp_path / "index.json").read_text())
+    entries = index["tables"]["shop.t"]
+    assert [e["renamed"] for e in entries] == [{}, {"full_name": "first name"}, {"display": "full_name", "pid": "id"},
+                                               {"first name": "display", "id": "pid"}]  # fmt: skip
+    assert index["fingerprints"][v4.value_fingerprint.hex()] == "shop/t/v4.avsc"  # the newest aliases
+    assert directory.latest_schema("shop", "t") == v4.value
+    assert directory.schema_by_fingerprint(v4.value_fingerprint) == v4.value
+
+
+def test_no_alias_where_a_version_had_both_names(tmp_path: Path) -> None:
+    """DROP b, RENAME a TO b: v1 data has an `a` and a `b`; aliasing `b` to `a` would read v1's `a` as `b`
+    and find `b` twice. The rename is in the index, not in aliases."""
+    tables = versions("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)", "ALTER TABLE t DROP COLUMN b",
+                      "ALTER TABLE t RENAME COLUMN a TO b")  # fmt: skip
+    directory = SchemaDirectory(tmp_path)
+    found = [directory.version_of(t) for t in tables]
+    assert [v.version for v in found] == [1, 2, 3] and "aliases" not in row_fields(found[2].value)["b"]
+    assert json.loads((tmp_path / "index.json").read_text())["tables"]["shop.t"][2]["renamed"] == {"b": "a"}
+    assert directory.version_of(tables[2]).version == 3 and SchemaDirectory(tmp_path).version_of(tables[2]).version == 3
+
+
+@pytest.mark.parametrize("framing", ["single-object", "registry"])
+def test_messages_from_before_each_rename_read_with_the_newest_schema(tmp_path: Path, framing: str) -> None:
+    v1, v2, v3 = versions(*RENAMES)
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), ConfluentFraming("mock://renames") if framing == "registry"
+                             else SingleObjectFraming())  # fmt: skip
+    written = [
+        encoder.row({**message({"id": "1", "first name": "ann", "n": "5"}), "pkNames": ["id"]}, v1, "cdc.shop.t"),
+        encoder.row({**message({"id": "2", "full_name": "bö", "n": None}, "UPDATE",
+                               {"id": "2", "full_name": "bo", "n": None}), "pkNames": ["id"]}, v2, "cdc.shop.t"),
+        encoder.row({**message({"pid": "3", "display": "çé", "n": "1"}), "pkNames": ["pid"]}, v3, "cdc.shop.t"),
+    ]  # fmt: skip
+    reader = MessageReader(SchemaDirectory(tmp_path), getattr(encoder.framing, "client", None))
+    newest = reader.latest("shop", "t")
+    assert newest["sluice.version"] == 3
+    rows = []
+    for _, value in written:
+        schema, record = reader.read_newest(value)
+        assert schema == newest and record == reader.read(value, newest)[1]
+        rows += record["data"] + (record["old"] or [])
+    assert rows == [{"pid": 1, "display": "ann", "n": 5}, {"pid": 2, "display": "bö", "n": None},
+                    {"pid": 2, "display": "bo", "n": None}, {"pid": 3, "display": "çé", "n": 1}]  # fmt: skip
+    newest_key = json.loads((tmp_path / "shop" / "t" / "v3.key.avsc").read_text())
+    assert [reader.read(key, newest_key)[1] for key, _ in written if key is not None] == [{"pid": 1}, {"pid": 2},
+                                                                                          {"pid": 3}]  # fmt: skip
+
+
+def test_a_value_the_newest_version_cannot_read_comes_as_written(tmp_path: Path) -> None:
+    old, new = (
+        table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"),
+        table("CREATE TABLE t (id INT PRIMARY KEY, a INT)"),
+    )
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    _, value = encoder.row({**message({"id": "1", "a": "x"}), "pkNames": ["id"]}, old, "t")
+    encoder.row({**message({"id": "1", "a": "3"}), "pkNames": ["id"]}, new, "t")  # string -> int: not backward
+    schema, record = MessageReader(SchemaDirectory(tmp_path)).read_newest(value)
+    assert schema["sluice.version"] == 1 and record["data"] == [{"id": 1, "a": "x"}]

@@ -148,6 +148,81 @@ def test_table_json_round_trip() -> None:
     schema = run("CREATE TABLE t (id INT UNSIGNED PRIMARY KEY, e SET('a','b') CHARACTER SET latin1, g INT AS (1))")
     table = schema.tables[("d", "t")]
     assert Table.from_json(table.to_json()) == table
+    assert all("aliases" not in c for c in table.to_json()["columns"])  # as histories before renames were followed
+    apply_ddl(schema, "ALTER TABLE t RENAME COLUMN e TO f, CHANGE g h INT AS (1)", "d")
+    renamed = schema.tables[("d", "t")]
+    assert [c.get("aliases") for c in renamed.to_json()["columns"]] == [None, ["e"], ["g"]]
+    assert Table.from_json(renamed.to_json()) == renamed
+
+
+SWAPS = "CREATE TABLE {t} (a INT NOT NULL, b VARCHAR(3), c INT NOT NULL, PRIMARY KEY (a, c))"
+SWAPPED = [
+    ("ALTER TABLE {t} RENAME COLUMN a TO b, RENAME COLUMN b TO a", ["b int", "a varchar(3)", "c int"], ("b", "c")),
+    ("ALTER TABLE {t} CHANGE a b BIGINT NOT NULL, CHANGE b a VARCHAR(9)", ["b bigint", "a varchar(9)", "c int"],
+     ("b", "c")),
+    ("ALTER TABLE {t} RENAME COLUMN a TO b, RENAME COLUMN b TO c, RENAME COLUMN c TO a",
+     ["b int", "c varchar(3)", "a int"], ("b", "a")),
+    ("ALTER TABLE {t} RENAME COLUMN a TO b, DROP COLUMN b", ["b int", "c int"], ("b", "c")),
+    ("ALTER TABLE {t} DROP COLUMN b, RENAME COLUMN a TO b", ["b int", "c int"], ("b", "c")),
+    ("ALTER TABLE {t} RENAME COLUMN a TO x, ADD COLUMN y INT AFTER x", ["x int", "y int", "b varchar(3)", "c int"],
+     ("x", "c")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "after", "key"), SWAPPED)
+def test_one_statements_renames_name_the_columns_before_it(sql: str, after: list[str], key: tuple[str, ...]) -> None:
+    """A specification's column is the table's before the statement (a swap swaps); AFTER
+    names one of the new table. As the servers do: see the live test below."""
+    table = run(SWAPS.format(t="t"), sql.format(t="t")).tables[("d", "t")]
+    assert [f"{c.name} {c.sql_type()}" for c in table.columns] == after
+    assert table.primary_key == key
+
+
+@pytest.mark.live
+def test_one_statements_renames_as_the_server_does_them() -> None:
+    conn = connect()
+    for sql, after, key in SWAPPED:
+        with conn.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS ddl_swaps")
+            cur.execute("CREATE DATABASE ddl_swaps")
+            cur.execute(SWAPS.format(t="ddl_swaps.t"))
+            cur.execute(sql.format(t="ddl_swaps.t"))
+        table = capture(conn, TableFilter.of([r"ddl_swaps\..*"], None)).get("ddl_swaps", "t")
+        assert table is not None
+        assert ([f"{c.name} {c.sql_type()}" for c in table.columns], table.primary_key) == (after, key), sql
+
+
+def aliases(schema: Schema, name: str = "t") -> dict[str, tuple[str, ...]]:
+    table = schema.get("d", name)
+    assert table is not None
+    return {c.name: c.aliases for c in table.columns}
+
+
+def test_renamed_columns_keep_their_earlier_names_newest_first() -> None:
+    schema = run("CREATE TABLE t (id INT PRIMARY KEY, a INT, x INT)", "ALTER TABLE t RENAME COLUMN a TO b")
+    assert aliases(schema) == {"id": (), "b": ("a",), "x": ()}
+    apply_ddl(schema, "ALTER TABLE t CHANGE COLUMN b c BIGINT NOT NULL FIRST", "d")
+    assert aliases(schema) == {"c": ("b", "a"), "id": (), "x": ()}
+    apply_ddl(schema, "ALTER TABLE t MODIFY C INT, ALTER COLUMN c SET DEFAULT 3", "d")  # MODIFY keeps the name
+    assert aliases(schema) == {"c": ("b", "a"), "id": (), "x": ()}
+    apply_ddl(schema, "ALTER TABLE t RENAME COLUMN c TO a", "d")  # back: never an alias of itself
+    assert aliases(schema) == {"a": ("c", "b"), "id": (), "x": ()}
+    apply_ddl(schema, "ALTER TABLE t RENAME COLUMN a TO A", "d")  # Avro names are case-sensitive
+    assert aliases(schema)["A"] == ("a", "c", "b")
+
+
+def test_a_name_another_column_takes_is_no_longer_an_earlier_name() -> None:
+    schema = run(
+        "CREATE TABLE t (id INT PRIMARY KEY, a INT, x INT)", "ALTER TABLE t RENAME COLUMN a TO b, CHANGE id k INT"
+    )
+    assert aliases(schema) == {"k": ("id",), "b": ("a",), "x": ()}
+    assert schema.tables[("d", "t")].primary_key == ("k",)
+    apply_ddl(schema, "ALTER TABLE t ADD COLUMN A INT", "d")  # a new column, not the old `a`
+    assert aliases(schema) == {"k": ("id",), "b": (), "x": (), "A": ()}
+    apply_ddl(schema, "ALTER TABLE t DROP COLUMN x, ADD COLUMN x INT, CHANGE A id INT", "d")
+    assert aliases(schema) == {"k": (), "b": (), "id": ("A",), "x": ()}
+    apply_ddl(schema, "CREATE TABLE u LIKE t", "d")  # a new table: not the source's history
+    assert aliases(schema, "u") == {"k": (), "b": (), "id": (), "x": ()}
 
 
 @pytest.mark.live

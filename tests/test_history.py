@@ -64,6 +64,15 @@ class TestHistoryStore:
         assert ("db", "t") not in rebuild(records, at(10, 4)).tables
         assert rebuild(records, at(2, 100)).databases["db"].charset == "utf8mb4"
 
+    def test_renamed_columns_come_back_with_their_earlier_names(self, store: HistoryStore) -> None:
+        renamed = Table("db", "t", (Column("id", "int"), Column("c", "int", aliases=("b", "a"))), ("id",))
+        records = [RECORDS[1], HistoryRecord(at(3, 50), "ddl", "db", "t", renamed.to_json(), "ALTER TABLE t ...")]
+        assert "aliases" not in json.dumps(RECORDS[1].definition)  # as written before renames were followed
+        store.append(records)
+        assert store.load() == records
+        assert rebuild(store.load(), at(2, 100)).tables[("db", "t")] == table("id", "a")
+        assert rebuild(store.load(), at(3, 50)).tables[("db", "t")] == renamed
+
 
 @pytest.mark.live
 def test_decode_schema_from_names_columns_of_minimal_metadata_files() -> None:

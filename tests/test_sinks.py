@@ -165,11 +165,23 @@ def test_compiled_route_equals_the_python_reference() -> None:
         messages: list[tuple[bytes | None, bytes]] = [
             (rng.randbytes(rng.randrange(0, 24)), rng.randbytes(3)) for _ in range(rng.randrange(0, 60))
         ]
-        assert transcoder.route(messages, partitions, fixed) == route_python(messages, partitions, fixed), case
-    for bad in ((3, 3), (0, -1), (3, -2)):
+        skip = rng.choice([0, 5, 10, 30])  # keys shorter than the framing hash as empty
+        compiled = transcoder.route(messages, partitions, fixed, skip)
+        assert compiled == route_python(messages, partitions, fixed, skip), case
+    for bad in ((3, 3, 0), (0, -1, 0), (3, -2, 0), (3, -1, -1)):
         for route in (transcoder.route, route_python):
             with pytest.raises(ValueError, match="partition"):
                 route([(b"k", b"v")], *bad)
+
+
+def test_a_keys_partition_leaves_its_framing_out() -> None:
+    # A renamed key column makes a new key schema: a new fingerprint or registry id before the
+    # same Avro body. Hashed without them, the key stays in its partition, its history in order.
+    body = b"\x02\x8c\x01"
+    first, second = b"\xc3\x01" + bytes(8) + body, b"\xc3\x01" + bytes(range(8)) + body
+    for route in (transcoder.route if transcoder else route_python, route_python):
+        partitions = {route([(key, b"v")], 97, -1, 10)[1][0][2] for key in (first, second)}
+        assert partitions == {partition_for(body, 97)}
 
 
 def test_route_keeps_each_partitions_order_with_its_tail_last() -> None:

@@ -61,6 +61,8 @@ class Framing(Protocol):
 
 
 class SingleObjectFraming:
+    key_bytes = len(SINGLE_OBJECT_MARKER) + 8  # the framing before the Avro body: marker, fingerprint
+
     def __init__(self) -> None:
         self._encoders: dict[bytes, Callable[[Any], bytes]] = {}
 
@@ -77,6 +79,8 @@ class SingleObjectFraming:
 
 class ConfluentFraming:
     """Registry framing; `mock://` URLs give confluent-kafka's in-memory registry (tests)."""
+
+    key_bytes = 5  # the framing before the Avro body: magic byte 0, schema id
 
     def __init__(self, url: str) -> None:
         self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one

@@ -13,6 +13,7 @@ import struct
 from typing import Any
 
 import fastavro
+from fastavro.read import SchemaResolutionError
 
 from connector.avro.encoding import SINGLE_OBJECT_MARKER
 from connector.avro.registry import SchemaDirectory
@@ -50,6 +51,22 @@ class MessageReader:
         schema, parsed, body = self._writer(data)
         resolved = self._schema(_key_of(reader_schema), lambda: reader_schema)[1] if reader_schema is not None else None
         return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, resolved)
+
+    def read_newest(self, data: bytes) -> tuple[dict[str, Any], Any]:
+        """(schema the record is in, record) of a value, in its table's newest version, as
+        schemas/README.md tells readers to: columns renamed since are under their new names
+        (through the fields' aliases), columns added since have their defaults. A value the
+        newest version cannot read (a backward-incompatible change) and the DDL topics'
+        values come as written."""
+        writer = self.writer_schema(data)
+        database, table = writer.get("sluice.database"), writer.get("sluice.table")
+        if not isinstance(database, str) or not isinstance(table, str):
+            return self.read(data)
+        newest = self.latest(database, table)
+        try:
+            return newest, self.read(data, newest)[1]
+        except SchemaResolutionError:
+            return self.read(data)
 
     def writer_schema(self, data: bytes) -> dict[str, Any]:
         """The writer schema of a key or value, without decoding it."""

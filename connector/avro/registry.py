@@ -8,6 +8,13 @@ Layout, read by consumers and the Spark jobs:
 A fingerprint is the CRC-64-AVRO (Rabin) of the schema's parsing canonical form, as the
 single-object encoding carries it (little-endian bytes in the message, lowercase hex of
 those bytes as the index key). Writers take a file lock, so several connectors can share it.
+
+Renamed columns: a version's fields carry their earlier names as Avro aliases (from the
+schema history's DDL). A table re-read from the server has none, so a new version takes over
+the aliases its columns had in the previous one: a later version never forgets them. Aliases
+are not in the canonical form, so versions that differ only in aliases share a fingerprint;
+the index maps it to the newest of them. Each entry's `renamed` says which columns the version
+renamed since the previous one (`{"new": "old"}`, MySQL names).
 """
 
 from __future__ import annotations
@@ -17,15 +24,23 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from connector.avro.schemas import backward_compatible, ddl_key_schema, ddl_schema, key_schema, value_schema
-from connector.schema.model import Table
+from connector.avro.schemas import (
+    avro_name,
+    backward_compatible,
+    ddl_key_schema,
+    ddl_schema,
+    field_names,
+    key_schema,
+    value_schema,
+)
+from connector.schema.model import Table, without_aliases
 
 
 def fingerprint_of(schema: dict[str, Any] | str) -> bytes:
@@ -54,25 +69,34 @@ class SchemaDirectory:
 
     def version_of(self, table: Table) -> SchemaVersion:
         """The version for this definition, written to the directory the first time it is seen."""
-        probe = json.dumps(value_schema(table, 0), sort_keys=True)
+        probe = json.dumps(value_schema(table, 0), sort_keys=True)  # with the columns' aliases
         cache_key = (table.database, table.name, probe)
         found = self._known.get(cache_key)
         if found is None:
-            found = self._known[cache_key] = self._register(table, probe)
+            found = self._known[cache_key] = self._register(table)
         return found
 
-    def _register(self, table: Table, probe: str) -> SchemaVersion:
+    def _register(self, table: Table) -> SchemaVersion:
+        """The newest version of the same layout that has every (unambiguous) alias of `table`;
+        else a new version, with the aliases of the previous one carried over."""
+        layout = json.dumps(value_schema(without_aliases(table), 0), sort_keys=True)  # the entries' `probe`
         with self._locked_index() as index:
             versions: list[dict[str, Any]] = index["tables"].setdefault(f"{table.database}.{table.name}", [])
-            for entry in versions:
-                if entry["probe"] == probe:
+            known = [Table.from_json(entry["definition"]) for entry in versions]
+            wanted = unambiguous(table, known)
+            for entry, defined in reversed(list(zip(versions, known))):
+                if entry["probe"] == layout and _has_aliases(defined, wanted):
                     return self._load_version(table, entry)
+            if known:
+                table = carried(table, known[-1])
             number = len(versions) + 1
+            renames = renamed(known[-1], table) if known else {}
+            table = unambiguous(table, known)
             value, key = value_schema(table, number), key_schema(table)
             folder = Path(_safe(table.database)) / _safe(table.name)
             (self.root / folder).mkdir(parents=True, exist_ok=True)
-            entry = {"version": number, "file": str(folder / f"v{number}.avsc"), "probe": probe,
-                     "definition": table.to_json()}  # fmt: skip
+            entry = {"version": number, "file": str(folder / f"v{number}.avsc"), "probe": layout,
+                     "definition": table.to_json(), "renamed": renames}  # fmt: skip
             _write(self.root / entry["file"], value)
             value_fp = fingerprint_of(value)
             index["fingerprints"][value_fp.hex()] = entry["file"]
@@ -138,6 +162,56 @@ class SchemaDirectory:
             index = json.loads(path.read_text()) if path.exists() else {"fingerprints": {}, "tables": {}}
             yield index
             _write(path, index)
+
+
+def carried(table: Table, previous: Table) -> Table:
+    """`table` with the earlier names its columns had in `previous` as well: those of the
+    same-named column (a table re-read from the server knows none) and of the columns it
+    was renamed from. A name another column of `table` has now is left out."""
+    before = {c.name.lower(): c for c in previous.columns}
+    current = {c.name.lower() for c in table.columns}
+    columns = []
+    for col in table.columns:
+        names = list(col.aliases)
+        for source in (col.name, *col.aliases):
+            was = before.get(source.lower())
+            if was is not None:
+                names += [was.name, *was.aliases]
+        others = current - {col.name.lower()}
+        kept = dict.fromkeys(n for n in names if n != col.name and n.lower() not in others)
+        columns.append(replace(col, aliases=tuple(kept)))
+    return replace(table, columns=tuple(columns))
+
+
+def renamed(previous: Table, table: Table) -> dict[str, str]:
+    """{new name: old name} of the columns of `table` that `previous` had under another name."""
+    names = set(previous.column_names())
+    out = {}
+    for col in table.columns:
+        if col.name not in names:
+            old = next((a for a in col.aliases if a in names), None)
+            if old is not None:
+                out[col.name] = old
+    return out
+
+
+def unambiguous(table: Table, versions: list[Table]) -> Table:
+    """`table` without the aliases that would mix two columns' data: alias `a` of field `b`
+    when a version had fields `a` and `b` both (after DROP b, RENAME a TO b, or a swap). A
+    reader of that version's data would put its `a` into `b` and find `b` twice (Java's Avro
+    refuses it; fastavro keeps one). Such a rename is in the index's `renamed`, not in aliases."""
+    fields = [set(field_names(v)) for v in versions]
+    columns = []
+    for col, name in zip(table.columns, field_names(table)):
+        clash = [f for f in fields if name in f]
+        kept = tuple(a for a in col.aliases if not any(avro_name(a) in f for f in clash))
+        columns.append(col if kept == col.aliases else replace(col, aliases=kept))
+    return replace(table, columns=tuple(columns))
+
+
+def _has_aliases(defined: Table, wanted: Table) -> bool:
+    """Every alias `wanted` asks for is in `defined` (a table of the same layout)."""
+    return all(set(w.aliases) <= set(d.aliases) for d, w in zip(defined.columns, wanted.columns))
 
 
 def _safe(name: str) -> str:

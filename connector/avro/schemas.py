@@ -9,6 +9,10 @@ record of the primary-key columns.
 
 Column names that are not Avro names (spaces, dashes, non-ASCII) become Avro names with
 `_` in place of the rest; the field keeps the MySQL name in its `mysqlName` property.
+A column renamed by RENAME COLUMN or CHANGE COLUMN carries its earlier names as the field's
+`aliases` (made Avro names the same way), so a reader on a newer version resolves data
+written under an older name to the renamed field. Aliases are not part of the parsing
+canonical form: they do not change a schema's fingerprint.
 """
 
 from __future__ import annotations
@@ -92,12 +96,14 @@ def nullable(col: Column) -> bool:
     return col.nullable or col.data_type in ("date", "datetime", "timestamp")
 
 
-def _field(col: Column, name: str) -> dict[str, Any]:
+def _field(col: Column, name: str, aliases: tuple[str, ...] = ()) -> dict[str, Any]:
     """A column's field. Its Avro default is the column's DEFAULT, so a reader on a newer
     version fills a column added by ALTER ... ADD COLUMN ... DEFAULT x with x, as MySQL did."""
     kind = column_type(col)
     default = default_value(col)
     field: dict[str, Any] = {"name": name}
+    if aliases:
+        field["aliases"] = list(aliases)
     if default is not None:
         field["type"] = [kind, "null"] if nullable(col) else kind  # a union's default is of its first branch
         field["default"] = default
@@ -124,6 +130,21 @@ def field_names(table: Table) -> list[str]:
     return names
 
 
+def field_aliases(table: Table) -> list[tuple[str, ...]]:
+    """Per column, its field's aliases: its earlier names as Avro names, leaving out any that is
+    a field's name in this table or an alias of two fields. Resolution would send old data
+    of such a name to the wrong field, or could not choose (Java rewrites the writer's field
+    names by the reader's aliases and refuses two fields of one name)."""
+    names = field_names(table)
+    wanted = [dict.fromkeys(avro_name(a) for a in col.aliases) for col in table.columns]
+    count: dict[str, int] = {}
+    for aliases in wanted:
+        for alias in aliases:
+            count[alias] = count.get(alias, 0) + 1
+    taken = set(names)
+    return [tuple(a for a in aliases if a not in taken and count[a] == 1) for aliases in wanted]
+
+
 def _source_record() -> AvroType:
     return {
         "type": "record", "name": "Source", "namespace": "sluice",
@@ -139,7 +160,10 @@ def value_schema(table: Table, version: int) -> dict[str, Any]:
     name = avro_name(table.name)
     row = {
         "type": "record", "name": f"{name}_row", "namespace": namespace,
-        "fields": [_field(col, fname) for col, fname in zip(table.columns, field_names(table))],
+        "fields": [
+            _field(col, fname, aliases)
+            for col, fname, aliases in zip(table.columns, field_names(table), field_aliases(table))
+        ],
     }  # fmt: skip
     return {
         "type": "record", "name": name, "namespace": namespace,
@@ -165,11 +189,11 @@ def value_schema(table: Table, version: int) -> dict[str, Any]:
 def key_schema(table: Table) -> dict[str, Any] | None:
     if not table.primary_key:
         return None
-    by_name = {c.name.lower(): (c, f) for c, f in zip(table.columns, field_names(table))}
+    by_name = {c.name.lower(): (c, f, a) for c, f, a in zip(table.columns, field_names(table), field_aliases(table))}
     fields = []
     for key in table.primary_key:
-        col, fname = by_name[key.lower()]
-        field = _field(col, fname)
+        col, fname, aliases = by_name[key.lower()]
+        field = _field(col, fname, aliases)
         field.pop("default", None)
         field["type"] = column_type(col)  # key columns are never null
         fields.append(field)
@@ -210,9 +234,10 @@ def backward_compatible(old: Table, new: Table) -> Compatibility:
     """Can a reader using `new`'s schema read rows written with `old`'s? (Avro schema resolution.)"""
     reasons = []
     before = {avro_name(c.name): c for c in old.columns}
-    for col in new.columns:
-        name = avro_name(col.name)
-        if name not in before:
+    for col, aliases in zip(new.columns, field_aliases(new)):
+        # Resolution matches the old field by name, else by the new field's aliases (a rename).
+        name = next((n for n in (avro_name(col.name), *aliases) if n in before), None)
+        if name is None:
             if not nullable(col) and default_value(col) is None:
                 reasons.append(f"new column `{col.name}` is NOT NULL with no default")
             continue

@@ -4,7 +4,9 @@
 server's tables and returns what changed. It understands CREATE/ALTER/DROP/RENAME/
 TRUNCATE TABLE, CREATE TABLE ... LIKE, CREATE/ALTER/DROP DATABASE; within ALTER TABLE
 the column changes (ADD/DROP/MODIFY/CHANGE/RENAME COLUMN, FIRST/AFTER), the primary key,
-charsets, ENUM/SET labels, generated and invisible columns. Parts that cannot change a
+charsets, ENUM/SET labels, generated and invisible columns. A column RENAME COLUMN or
+CHANGE COLUMN renames keeps its earlier names (`Column.aliases`, for the Avro schemas'
+field aliases) until another column takes one of them. Parts that cannot change a
 column (indexes, engines, partitions, algorithm hints) are skipped. Statements that are
 not about tables (views, routines, users, grants) change nothing. A statement it cannot
 read raises `DdlSyntaxError`; the caller decides what to do (see connector/schema/tracker.py).
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from connector.errors import SluiceError
-from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, Column, Database, Schema, Table
+from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, Column, Database, Schema, Table, without_aliases
 from connector.schema.sqltokens import Cursor, DdlSyntaxError
 
 
@@ -159,7 +161,8 @@ class _Statement:
         source = self._table(cur.qualified(self.db))
         if wrapped:
             cur.expect(")")
-        self._put(replace(source, database=key[0], name=key[1]))
+        # A new table: the source's earlier column names are not its history.
+        self._put(replace(without_aliases(source), database=key[0], name=key[1]))
 
     def _inherit(self, database: str, charset: str | None, collation: str | None) -> tuple[str | None, str | None]:
         if charset is None and collation is not None:
@@ -316,7 +319,7 @@ class _Statement:
                     break  # a partition clause ends the list and changes no column
                 if not cur.at_end():
                     raise DdlSyntaxError(f"unexpected {cur.peek()!r} in ALTER TABLE", cur._offset())
-        table = editor.table
+        table = editor.result()
         if table.key != key:
             self._remove(*key)
         self._put(table)
@@ -400,12 +403,53 @@ class _Statement:
 
 
 class _TableEditor:
-    """One ALTER TABLE's specifications applied in order to a table value."""
+    """One ALTER TABLE's specifications applied in order to a table value.
+
+    The servers resolve a specification's column (RENAME COLUMN, CHANGE, MODIFY, DROP, ALTER
+    COLUMN) against the table as it was before the statement, so `RENAME COLUMN a TO b,
+    RENAME COLUMN b TO a` swaps the two; AFTER names a column of the new table. Each column
+    the statement keeps is followed to its name before it (`_before`) for that.
+    """
 
     def __init__(self, table: Table, statement: _Statement) -> None:
         self.table = table
         self.st = statement
         self.cur = statement.cur
+        # id(column value) -> (the value, its lowered name before the statement)
+        self._before: dict[int, tuple[Column, str]] = {id(c): (c, c.name.lower()) for c in table.columns}
+        self._key_before = table.primary_key
+        self._key_set = False  # the statement sets the primary key itself (ADD/DROP PRIMARY KEY, ... PRIMARY KEY)
+
+    def result(self) -> Table:
+        """The table after the statement. Unless the statement set the primary key, the key is
+        the columns it was, under their new names (while a statement swaps names, a name may
+        be two columns')."""
+        if self._key_set:
+            return self.table
+        now = {}
+        for col in self.table.columns:
+            known = self._before.get(id(col))
+            if known is not None and known[0] is col:
+                now[known[1]] = col.name
+        key = tuple(now[k.lower()] for k in self._key_before if k.lower() in now)
+        return replace(self.table, primary_key=key)
+
+    def _find(self, columns: list[Column], name: str) -> int:
+        """The index of the column a specification names (see the class), -1 if none."""
+        lowered = name.lower()
+        for i, col in enumerate(columns):
+            known = self._before.get(id(col))
+            if known is not None and known[0] is col and known[1] == lowered:
+                return i
+        return _index(columns, name)  # a column the statement added (the servers refuse it; be lenient)
+
+    def _follow(self, old: list[Column], new: list[Column]) -> list[Column]:
+        """`new`, each an edited `old` (same order), known by the names of `old`'s before the statement."""
+        for was, now in zip(old, new):
+            known = self._before.get(id(was))
+            if now is not was and known is not None and known[0] is was:
+                self._before[id(now)] = (now, known[1])
+        return new
 
     def specification(self) -> None:
         cur = self.cur
@@ -463,6 +507,7 @@ class _TableEditor:
             pk = self.st._constraint()
             if pk:
                 self.table = replace(self.table, primary_key=pk)
+                self._key_set = True
             return
         cur.accept("COLUMN")
         if_not_exists = self.st._if_not_exists()
@@ -483,17 +528,20 @@ class _TableEditor:
                 self.cur.accept("FIRST") or (self.cur.accept("AFTER") and self.cur.name("a column"))
                 return
             raise DdlSyntaxError(f"ADD COLUMN `{name}`: the column already exists", self.cur._offset())
+        columns = _released(columns, name)
         if allow_position:
             self._place(columns, col, len(columns))
         else:
             columns.append(col)
         pk = (col.name,) if primary else self.table.primary_key
+        self._key_set = self._key_set or primary
         self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
 
     def _drop(self) -> None:
         cur = self.cur
         if cur.accept("PRIMARY", "KEY"):
             self.table = replace(self.table, primary_key=())
+            self._key_set = True
             return
         token = cur.peek()
         if token is not None and token.is_word(
@@ -505,13 +553,13 @@ class _TableEditor:
         if_exists = self.st._if_exists()
         name = cur.name("a column name")
         columns = self._columns()
-        index = _index(columns, name)
+        index = self._find(columns, name)
         if index < 0:
             if if_exists:
                 return
             raise DdlSyntaxError(f"DROP COLUMN `{name}`: no such column", cur._offset())
-        del columns[index]
-        pk = tuple(k for k in self.table.primary_key if k.lower() != name.lower())
+        dropped = columns.pop(index).name.lower()
+        pk = tuple(k for k in self.table.primary_key if k.lower() != dropped)
         self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
         cur.accept("RESTRICT") or cur.accept("CASCADE")
 
@@ -519,7 +567,7 @@ class _TableEditor:
         self.cur.accept("COLUMN")
         if_exists = self.st._if_exists()
         name = self.cur.name("a column name")
-        self._replace(name, name, if_exists)
+        self._replace(name, None, if_exists)
 
     def _change(self) -> None:
         self.cur.accept("COLUMN")
@@ -528,17 +576,23 @@ class _TableEditor:
         new = self.cur.name("a column name")
         self._replace(old, new, if_exists)
 
-    def _replace(self, old: str, new: str, if_exists: bool) -> None:
+    def _replace(self, old: str, new: str | None, if_exists: bool) -> None:
+        """CHANGE `old` to `new`, or MODIFY `old` (`new` None: MODIFY cannot rename)."""
         columns = self._columns()
-        index = _index(columns, old)
+        index = self._find(columns, old)
+        if new is None:
+            new = columns[index].name if index >= 0 else old
         col, primary = self._define(new)
         if index < 0:
             if if_exists:
                 return
             raise DdlSyntaxError(f"column `{old}` does not exist in `{self.table.name}`", self.cur._offset())
-        del columns[index]
+        was = columns.pop(index)
+        col = self._follow([was], [replace(col, aliases=was.renamed(new).aliases)])[0]
+        columns = self._follow(columns, _released(columns, new))
         self._place(columns, col, index)
-        pk = (new,) if primary else _renamed_key(self.table.primary_key, old, new)
+        pk = (new,) if primary else _renamed_key(self.table.primary_key, was.name, new)
+        self._key_set = self._key_set or primary
         self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
 
     def _rename(self) -> None:
@@ -548,11 +602,14 @@ class _TableEditor:
             cur.expect("TO")
             new = cur.name("a column name")
             columns = self._columns()
-            index = _index(columns, old)
+            index = self._find(columns, old)
             if index < 0:
                 raise DdlSyntaxError(f"RENAME COLUMN `{old}`: no such column", cur._offset())
-            columns[index] = replace(columns[index], name=new)
-            pk = _renamed_key(self.table.primary_key, old, new)
+            was = columns.pop(index)
+            col = self._follow([was], [was.renamed(new)])[0]
+            columns = self._follow(columns, _released(columns, new))
+            columns.insert(index, col)
+            pk = _renamed_key(self.table.primary_key, was.name, new)
             self.table = replace(self.table, columns=tuple(columns), primary_key=pk)
         elif cur.accept("INDEX") or cur.accept("KEY"):
             cur.skip_to_separator()
@@ -569,9 +626,10 @@ class _TableEditor:
         cur.accept("COLUMN")
         name = cur.name("a column name")
         columns = self._columns()
-        index = _index(columns, name)
+        index = self._find(columns, name)
         if index < 0:
             raise DdlSyntaxError(f"ALTER COLUMN `{name}`: no such column", cur._offset())
+        was = columns[index]
         if cur.accept("SET", "INVISIBLE"):
             columns[index] = replace(columns[index], invisible=True)
         elif cur.accept("SET", "VISIBLE"):
@@ -581,6 +639,7 @@ class _TableEditor:
         elif cur.accept("DROP", "DEFAULT"):
             columns[index] = replace(columns[index], default=None)
         cur.skip_to_separator()  # SET DEFAULT ..., DROP DEFAULT
+        self._follow([was], [columns[index]])
         self.table = replace(self.table, columns=tuple(columns))
 
     def _convert(self) -> None:
@@ -590,10 +649,10 @@ class _TableEditor:
         charset = cur.name("a charset").lower()
         collation = cur.name("a collation").lower() if cur.accept("COLLATE") else None
         cur.skip_to_separator()
-        columns = [
+        columns = self._follow(list(self.table.columns), [
             replace(c, charset=charset, collation=collation) if c.data_type in CHARACTER_TYPES else c
             for c in self.table.columns
-        ]
+        ])  # fmt: skip
         self.table = replace(self.table, columns=tuple(columns), charset=charset, collation=collation)
 
 
@@ -695,6 +754,17 @@ def _charset_option(cur: Cursor) -> tuple[str, str] | None:
 def _renamed_key(key: tuple[str, ...], old: str, new: str) -> tuple[str, ...]:
     """The primary key after column `old` became `new` (names compare case-insensitively)."""
     return tuple(new if k.lower() == old.lower() else k for k in key)
+
+
+def _released(columns: list[Column], name: str) -> list[Column]:
+    """`columns` with `name` taken out of their earlier names: another column has it now, and
+    an alias would send that column's old data to the wrong field."""
+    lowered = name.lower()
+    return [
+        replace(c, aliases=tuple(a for a in c.aliases if a.lower() != lowered))
+        if any(a.lower() == lowered for a in c.aliases) else c
+        for c in columns
+    ]  # fmt: skip
 
 
 def _index(columns: list[Column], name: str) -> int:

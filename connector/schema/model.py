@@ -8,6 +8,7 @@ computes what to apply). Every value round-trips through JSON for the history st
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -32,6 +33,14 @@ class Column:
     generated: str | None = None  # "virtual" / "stored" for generated columns
     invisible: bool = False
     default: str | None = None  # a literal DEFAULT's value as text; None: NULL or an expression
+    # Earlier names, newest first, from RENAME COLUMN / CHANGE COLUMN (connector/schema/ddl.py):
+    # the Avro field carries them as `aliases`, so readers on a newer version find old data.
+    aliases: tuple[str, ...] = ()
+
+    def renamed(self, name: str) -> Column:
+        """This column under `name`, its current name first among its earlier ones."""
+        earlier = (self.name, *self.aliases) if name != self.name else self.aliases
+        return replace(self, name=name, aliases=_unique(a for a in earlier if a != name))
 
     def sql_type(self) -> str:
         args = ",".join(_quote(p) if self.data_type in ("enum", "set") else p for p in self.params)
@@ -41,6 +50,10 @@ class Column:
 
 def _quote(label: str) -> str:
     return "'" + label.replace("'", "''") + "'"
+
+
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +80,21 @@ class Table:
         return -1
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON values (lists, not tuples), as they read back from any store."""
+        """Plain JSON values (lists, not tuples), as they read back from any store. A column
+        without earlier names has no `aliases` key, as in histories written before renames
+        were followed (which `from_json` reads)."""
         data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        for column in data["columns"]:
+            if not column["aliases"]:
+                del column["aliases"]
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Table:
-        columns = tuple(Column(**{**c, "params": tuple(c["params"])}) for c in data["columns"])
+        columns = tuple(
+            Column(**{**c, "params": tuple(c["params"]), "aliases": tuple(c.get("aliases", ()))})
+            for c in data["columns"]
+        )
         return cls(
             data["database"], data["name"], columns, tuple(data["primary_key"]), data.get("charset"),
             data.get("collation"),
@@ -113,3 +134,10 @@ class Schema:
 
 def renamed(table: Table, database: str, name: str) -> Table:
     return replace(table, database=database, name=name)
+
+
+def without_aliases(table: Table) -> Table:
+    """The table's layout alone: what the binlog's rows and the Avro bytes depend on."""
+    if not any(c.aliases for c in table.columns):
+        return table
+    return replace(table, columns=tuple(replace(c, aliases=()) for c in table.columns))

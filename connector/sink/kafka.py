@@ -85,6 +85,9 @@ class KafkaSettings:
     linger_ms: int = 20
     compression: str = "lz4"
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # topics Sluice creates, and the producer's ceiling
+    # A key's framing (single-object header, registry id): left out of its partition's hash, so a
+    # key keeps its partition when its key schema changes (a renamed key column).
+    key_framing_bytes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,7 +122,8 @@ class KafkaSink:
         self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
         headers: Headers | None = None,
     ) -> None:
-        plain, tails = route(messages, self.partitions(topic), -1 if partition is None else partition)
+        fixed = -1 if partition is None else partition
+        plain, tails = route(messages, self.partitions(topic), fixed, self.settings.key_framing_bytes)
         produce = self.producer.produce
         try:
             for value, key, p in plain:  # no callback: the tail of their partition answers for them
@@ -251,8 +255,11 @@ class MemorySink:
     would: they are not stored, and their partition's acknowledgement carries the error.
     """
 
-    def __init__(self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, key_framing_bytes: int = 0
+    ) -> None:
         self.default_partitions = partitions
+        self.key_framing_bytes = key_framing_bytes
         self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
         self.max_message_bytes = max_message_bytes
         self.topics: dict[str, list[list[StoredMessage]]] = {}
@@ -271,7 +278,8 @@ class MemorySink:
         headers: Headers | None = None,
     ) -> None:
         self.ensure_topic(topic)
-        plain, tails = route(messages, len(self.topics[topic]), -1 if partition is None else partition)
+        fixed = -1 if partition is None else partition
+        plain, tails = route(messages, len(self.topics[topic]), fixed, self.key_framing_bytes)
         failed: dict[int, str] = {}
         for value, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
             error = self._failures.pop(0) if self._failures else None

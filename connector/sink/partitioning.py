@@ -56,15 +56,16 @@ Tail = tuple[bytes, bytes | None, int, int]  # (value, key, partition, messages 
 
 
 def route_python(
-    messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int
+    messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, skip: int = 0
 ) -> tuple[list[Plain], list[Tail]]:
     """(plain, tails) of (key, value) messages: the reference of the compiled `route`.
 
-    Each message goes to `fixed`, or (-1) to its key's partition. tails: the last message of
-    each partition, with how many of the batch went there; plain: the others, in order."""
-    if partitions < 1 or not -1 <= fixed < partitions:
-        raise ValueError(f"partition {fixed} of {partitions} partitions")
-    parts = [fixed if fixed >= 0 else _key_partition(i, key, partitions) for i, (key, _) in enumerate(messages)]
+    Each message goes to `fixed`, or (-1) to its key's partition, hashed from its `skip`th byte
+    on (the key's framing left out). tails: the last message of each partition, with how many
+    of the batch went there; plain: the others, in order."""
+    if partitions < 1 or not -1 <= fixed < partitions or skip < 0:
+        raise ValueError(f"partition {fixed} of {partitions} partitions, skip {skip}")
+    parts = [fixed if fixed >= 0 else _key_partition(i, key, partitions, skip) for i, (key, _) in enumerate(messages)]
     last = {p: i for i, p in enumerate(parts)}
     counts = {p: parts.count(p) for p in last}
     plain: list[Plain] = []
@@ -78,10 +79,10 @@ def route_python(
     return plain, tails
 
 
-def _key_partition(index: int, key: bytes | None, partitions: int) -> int:
+def _key_partition(index: int, key: bytes | None, partitions: int, skip: int) -> int:
     if key is None:
         raise ValueError(f"message {index} has no key and no partition")
-    return partition_for(key, partitions)
+    return partition_for(key[skip:], partitions)
 
 
 route = transcoder.route if transcoder is not None else route_python

@@ -1,17 +1,22 @@
-"""Reading a Sluice topic with plain Spark: no Sluice code, only a .avsc from schemas/.
+"""Reading a Sluice topic with plain Spark: no Sluice code, only schemas/ (a .avsc and index.json).
 
-Each value is Avro single-object encoded: 2 marker bytes (C3 01), the 8-byte schema
-fingerprint, then the Avro body. Strip the first 10 bytes and hand the body to from_avro
-with the writer schema. (With several schema versions in one topic, pick the .avsc by the
-fingerprint: bytes 3-10, the key of schemas/index.json in hex.)
+Each value is Avro single-object encoded: 2 marker bytes (C3 01), the 8-byte fingerprint of
+the schema it was written with, then the Avro body. A topic holds every version its table
+had, so each message is decoded with its own writer schema (the fingerprint, in hex, is the
+key of schemas/index.json) and resolved to the version you read as, normally the table's
+newest: columns added since get their defaults, and columns renamed since come under their
+new names (the newer fields' Avro `aliases` list their earlier names). Passing one .avsc as
+from_avro's schema for every message fails as soon as the table has two versions.
 
     spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0,\\
-        org.apache.spark:spark-avro_2.13:4.0.0 read_topic.py BOOTSTRAP TOPIC schemas/db/table/v1.avsc
+        org.apache.spark:spark-avro_2.13:4.0.0 read_topic.py BOOTSTRAP TOPIC schemas/db/table/vN.avsc
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,8 +24,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 
-def read_topic(spark: SparkSession, bootstrap: str, topic: str, avsc: str) -> DataFrame:
-    """One row per message: the envelope's fields, with `data` holding the row."""
+def read_topic(spark: SparkSession, bootstrap: str, topic: str, avsc: str, schemas_dir: str | None = None) -> DataFrame:
+    """One row per message, in the shape of `avsc` (schemas/<db>/<table>/v<N>.avsc): the
+    envelope's fields, with `data` holding the row. `schemas_dir`: where index.json is (by
+    default the schemas folder `avsc` is in)."""
+    reader = Path(avsc).read_text()
+    root = Path(schemas_dir) if schemas_dir else Path(avsc).resolve().parents[2]
+    index = json.loads((root / "index.json").read_text())
     raw = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -28,8 +38,18 @@ def read_topic(spark: SparkSession, bootstrap: str, topic: str, avsc: str) -> Da
         .option("startingOffsets", "earliest")
         .load()
     )
-    body = F.expr("substring(value, 11, length(value) - 10)")  # drop C3 01 + fingerprint
-    return raw.select(from_avro(body, Path(avsc).read_text()).alias("m")).select("m.*")
+    framed = raw.select(
+        F.lower(F.hex(F.substring("value", 3, 8))).alias("fingerprint"),
+        F.expr("substring(value, 11, length(value) - 10)").alias("body"),  # drop C3 01 + fingerprint
+    )
+    parts = []
+    for row in framed.select("fingerprint").distinct().collect():
+        writer = (root / index["fingerprints"][row["fingerprint"]]).read_text()
+        decoded = from_avro("body", writer, {"avroSchema": reader}).alias("m")
+        parts.append(framed.filter(F.col("fingerprint") == row["fingerprint"]).select(decoded))
+    if not parts:
+        return framed.select(from_avro("body", reader).alias("m")).select("m.*")  # an empty topic
+    return reduce(DataFrame.unionByName, parts).select("m.*")
 
 
 if __name__ == "__main__":
