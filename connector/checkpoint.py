@@ -259,7 +259,6 @@ class DatabaseCheckpointStore:
         except ServerConfigError:
             raise  # a refused privilege: the same on every attempt
         except (pymysql.err.OperationalError, SourceError) as exc:
-
             raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
 
     def get(self) -> Position | None:

@@ -130,7 +130,6 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     return Prepared(tracker, start, captured)
 
 
-
 def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:
     if start == "current":
         return master_position(conn)

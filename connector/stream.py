@@ -519,7 +519,6 @@ def gtid_state_at(settings: SourceSettings, info: ServerInfo, position: Position
             if header.log_pos > position.pos or header.type_code == c.EventType.ROTATE_EVENT:
                 break  # past the position (the event ending at it is still before it), or the file's end
             if header.type_code in _GTID_STATE_EVENTS:
-
                 body = parser.decode(raw, header.log_pos - header.event_length, header).body
                 if isinstance(body, PreviousGtidsEvent):
                     gtids = gtids.union(MysqlGtidSet.parse(body.gtid_set))

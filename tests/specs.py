@@ -66,7 +66,6 @@ def spec_servers(path: Path, every: list[str]) -> list[str]:
     return [s.strip() for s in m[1].split(",")] if m else every
 
 
-
 _REPEAT = re.compile(r"^@REPEAT\((.*),(\d+)\)$", re.DOTALL)
 
 

@@ -352,7 +352,6 @@ def test_a_crashed_sluice_still_registered_is_waited_out_and_a_live_one_is_a_con
 # -- schema history ---------------------------------------------------------------------
 
 
-
 def collect(source: ChangeStream, start: Position, end: Position) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for item in source.items(start, blocking=False):
@@ -665,7 +664,6 @@ def test_tagged_gtids_stream_and_resume() -> None:
     run_to(source.items(Position("", 4, first.last.gtid_set), blocking=False), resumed, end)
     ((gtid, rows),) = resumed.committed.items()
     assert rows == [("INSERT", "3")] and ":batch_b:" in gtid
-
 
 
 def test_a_checkpoint_user_without_create_is_told_what_to_grant() -> None:

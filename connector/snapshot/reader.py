@@ -116,7 +116,6 @@ def select_expression(col: Column) -> str:
     return name
 
 
-
 def renderer(col: Column) -> Callable[[Any], str | None]:
     render = _RENDER.get(col.data_type, _latin1)
     return lambda v: None if v is None else render(v)
