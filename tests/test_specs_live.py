@@ -22,7 +22,9 @@ pytestmark = pytest.mark.live
 def stream_until(config_include: list[str], start: Position, end: Position, prepared: Any) -> list[dict[str, Any]]:
     config = live_config(config_include, include_query=True)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
+    stream.query = config.source.query_text()  # the specs expect each statement's text on its first row
     messages: list[dict[str, Any]] = []
+
     for item in stream.items(start, blocking=False):
         if isinstance(item, Changes):
             messages.extend(item.messages)
