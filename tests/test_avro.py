@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,18 @@ def test_a_value_the_newest_version_cannot_read_comes_as_written(tmp_path: Path)
     encoder.row({**message({"id": "1", "a": "3"}), "pkNames": ["id"]}, new, "t")  # string -> int: not backward
     schema, record = MessageReader(SchemaDirectory(tmp_path)).read_newest(value)
     assert schema["sluice.version"] == 1 and record["data"] == [{"id": 1, "a": "x"}]
+
+
+def test_registry_framing_registers_a_version_that_differs_only_in_aliases() -> None:
+    # Aliases are not in Avro's canonical form: both schemas have one fingerprint, yet a registry
+    # reader taking the subject's latest schema needs the one with the aliases.
+    framing = ConfluentFraming(f"mock://aliases-{uuid.uuid4().hex[:6]}")
+    plain = {"type": "record", "name": "t_row", "fields": [{"name": "b", "type": "long"}]}
+    aliased = {"type": "record", "name": "t_row", "fields": [{"name": "b", "type": "long", "aliases": ["a"]}]}
+    assert fingerprint_of(plain) == fingerprint_of(aliased)
+    first = framing.prefix(plain, fingerprint_of(plain), "cdc.db.t", "value")
+    second = framing.prefix(aliased, fingerprint_of(aliased), "cdc.db.t", "value")
+    assert first != second
+    latest = framing.client.get_latest_version("cdc.db.t-value")
+    assert json.loads(latest.schema.schema_str or "{}")["fields"][0]["aliases"] == ["a"]
+    assert framing.encode(aliased, fingerprint_of(aliased), "cdc.db.t", "value", {"b": 1})[:5] == second

@@ -77,6 +77,9 @@ class SingleObjectFraming:
         return SINGLE_OBJECT_MARKER + fingerprint
 
 
+Serializer = Callable[[Any, SerializationContext], bytes | None]
+
+
 class ConfluentFraming:
     """Registry framing; `mock://` URLs give confluent-kafka's in-memory registry (tests)."""
 
@@ -84,14 +87,18 @@ class ConfluentFraming:
 
     def __init__(self, url: str) -> None:
         self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one
-        self._serializers: dict[tuple[bytes, str], Callable[[Any, SerializationContext], bytes | None]] = {}
-        self._prefixes: dict[tuple[bytes, str, str], bytes] = {}
+        # By the schema object, not its fingerprint: Avro's canonical form leaves aliases out, and a
+        # version that differs only in them (a rename, then its reverse) must be registered too.
+        # The object is kept beside what it keys, so its id cannot be reused.
+        self._serializers: dict[tuple[int, str], tuple[dict[str, Any], Serializer]] = {}
+        self._prefixes: dict[tuple[int, str, str], tuple[dict[str, Any], bytes]] = {}
 
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:
-        serializer = self._serializers.get((fingerprint, field))
-        if serializer is None:
+        hit = self._serializers.get((id(schema), field))
+        if hit is None or hit[0] is not schema:
             serializer = AvroSerializer(self.client, json.dumps(schema), conf={"auto.register.schemas": True})
-            self._serializers[(fingerprint, field)] = serializer
+            hit = self._serializers[(id(schema), field)] = (schema, serializer)
+        serializer = hit[1]
         kind = MessageField.KEY if field == "key" else MessageField.VALUE
         data = serializer(record, SerializationContext(topic, kind))
         assert data is not None
@@ -99,11 +106,11 @@ class ConfluentFraming:
 
     def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
         """00 and the schema's id under `{topic}-{field}`, registered as the serializer registers it."""
-        hit = self._prefixes.get((fingerprint, topic, field))
-        if hit is None:
+        hit = self._prefixes.get((id(schema), topic, field))
+        if hit is None or hit[0] is not schema:
             schema_id = self.client.register_schema(f"{topic}-{field}", Schema(json.dumps(schema), "AVRO"))
-            hit = self._prefixes[(fingerprint, topic, field)] = b"\x00" + schema_id.to_bytes(4, "big")
-        return hit
+            hit = self._prefixes[(id(schema), topic, field)] = (schema, b"\x00" + schema_id.to_bytes(4, "big"))
+        return hit[1]
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -333,6 +340,8 @@ class MessageEncoder:
         """Key (None without a primary key) and value of one row change."""
         codec = self._codec(table)
         version = codec.version
+        if message["data"] is None:  # a keyless table's TRUNCATE marker before its READs: no row
+            return self._marker(message, codec, topic)
         data = codec.row(message["data"][0])
         old = None
         if message["type"] == "UPDATE":
@@ -348,6 +357,13 @@ class MessageEncoder:
             return None, value
         key_record = {name: data[name] for _, name, _ in codec.key}
         return self.framing.encode(version.key, version.key_fingerprint, topic, "key", key_record), value
+
+    def _marker(self, message: FlatMessage, codec: _TableCodec, topic: str) -> tuple[bytes | None, bytes]:
+        record = {k: message[k] for k in ("database", "table", "type", "isDdl", "pkNames", "es", "ts", "sql", "gtid",
+                                          "source")}  # fmt: skip
+        record.update(id=message_id(message), data=None, old=None)
+        version = codec.version
+        return None, self.framing.encode(version.value, version.value_fingerprint, topic, "value", record)
 
     def ddl(self, message: FlatMessage, topic: str) -> tuple[bytes, bytes]:
         record = {k: message[k] for k in ("database", "table", "type", "isDdl", "es", "ts", "sql", "gtid", "source")}
