@@ -135,7 +135,8 @@ def tune_gc() -> None:
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
-                                   k.max_message_bytes, framing_class(config).key_bytes))  # fmt: skip
+                                   k.max_message_bytes, framing_class(config).key_bytes,
+                                   outage_s=k.delivery_timeout_s))  # fmt: skip
 
 
 def _server_position(config: Config) -> Position | None:
@@ -172,6 +173,8 @@ class Connector:
         self.stores = stores or checkpoint_stores(config)
         self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s)
         self.sink = sink or kafka_sink(config)
+        if isinstance(self.sink, KafkaSink):
+            self.sink.stopping = self.stop.is_set  # a wait for an unreachable broker ends at a stop
         self.encoder = MessageEncoder(SchemaDirectory(config.avro.schemas_dir), framing(config))
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
@@ -259,15 +262,18 @@ class Connector:
         self.checkpointer.start()
         observing = self._observe()
         self.metrics.streaming = True
+        blocked: str | None = None
         try:
             self.pipeline.run(self.stream.items(start, blocking), start)
         except OversizedMessageError as exc:
-            self._note_blocked(str(exc))
+            blocked = str(exc)
             raise
         finally:
             self.metrics.streaming = False
             observing.set()
             self.checkpointer.stop()
+            if blocked is not None:  # after the last save, which clears it
+                self._note_blocked(blocked)
             if self.http is not None:
                 self.http.shutdown()
                 self.http.server_close()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.cimpl import NewTopic
 
 from connector.checkpoint import (
@@ -233,3 +233,34 @@ def test_librdkafka_and_our_murmur2_agree() -> None:
     sink.flush(30)
     assert len(landed) == 200
     assert all(partition == partition_for(key, 7) for key, partition in landed.items())
+
+
+def test_admin_requests_wait_out_an_unreachable_broker_and_refuse_the_rest_at_once() -> None:
+    # Seen: a topic created while the broker restarted stopped the connector ("Broker transport failure").
+    sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=60))
+    slept: list[float] = []
+    sink.sleep = slept.append
+    answers: list[object] = [KafkaError(KafkaError._TRANSPORT), KafkaError(KafkaError._TIMED_OUT), "answer"]
+
+    def request() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, KafkaError):
+            raise KafkaException(answer)
+        return answer
+
+    assert sink._waiting_out_outages("create", request) == "answer"
+    assert slept == [0.25, 0.5]  # backoff
+    refused = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    with pytest.raises(SinkError, match=r"^create: "):
+        sink._waiting_out_outages("create", raising(refused))
+    assert len(slept) == 2  # refused for good: no retry
+    sink.stopping = lambda: True  # a stop ends the wait
+    with pytest.raises(SinkError, match="gave up waiting"):
+        sink._waiting_out_outages("create", raising(KafkaException(KafkaError(KafkaError._TRANSPORT))))
+
+
+def raising(exc: Exception) -> Callable[[], object]:
+    def request() -> object:
+        raise exc
+
+    return request

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -76,6 +76,21 @@ Headers = list[tuple[str, str | bytes | None]]  # Kafka record headers, as confl
 RECORD_OVERHEAD = 256
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
+# What an admin or metadata request meets while the broker is away (a restart, the network):
+# retried with backoff; any other refusal is final.
+_TRANSIENT = frozenset({
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE,
+    KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.BROKER_NOT_AVAILABLE, KafkaError.NETWORK_EXCEPTION,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+})  # fmt: skip
+# A broker that just restarted is fenced until it registers with the controller (KRaft), and
+# topic creation then says the replication factor cannot be met: waited out briefly, since
+# it is also what a replication factor above the broker count says for good.
+_SETTLING = frozenset({KafkaError.INVALID_REPLICATION_FACTOR})
+_SETTLING_S = 30.0
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
@@ -88,6 +103,9 @@ class KafkaSettings:
     # A key's framing (single-object header, registry id): left out of its partition's hash, so a
     # key keeps its partition when its key schema changes (a renamed key column).
     key_framing_bytes: int = 0
+    # How long admin and metadata requests (topic creation, limits) wait out an unreachable
+    # broker before the connector stops: the pipeline's delivery_timeout_s.
+    outage_s: float = 300.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -114,6 +132,8 @@ class KafkaSink:
         self.admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
         self._topics: dict[str, int] = {}
         self._limits: dict[str, int] = {}
+        self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
+        self.sleep: Callable[[float], None] = time.sleep
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
         self.produce_many(topic, [(key, value)], partition, done)
@@ -195,14 +215,18 @@ class KafkaSink:
 
     def _described_limit(self, topic: str) -> int:
         resource = ConfigResource(ResourceType.TOPIC, topic)
-        try:
-            described = self.admin.describe_configs([resource], request_timeout=30)[resource].result(60)
-        except KafkaException as exc:
-            raise SinkError(f"cannot read the configuration of topic {topic}: {exc.args[0].str()}") from exc
+        described = self._waiting_out_outages(
+            f"cannot read the configuration of topic {topic}",
+            lambda: self.admin.describe_configs([resource], request_timeout=30)[resource].result(60),
+        )
         return int(described["max.message.bytes"].value)
 
     def _existing_partitions(self, topic: str) -> int:
-        metadata = self.producer.list_topics(topic, timeout=30)
+        metadata = self._waiting_out_outages(
+            # The admin client's: an idempotent producer that met a broker restart while it started was
+            # seen answering no metadata request for minutes (the admin client answered at once).
+            f"cannot read the metadata of topic {topic}", lambda: self.admin.list_topics(topic, timeout=30)
+        )
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             return 0
@@ -212,14 +236,59 @@ class KafkaSink:
         new = NewTopic(topic, num_partitions=self.settings.partitions,
                        replication_factor=self.settings.replication_factor,
                        config={"max.message.bytes": str(self.settings.max_message_bytes)})  # fmt: skip
-        future = self.admin.create_topics([new], operation_timeout=30)[topic]
-        try:
-            future.result(60)
+
+        def create() -> bool:
+            try:
+                self.admin.create_topics([new], operation_timeout=30)[topic].result(60)
+                return True
+            except KafkaException as exc:
+                error = _kafka_error(exc)
+                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return False
+                raise
+
+        if self._waiting_out_outages(f"cannot create topic {topic}", create):
             log.info("created topic %s (%d partitions)", topic, self.settings.partitions)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise SinkError(f"cannot create topic {topic}: {error.str()}") from exc
+
+    def _waiting_out_outages(self, what: str, request: Callable[[], T]) -> T:
+        """`request`, retried with backoff while the broker is unreachable (up to `outage_s`, or
+        until the connector stops); a refusal that retrying will not fix is a SinkError at once."""
+        started = time.monotonic()
+        delay, waited = 0.25, False
+        while True:
+            try:
+                result = request()
+            except KafkaException as exc:
+                error = _kafka_error(exc)
+                reason = error.str() if error is not None else str(exc)
+                patience = _patience(error, self.settings.outage_s)
+                if patience is None:
+                    raise SinkError(f"{what}: {reason}") from exc
+                if self.stopping() or time.monotonic() + delay > started + patience:
+                    raise SinkError(f"{what}: Kafka unreachable ({reason}); gave up waiting") from exc
+                if not waited:  # one line per outage, not per attempt
+                    log.warning("%s: %s; waiting for Kafka", what, reason)
+                waited = True
+                self.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if waited:
+                log.info("Kafka answers again")
+            return result
+
+
+def _patience(error: KafkaError | None, outage_s: float) -> float | None:
+    """How long a request refused with `error` is retried; None: not at all."""
+    if error is None:
+        return None
+    if error.code() in _TRANSIENT or error.retriable():
+        return outage_s
+    return min(_SETTLING_S, outage_s) if error.code() in _SETTLING else None
+
+
+def _kafka_error(exc: KafkaException) -> KafkaError | None:
+    first = exc.args[0] if exc.args else None
+    return first if isinstance(first, KafkaError) else None
 
 
 def _stopped(exc: KafkaException | SystemError) -> Exception:
