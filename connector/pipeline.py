@@ -127,6 +127,8 @@ class Pipeline:
         if isinstance(item, Changes):
             if self.snapshot is not None:
                 self.snapshot.saw(item)
+                if self.snapshot.holds(item):
+                    return  # a keyless table waiting for its READ, which carries this change
             if not self._send_rows(item):
                 for message in item.messages:
                     self._send(message, item.table)

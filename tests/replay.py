@@ -70,6 +70,9 @@ class Replay:
         self.table_of[mark] = table
         keys = [field_of(schema, k) for k in record["pkNames"] or ()]  # as written: maybe renamed since
         state = self.tables.setdefault((database, table), {} if keys else [])
+        if record["type"] == "TRUNCATE":  # a keyless table's READ pass begins: it replaces the table
+            state.clear()
+            return
         row = record["data"][0]
         if isinstance(state, dict):
             key = tuple(row[k] for k in keys)
@@ -114,8 +117,8 @@ def normalise(value: Any, avro_type: Any) -> Any:
         return struct.unpack("<f", struct.pack("<f", value))[0]
     if avro_type == "long" and isinstance(value, bytes):
         return int.from_bytes(value, "big")  # BIT
-    if logical == "decimal":
-        return Decimal(value)
+    if logical == "decimal":  # BIT(64) too, as decimal(20,0)
+        return Decimal(int.from_bytes(value, "big")) if isinstance(value, bytes) else Decimal(value)
 
     return value
 
@@ -128,8 +131,11 @@ def source_rows(database: str, table: str, reader: MessageReader) -> dict[Any, R
     conn = connect(database)
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
-        cur.execute(f"SELECT * FROM `{table}`")
+        cur.execute(f"SELECT * FROM `{table}` LIMIT 0")
         names = [d[0] for d in cur.description]
+        # FLOAT at full precision: the text protocol rounds it to 6 digits; Avro has the stored value
+        shown = [f"CAST(`{n}` AS DOUBLE)" if types.get(n) == "float" else f"`{n}`" for n in names]
+        cur.execute(f"SELECT {', '.join(shown)} FROM `{table}`")
         rows = [{n: normalise(v, types[n]) for n, v in zip(names, r)} for r in cur.fetchall()]
     keys = [k for k in _primary_key(conn, database, table)]
     if keys:

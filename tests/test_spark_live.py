@@ -154,9 +154,13 @@ def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
     config, db = lake_config(tmp_path, "lakereg")
     config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"))
     fresh(db)
-    Connector(config).run(blocking=False)  # first start: capture
+    first = Connector(config)
+    first.run(blocking=False)  # first start: capture, and the keyless table's snapshot marker
     workload(db, 30, seed=21, alter_at=15)
     connector = Connector(config)
+    # A mock:// registry lives in its client: both runs write through the first one's, as two
+    # runs against one real registry would.
+    connector.encoder.framing = first.encoder.framing
     connector.run(blocking=False)
     registry = connector.encoder.framing.client  # type: ignore[attr-defined]  # the in-process mock registry
     run(config, "mirror", once=True, registry=registry)

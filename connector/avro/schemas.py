@@ -172,8 +172,12 @@ def value_schema(table: Table, version: int) -> dict[str, Any]:
         "fields": [
             {"name": "id", "type": "long"},
             {"name": "database", "type": "string"}, {"name": "table", "type": "string"},
+            # TRUNCATE: a keyless table's READ pass begins (data null: a consumer clears the table).
+            # Symbols are only ever appended (the compiled rows path writes their indexes), and a
+            # reader of this version maps a later one to READ.
             {"name": "type", "type": {"type": "enum", "name": "ChangeType", "namespace": "sluice",
-                                      "symbols": ["INSERT", "UPDATE", "DELETE", "READ"]}},
+                                      "symbols": ["INSERT", "UPDATE", "DELETE", "READ", "TRUNCATE"],
+                                      "default": "READ"}},
             {"name": "isDdl", "type": "boolean"},
             {"name": "pkNames", "type": ["null", {"type": "array", "items": "string"}], "default": None},
             {"name": "es", "type": "long"}, {"name": "ts", "type": "long"},

@@ -91,6 +91,7 @@ class Snapshotter:
         self._wait_for: Position | None = None  # after dropping a read view: where the stream must get first
         self._polled = -REQUEST_POLL_S
         self._table_rows, self._table_started = 0, clock()  # for the log line when a table is done
+        self._queued = set(state.tables)
 
     # -- called by the pipeline ------------------------------------------------------------
 
@@ -105,6 +106,17 @@ class Snapshotter:
         for message in item.messages:
             for image in (message["data"] or []) + (message["old"] or []):
                 read.touched.add(image_key(item.table, image))
+
+    def holds(self, item: Changes) -> bool:
+        """Whether the stream's changes of `item` wait for its table's READ instead of going on.
+
+        A table without a key has no key for a READ to overwrite: a consumer counts rows. Its
+        READ pass (which begins with a TRUNCATE marker) is read as of a position the stream has
+        reached, so it holds every change before it; handed on as well, each would be there
+        twice. So while such a table waits in the snapshot's queue, its changes are held back
+        (dropped: the READs carry them), and from its READ on they flow."""
+        table = item.table
+        return table is not None and not table.primary_key and (table.database, table.name) in self._queued
 
     def turn(self, at: Position, out: Emitter, stopped: Callable[[], bool]) -> None:
         """Between transactions, the stream at `at`: hand over every chunk whose time has come."""
@@ -168,6 +180,8 @@ class Snapshotter:
             self._close()  # MySQL: rows of a keyless table changed inside the window; read again
             return
         limit = self.chunk_size if keyed else None
+        if not keyed:  # the READ pass replaces the table: a consumer clears it first
+            out.publish(self._message(table, None, read.window.high, 1, "TRUNCATE"), table)
         count, last = 0, None
         for data, key in self.source.rows(table, self.state.after, limit):
             count, last = count + 1, key
@@ -182,6 +196,7 @@ class Snapshotter:
         name = self.state.tables[0]
         self.state = self.state.advanced(last, finished, count)
         self.state_text = self.state.text()
+        self._queued = set(self.state.tables)
         out.close_position(replace(at, snapshot=self.state_text))
         self._table_rows += count
         if finished:
@@ -190,12 +205,14 @@ class Snapshotter:
                      self._table_rows, took, self._table_rows / took, len(self.state.tables))  # fmt: skip
             self._table_rows, self._table_started = 0, self.clock()
 
-    def _message(self, table: Table, data: Rendered, high: Position, count: int) -> FlatMessage:
+    def _message(
+        self, table: Table, data: Rendered | None, high: Position, count: int, kind: str = "READ"
+    ) -> FlatMessage:
         now = int(self.wall() * 1000)
         return {
-            "database": table.database, "table": table.name, "type": "READ", "isDdl": False,
+            "database": table.database, "table": table.name, "type": kind, "isDdl": False,
             "pkNames": list(table.primary_key) or None, "es": now, "ts": now, "sql": "", "gtid": None,
-            "sqlType": None, "mysqlType": None, "data": [data], "old": None,
+            "sqlType": None, "mysqlType": None, "data": None if data is None else [data], "old": None,
             "source": {"file": high.file, "pos": high.pos, "server_id": high.server_id,
                        "row": self.state.rows + count - 1},
         }  # fmt: skip
@@ -218,6 +235,7 @@ class Snapshotter:
             log.info("snapshot request %d: %s", request, ", ".join(f"{d}.{t}" for d, t in wanted) or "nothing")
             self.state = self.state.queued(wanted, request)
         self.state_text = self.state.text()
+        self._queued = set(self.state.tables)
 
 
 def first_snapshot(tracker: SchemaTracker) -> SnapshotState:
