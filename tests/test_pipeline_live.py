@@ -195,7 +195,9 @@ def sluice_run(config_path: Path, streaming: bool = False) -> subprocess.Popen[b
 def write_config(config: Config, path: Path) -> None:
     path.write_text(
         f'name = "{config.name}"\n' + source_toml(config.source.server_id)
-        + f"include = ['{config.source.include[0]}']\n[kafka]\ntopic_prefix = \"{config.kafka.topic_prefix}\"\n"
+        + f"include = ['{config.source.include[0]}']\ninclude_query = {str(config.source.include_query).lower()}\n"
+        f"[kafka]\ntopic_prefix = \"{config.kafka.topic_prefix}\"\n"
+        f'max_message_bytes = {config.kafka.max_message_bytes}\noversized = "{config.kafka.oversized}"\n'
         f'[checkpoint]\ndb_url = "{config.checkpoint.db_url}"\nflush_interval_s = 0.5\n'
         f'[avro]\nschemas_dir = "{config.avro.schemas_dir}"\n'
     )

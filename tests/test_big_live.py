@@ -1,0 +1,185 @@
+"""What users write that once stopped or doubled the stream: big statements, big rows, dumps.
+
+Each on the real services (both servers), each through a `sluice run` that is SIGKILLed in the
+middle where it matters, each ending with a consumer's replay of the topics equal to SELECT *.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from connector.config import Config
+from connector.runner import Connector, checkpoint_stores
+from connector.schema.capture import master_position
+from connector.sink.kafka import KafkaSettings, KafkaSink
+from tests.live import ROOT, RUN, connect, fresh_database, numbers, server
+from tests.replay import KAFKA, consume
+from tests.test_differential_live import COLUMNS, _placeholder
+from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
+
+pytestmark = pytest.mark.live
+
+MIB = 1 << 20
+# A wide table of every column type of the differential test (46 columns).
+WIDE = "CREATE TABLE {db}.wide (id INT PRIMARY KEY, " + ", ".join(f"{n} {k}" for n, k, _ in COLUMNS) + ")"
+WIDE_INSERT = (f"INSERT INTO wide (id, {', '.join(n for n, _, _ in COLUMNS)}) VALUES "
+               f"(%s, {', '.join(_placeholder(n) for n, _, _ in COLUMNS)})")  # fmt: skip
+
+
+def blob_sql(mib: int) -> str:
+    """SQL for `mib` MiB of bytes made on the server (a 1 KiB random block repeated)."""
+    return f"REPEAT(RANDOM_BYTES(1024), {mib * 1024})"
+
+
+def kafka_config(name: str, db: str, tmp: Path, **kafka: object) -> Config:
+    base = config_for(name, db, tmp)
+    return replace(base, kafka=replace(base.kafka, **kafka))  # type: ignore[arg-type]
+
+
+@pytest.mark.no_source
+def test_topics_sluice_makes_take_the_setting_and_existing_ones_keep_their_own() -> None:
+    sink = KafkaSink(KafkaSettings(KAFKA, partitions=1, max_message_bytes=3 * MIB))
+    made = f"sized.{uuid.uuid4().hex[:8]}"
+    sink.ensure_topic(made)
+    assert sink.limit(made) == 3 * MIB
+    smaller = f"sized.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    admin.create_topics([NewTopic(smaller, 1, 1, config={"max.message.bytes": str(MIB)})])[smaller].result(60)
+    sink.ensure_topic(smaller)
+    assert sink.limit(smaller) == MIB  # DescribeConfigs: the topic's own limit
+    larger = f"sized.{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(larger, 1, 1, config={"max.message.bytes": str(9 * MIB)})])[larger].result(60)
+    assert sink.limit(larger) == 3 * MIB  # never above what the producer itself may send
+
+
+def test_an_oversized_row_stops_with_one_line_then_dead_letters_when_asked(tmp_path: Path) -> None:
+    name, db = f"over{uuid.uuid4().hex[:6]}", "oversized"
+    fresh_database(db, "CREATE TABLE {db}.docs (id INT PRIMARY KEY, body LONGBLOB)")
+    config = kafka_config(name, db, tmp_path)
+    topic = f"{name}.{db}.docs"
+    admin = AdminClient({"bootstrap.servers": KAFKA})  # a topic that exists already, limited to 1 MiB
+    admin.create_topics([NewTopic(topic, 3, 1, config={"max.message.bytes": str(MIB)})])[topic].result(60)
+    path = tmp_path / "sluice.toml"
+    write_config(config, path)
+    Connector(config).run(blocking=False)  # the first start: schema captured, nothing to stream yet
+    with connect(db).cursor() as cur:
+        cur.execute("INSERT INTO docs VALUES (1, 'small')")
+        before_big = master_position(connect())
+        cur.execute(f"INSERT INTO docs VALUES (2, {blob_sql(3)})")
+        cur.execute("INSERT INTO docs VALUES (3, 'after')")
+    stopped = subprocess.run([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
+                             capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    err = stopped.stderr
+    assert stopped.returncode == 3, err
+    line = next(x for x in err.splitlines() if x.startswith("sluice:"))
+    assert f'`{db}`.`docs` key {{"id": 2}} at' in line and f"over the limit of {MIB} of topic {topic}" in line
+    assert '"dead-letter"' in line and "max.message.bytes" in line
+    saved = checkpoint_stores(config).durable.get()
+    assert saved is not None and saved.sort_key() >= before_big.sort_key()  # the row before it went on
+    status = json.loads(subprocess.run([str(ROOT / ".venv" / "bin" / "sluice"), "status", "--config", str(path)],
+                                       capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    assert status["blocked"] == line.removeprefix("sluice: OversizedMessageError: ")
+    # The user chooses dead-letter: the stream goes on, the row is recorded, the next row published.
+    write_config(replace(config, kafka=replace(config.kafka, oversized="dead-letter")), path)
+    process = sluice_run(path, streaming=True)
+    try:
+        caught_up(config)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    letters = [json.loads(value) for t, _, _, _, value in consume(name) if t == f"{name}._oversized"]
+    assert [(d["table"], d["key"], d["limit"]) for d in letters] == [("docs", {"id": 2}, MIB)]
+    assert letters[0]["size"] > 3 * MIB
+    assert "blocked" not in json.loads(subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "sluice"), "status", "--config", str(path)], capture_output=True, text=True,
+        check=True).stdout)  # fmt: skip
+    published = [t for t, *_ in consume(name) if t == topic]
+    assert len(published) == 2  # rows 1 and 3
+
+
+def test_big_rows_and_a_10000_row_statement_survive_a_sigkill(tmp_path: Path) -> None:
+    name, db = f"big{uuid.uuid4().hex[:6]}", "bigrows"
+    fresh_database(db, "CREATE TABLE {db}.blobs (id INT PRIMARY KEY, b LONGBLOB, j JSON)",
+                   "CREATE TABLE {db}.plain (id INT PRIMARY KEY, n INT)", WIDE)  # fmt: skip
+    conn = connect(db)
+    config = kafka_config(name, db, tmp_path, max_message_bytes=64 * MIB)
+    path = tmp_path / "sluice.toml"
+    write_config(config, path)
+    process = sluice_run(path, streaming=True)
+    rng = random.Random(21)
+    with conn.cursor() as cur:
+        if not server().mariadb:  # the statement's text in the binlog, as MariaDB logs it by default
+            cur.execute("SET SESSION binlog_rows_query_log_events = ON")
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute(f"INSERT INTO blobs VALUES (1, {blob_sql(3)}, NULL)")
+        cur.execute(f"INSERT INTO blobs VALUES (2, {blob_sql(40)}, NULL)")
+        cur.execute(f"INSERT INTO blobs VALUES (3, NULL, JSON_OBJECT('doc', REPEAT('x', {20 * MIB})))")
+        rows = [[key] + [None if rng.random() < 0.15 else gen(rng) for _, _, gen in COLUMNS] for key in range(10_000)]
+        cur.executemany(WIDE_INSERT, rows)  # one multi-row INSERT (pymysql's executemany), megabytes of text
+        process.send_signal(signal.SIGKILL)  # in the middle of it all
+        process.wait()
+        for i in range(200):
+            cur.execute("INSERT INTO plain VALUES (%s, %s)", (i, i))
+        cur.execute("DELETE FROM blobs WHERE id = 1")
+    process = sluice_run(path, streaming=True)
+    try:
+        caught_up(config, timeout_s=300)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    assert_replay_equals_source(config, db, ("blobs", "plain", "wide"))
+
+
+@pytest.mark.parametrize("rows", [100_000])
+def test_a_dump_restored_into_a_captured_database_replays_exactly(tmp_path: Path, rows: int) -> None:
+    """mysqldump / mariadb-dump with their default extended INSERTs, restored by the client."""
+    source, target = "dumpsrc", "dumped"
+    fresh_database(source, "CREATE TABLE {db}.t (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2),"
+                   " at DATETIME(6), note TEXT)")  # fmt: skip
+    with connect(source).cursor() as cur:
+        cur.execute(f"INSERT INTO t SELECT seq, CONCAT('name ', seq), seq / 7, '2024-01-01' + INTERVAL seq SECOND,"
+                    f" IF(seq % 5 = 0, NULL, REPEAT('n', seq % 97)) FROM {numbers(rows)}")  # fmt: skip
+    dump_tool, client = _tools()
+    dump = tmp_path / "dump.sql"
+    with dump.open("wb") as out:
+        subprocess.run([*dump_tool, "-h127.0.0.1", f"-P{server().port}", "-uroot", source], stdout=out, check=True)
+    assert dump.read_text().count("INSERT INTO") < rows / 100  # extended INSERTs: many rows each
+    name = f"dump{uuid.uuid4().hex[:6]}"
+    fresh_database(target)
+    config = kafka_config(name, target, tmp_path)
+    path = tmp_path / "sluice.toml"
+    write_config(config, path)
+    process = sluice_run(path, streaming=True)
+    with dump.open("rb") as text:
+        restore = subprocess.Popen([*client, "-h127.0.0.1", f"-P{server().port}", "-uroot", target], stdin=text)
+        time.sleep(2)
+        process.send_signal(signal.SIGKILL)  # while the restore runs
+        process.wait()
+        assert restore.wait(300) == 0
+    process = sluice_run(path, streaming=True)
+    try:
+        caught_up(config, timeout_s=300)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    assert_replay_equals_source(config, target, ("t",))
+
+
+def _tools() -> tuple[list[str], list[str]]:
+    """The server's own dump tool and client (MySQL's from its sid root, MariaDB's from Debian)."""
+    if server().mariadb:
+        return ["mariadb-dump", "--skip-ssl"], ["mariadb", "--skip-ssl"]
+    bin_dir = RUN / "mysql" / "bin"
+    plain = "--ssl-mode=DISABLED"
+    return [str(bin_dir / "mysqldump"), plain, "--set-gtid-purged=OFF"], [str(bin_dir / "mysql"), plain]
