@@ -25,7 +25,7 @@ from bench.pipeline import _rss_mib
 from bench.sequence import choose_server, fresh_table, insert
 from connector.runner import checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import ROOT, checkpoint_url, connect, live_config, source_toml
+from tests.live import KAFKA, ROOT, connect, live_config, services_toml, source_toml
 
 DB = "sluice_backlog"
 
@@ -39,8 +39,7 @@ def main() -> None:
         path = Path(tmp) / "sluice.toml"
         path.write_text(
             f'name = "{name}"\n' + source_toml(4800) + "include = ['sluice_backlog\\..*']\n"
-            f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas"\n'
-            f'[checkpoint]\ndb_url = "{checkpoint_url()}"\n'
+            + services_toml(name) + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
         )
         fresh_table(DB)
         conn = connect()
@@ -76,7 +75,7 @@ def main() -> None:
 
 def _messages_in(topic: str) -> int:
     """Messages in a topic: the sum of its partitions' high watermarks."""
-    consumer = Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": f"count-{uuid.uuid4()}"})
+    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"count-{uuid.uuid4()}"})
     metadata = consumer.list_topics(topic, timeout=30).topics[topic]
     total = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in metadata.partitions)
     consumer.close()

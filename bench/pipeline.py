@@ -38,12 +38,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, workload
 from bench.sequence import choose_server
-from connector.config import AvroSection, CheckpointSection, Config, KafkaSection
+from connector.config import AvroSection, Config
 from connector.position import Position
 from connector.runner import Connector, checkpoint_stores, kafka_sink
 from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSink
-from tests.live import ROOT, checkpoint_url, connect, current_binlog, live_config, numbers, source_toml
+from tests.live import (
+    ROOT,
+    connect,
+    current_binlog,
+    live_config,
+    numbers,
+    services_toml,
+    source_toml,
+)
 
 
 class RecordingSink:
@@ -79,8 +87,7 @@ def config(name: str, tmp: str) -> Config:
     base = live_config([rf"{DB}\..*"], name=name, server_id=4600)
     return replace(
         base,
-        kafka=KafkaSection(topic_prefix=name),
-        checkpoint=CheckpointSection(db_url=checkpoint_url()),
+        kafka=replace(base.kafka, topic_prefix=name),
         avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
     )
 
@@ -181,8 +188,7 @@ def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, i
     path = Path(tmp) / "big.toml"
     path.write_text(
         f'name = "{name}"\n' + source_toml(4601) + "include = ['sluice_bigtxn\\..*']\n"
-        f'[kafka]\ntopic_prefix = "{name}"\n[avro]\nschemas_dir = "{tmp}/schemas-big"\n'
-        f'[checkpoint]\ndb_url = "{checkpoint_url()}"\n'
+        + services_toml(name) + f'[avro]\nschemas_dir = "{tmp}/schemas-big"\n'
     )
     process = subprocess.Popen([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
                                stderr=subprocess.DEVNULL)  # fmt: skip

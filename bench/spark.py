@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server, fresh_table, insert
-from connector.config import AvroSection, CheckpointSection, KafkaSection, SparkSection
+from connector.config import AvroSection, SparkSection
 from connector.runner import Connector
 from spark.jobs import run, session
-from tests.live import ROOT, checkpoint_url, connect, live_config
+from tests.live import ROOT, connect, live_config
 
 DB = "sluice_bench_lake"
 
@@ -36,10 +36,10 @@ def main() -> None:
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
         name = f"benchlake{uuid.uuid4().hex[:6]}"
+        base = live_config([rf"{DB}\..*"], name=name, server_id=4700)
         config = replace(
-            live_config([rf"{DB}\..*"], name=name, server_id=4700),
-            kafka=KafkaSection(topic_prefix=name),
-            checkpoint=CheckpointSection(db_url=checkpoint_url()),
+            base,
+            kafka=replace(base.kafka, topic_prefix=name),
             avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
             spark=SparkSection(master="local[2]", lake_dir=os.path.join(tmp, "lake"),
                                checkpoint_dir=os.path.join(tmp, "ckpt"), shuffle_partitions=2,

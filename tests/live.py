@@ -28,6 +28,9 @@ from connector.schema.capture import master_position
 ROOT = Path(__file__).resolve().parents[1]
 RUN = Path(os.environ.get("SLUICE_RUN_DIR", ROOT / ".run"))
 HOST = "127.0.0.1"
+# Kafka and Redis as deploy/services.sh started them (its port variables give a second set).
+KAFKA = f"{HOST}:{os.environ.get('SLUICE_KAFKA_PORT', '9092')}"
+REDIS_URL = f"redis://{HOST}:{os.environ.get('SLUICE_REDIS_PORT', '6379')}/0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +149,16 @@ def live_config(include: list[str], name: str = "test", server_id: int = 6001, *
     return parse_config(
         {"name": name, "source": {"port": s.port, "user": s.user, "password": s.password, "server_id": server_id,
                                   "heartbeat_s": 1.0, "include": include, **source},
-         "checkpoint": {"db_url": checkpoint_url()}}
+         "kafka": {"bootstrap_servers": KAFKA}, "checkpoint": {"db_url": checkpoint_url(), "redis_url": REDIS_URL}}
     )  # fmt: skip
+
+
+def services_toml(topic_prefix: str) -> str:
+    """The `[kafka]` and `[checkpoint]` sections' service addresses (the CLI tests write files)."""
+    return (
+        f'[kafka]\nbootstrap_servers = "{KAFKA}"\ntopic_prefix = "{topic_prefix}"\n'
+        f'[checkpoint]\ndb_url = "{checkpoint_url()}"\nredis_url = "{REDIS_URL}"\n'
+    )
 
 
 def source_toml(server_id: int, heartbeat_s: float = 1.0) -> str:

@@ -18,9 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.avro.reader import MessageReader
 from connector.avro.schemas import avro_name
-from tests.live import connect
-
-KAFKA = "127.0.0.1:9092"
+from tests.live import KAFKA, connect
 
 Row = dict[str, Any]
 

@@ -23,8 +23,8 @@ from connector.config import Config
 from connector.runner import Connector, checkpoint_stores
 from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSettings, KafkaSink
-from tests.live import ROOT, RUN, connect, fresh_database, numbers, server
-from tests.replay import KAFKA, consume
+from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
+from tests.replay import consume
 from tests.test_differential_live import COLUMNS, _placeholder
 from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 

@@ -18,12 +18,12 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
-from connector.config import AvroSection, CheckpointSection, Config, KafkaSection
+from connector.config import AvroSection, Config
 from connector.position import binlog_sort_key
 from connector.runner import Connector, checkpoint_stores, kafka_sink
 from connector.schema.capture import master_position
 from connector.sink.kafka import Delivered, Headers, KafkaSink
-from tests.live import ROOT, checkpoint_url, connect, fresh_database, live_config, numbers, source_toml, wait_until
+from tests.live import ROOT, connect, fresh_database, live_config, numbers, source_toml, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
@@ -98,8 +98,8 @@ def config_for(name: str, db: str, tmp: Path) -> Config:
     base = live_config([rf"{db}\..*"], name=name, server_id=7000 + random.randrange(1000))
     return replace(
         base,
-        kafka=KafkaSection(topic_prefix=name, partitions=3),
-        checkpoint=CheckpointSection(db_url=checkpoint_url(), flush_interval_s=0.5),
+        kafka=replace(base.kafka, topic_prefix=name, partitions=3),
+        checkpoint=replace(base.checkpoint, flush_interval_s=0.5),
         avro=AvroSection(schemas_dir=str(tmp / "schemas")),
     )
 
@@ -197,8 +197,10 @@ def write_config(config: Config, path: Path) -> None:
         f'name = "{config.name}"\n' + source_toml(config.source.server_id)
         + f"include = ['{config.source.include[0]}']\ninclude_query = {str(config.source.include_query).lower()}\n"
         f"[kafka]\ntopic_prefix = \"{config.kafka.topic_prefix}\"\n"
+        f'bootstrap_servers = "{config.kafka.bootstrap_servers}"\n'
         f'max_message_bytes = {config.kafka.max_message_bytes}\noversized = "{config.kafka.oversized}"\n'
-        f'[checkpoint]\ndb_url = "{config.checkpoint.db_url}"\nflush_interval_s = 0.5\n'
+        f'[checkpoint]\ndb_url = "{config.checkpoint.db_url}"\nredis_url = "{config.checkpoint.redis_url}"\n'
+        f"flush_interval_s = 0.5\n"
         f'[avro]\nschemas_dir = "{config.avro.schemas_dir}"\n'
     )
 

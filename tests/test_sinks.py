@@ -23,10 +23,8 @@ from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink, Sin
 from connector.sink.partitioning import partition_for, route_python
 from connector.startup import checkpoint_connector
 from tests import live
-from tests.live import live_config
-
-KAFKA = "127.0.0.1:9092"
-REDIS = "redis://127.0.0.1:6379/0"
+from tests.live import KAFKA, live_config
+from tests.live import REDIS_URL as REDIS
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.live)])

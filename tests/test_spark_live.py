@@ -22,7 +22,7 @@ from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
 from spark.jobs import run, session
-from tests.live import ROOT, connect, fresh_database
+from tests.live import KAFKA, ROOT, connect, fresh_database
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_pipeline_live import caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.test_renames_live import RENAMES, ROWS, names_on_server, write
@@ -121,7 +121,7 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
 
     # A plain Spark user: strip the framing, from_avro with a .avsc from schemas/ (spark/examples).
     avsc = str(Path(config.avro.schemas_dir) / db / "order_lines" / "v1.avsc")
-    frame = read_topic(spark, "127.0.0.1:9092", f"{config.kafka.topic_prefix}.{db}.order_lines", avsc)
+    frame = read_topic(spark, KAFKA, f"{config.kafka.topic_prefix}.{db}.order_lines", avsc)
     plain = {(r["source"]["file"], r["source"]["pos"], r["source"]["row"], r["type"]) for r in frame.collect()}
     assert plain == {m for m in replay.seen if replay.table_of[m] == "order_lines"}
 
@@ -203,6 +203,6 @@ def test_mirror_follows_renamed_columns(tmp_path: Path) -> None:
 
     names = names_on_server(db)
     avsc = str(Path(config.avro.schemas_dir) / db / "people" / "v3.avsc")
-    frame = read_topic(spark, "127.0.0.1:9092", f"{config.kafka.topic_prefix}.{db}.people", avsc)
+    frame = read_topic(spark, KAFKA, f"{config.kafka.topic_prefix}.{db}.people", avsc)
     images = [image for r in frame.collect() for image in [*r["data"], *(r["old"] or [])]]
     assert len(images) > ROWS * 3 and all(image["display"] == names[image["pid"]] for image in images)

@@ -15,7 +15,6 @@ from typing import Any
 import pymysql
 import pytest
 
-from connector.config import CheckpointSection
 from connector.errors import (
     BinlogPositionLostError,
     SchemaMismatchError,
@@ -41,6 +40,7 @@ from tests.live import (
     live_config,
     replica_ids,
     server,
+    services_toml,
     source_settings,
     source_toml,
     wait_until,
@@ -443,7 +443,7 @@ def test_sluice_tail_streams_json_lines(tmp_path: Any) -> None:
     fresh_database("tailed", ITEMS)
     config = tmp_path / "sluice.toml"
     config.write_text(
-        'name = "tail-test"\n' + source_toml(6300) + 'include = ["tailed\\\\..*"]\n'
+        'name = "tail-test"\n' + source_toml(6300) + 'include = ["tailed\\\\..*"]\n' + services_toml("tail-test")
     )
     process = subprocess.Popen(
         [str(ROOT / ".venv" / "bin" / "sluice"), "tail", "--config", str(config)],
@@ -673,7 +673,8 @@ def test_a_checkpoint_user_without_create_is_told_what_to_grant() -> None:
         cur.execute("CREATE USER 'ck'@'127.0.0.1' IDENTIFIED BY 'ck-pw'")
         cur.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ck_meta.* TO 'ck'@'127.0.0.1'")
     url = f"mysql://ck:ck-pw@127.0.0.1:{server().port}/ck_meta"
-    config = replace(live_config([r"none\..*"], name="ck-test"), checkpoint=CheckpointSection(db_url=url))
+    base = live_config([r"none\..*"], name="ck-test")
+    config = replace(base, checkpoint=replace(base.checkpoint, db_url=url))
     grant = "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
     with pytest.raises(ServerConfigError, match=rf"ck_meta: Access denied .*{grant}"):
         prepare(config, None)
