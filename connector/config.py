@@ -25,6 +25,20 @@ from connector.urls import source_settings_of_url
 
 
 @dataclass(frozen=True, slots=True)
+class KeyColumns:
+    """Columns that key a table without a primary key (`[[source.key_columns]]`): its messages'
+    Kafka key and partition, `pkNames`, and its snapshot's chunks. They must be unique on the
+    server (a UNIQUE index over NOT NULL columns among them), checked at start."""
+
+    table: str = ""  # "database.table"
+    columns: list[str] = field(default_factory=list)
+
+    def name(self) -> tuple[str, str]:
+        database, _, table = self.table.partition(".")
+        return database, table
+
+
+@dataclass(frozen=True, slots=True)
 class SourceSection:
     host: str = "127.0.0.1"
     port: int = 3306
@@ -44,6 +58,10 @@ class SourceSection:
     # as Debezium's include.query; a bulk INSERT's text is megabytes. When on, cut to this many bytes.
     include_query: bool = False
     query_max_bytes: int = 4096
+    key_columns: list[KeyColumns] = field(default_factory=list)
+
+    def keys(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        return {entry.name(): tuple(entry.columns) for entry in self.key_columns}
 
     def query_text(self) -> QueryText:
         return QueryText(self.include_query, self.query_max_bytes)
@@ -273,10 +291,25 @@ def _validate(config: Config, where: str) -> None:
             raise ConfigError(f"{where}: {key} = {_shown(config, key)!r} is out of range; accepted: {accepted}")
     config.checkpoint_settings()  # the URL parses
     config.table_filter()  # compiles the patterns: a bad one fails here, naming it
+    _validate_key_columns(src.key_columns, where)
     for i, route in enumerate(kafka.routes):
         if not route.pattern or not route.topic:
             raise ConfigError(f"{where}: kafka.routes[{i}] needs both pattern and topic")
         _compile_route(route.pattern, f"{where}: kafka.routes[{i}].pattern")
+
+
+def _validate_key_columns(entries: list[KeyColumns], where: str) -> None:
+    seen: set[tuple[str, str]] = set()
+    for i, entry in enumerate(entries):
+        database, table = entry.name()
+        key = f"{where}: source.key_columns[{i}]"
+        if not database or not table or "." in table:
+            raise ConfigError(f"{key}.table = {entry.table!r}: give it as database.table")
+        if not entry.columns or len(set(c.lower() for c in entry.columns)) != len(entry.columns):
+            raise ConfigError(f"{key}.columns = {entry.columns!r}: one or more distinct column names")
+        if (database, table) in seen:
+            raise ConfigError(f"{key}: {entry.table} is keyed twice")
+        seen.add((database, table))
 
 
 def _compile_route(pattern: str, where: str) -> None:

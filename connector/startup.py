@@ -16,7 +16,7 @@ import pymysql
 import pymysql.cursors
 
 from connector.config import Config
-from connector.errors import ServerConfigError, SourceError
+from connector.errors import ConfigError, ServerConfigError, SourceError
 from connector.filters import TableFilter
 from connector.position import Position, position_of_text
 from connector.replica.client import SourceSettings, check_server, open_connection
@@ -114,8 +114,11 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     included = config.table_filter()
     store = store or MariadbHistoryStore(checkpoint_connector(config), config.name)
     tracker = SchemaTracker(store, included, refresher(settings))
+    tracker.keys = config.source.keys()
     with open_connection(settings) as conn:
         info = check_server(conn, settings)
+        for (database, table), columns in tracker.keys.items():
+            check_key_columns(conn, database, table, columns)
         start = resume or configured_start(conn, config.source.start)
         captured = not tracker.restore(start)
         if captured:
@@ -128,6 +131,39 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
         start = replace(start, gtid_set=gtid_state_at(settings, info, start))
     tracker.source = start.file
     return Prepared(tracker, start, captured)
+
+
+def check_key_columns(
+    conn: pymysql.connections.Connection, database: str, table: str, columns: tuple[str, ...]
+) -> None:
+    """[[source.key_columns]] must identify one row: a UNIQUE index over NOT NULL columns among
+    them (its snapshot is read in chunks after the last key, which skips rows of a key that is
+    not unique). A table that has a primary key keeps it; one that does not exist yet is checked
+    by nothing until it does."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (database, table),
+        )  # fmt: skip
+        rows = cur.fetchall()
+    name = f"`{database}`.`{table}`"
+    if not rows:
+        log.info("key_columns of %s: no index there (yet); the table is checked when it exists", name)
+        return
+    indexes: dict[str, list[tuple[int, str, str]]] = {}
+    for index, non_unique, column, nullable in rows:
+        indexes.setdefault(str(index), []).append((int(non_unique), str(column).lower(), str(nullable)))
+    if "PRIMARY" in indexes:
+        log.warning("%s has a primary key: its key_columns are not used", name)
+        return
+    wanted = {c.lower() for c in columns}
+    for parts in indexes.values():
+        if all(u == 0 and c in wanted and n != "YES" for u, c, n in parts):
+            return
+    raise ConfigError(
+        f"source.key_columns: {name} ({', '.join(columns)}) may not identify one row: no UNIQUE index over NOT NULL "
+        f"columns among them; add one (ALTER TABLE {name} ADD UNIQUE KEY (...)) or name the columns it covers"
+    )
 
 
 def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:

@@ -275,3 +275,21 @@ def test_chunk_queries_page_by_the_whole_key_with_typed_parameters() -> None:
     assert chunk_query(KEYLESS, None, None)[0] == "SELECT `n`, `v` FROM `db`.`k`"
     assert after_clause([lines.columns[0]], ("7",))[1] == [7]
     assert bound(lines.columns[1], None) is None
+
+
+def test_configured_key_columns_key_a_keyless_table_and_chunk_its_snapshot() -> None:
+    source = Source({"k": {i: f"v{i}" for i in range(1, 8)}}, Window(pos(100), pos(100)))
+    t = tracker(KEYLESS)
+    t.keys = {("db", "k"): ("N",)}  # names compare as the server's do: case-insensitively
+    assert t.keyed(KEYLESS).primary_key == ("n",) and KEYLESS.primary_key == ()
+    assert t.keyed(KEYLESS) is t.keyed(KEYLESS)  # one keyed definition per tracked one
+    assert t.keyed(T) is T  # a table with its own primary key keeps it
+    t.keys = {("db", "k"): ("gone",)}
+    assert t.keyed(table("CREATE TABLE k (n INT, v VARCHAR(10))")).primary_key == ()  # no such column: keyless
+    t.keys = {("db", "k"): ("n",)}
+    snap, out = Snapshotter(source, t, first_snapshot(t), 3), Out()
+    keyless_change = Changes((), "bin.000001", 110, t.keyed(KEYLESS))
+    assert not snap.holds(keyless_change)  # keyed: its changes flow, and its chunks leave their keys out
+    snap.turn(pos(100), out, never)
+    assert [m["type"] for m in out.messages] == ["READ"] * 7  # no TRUNCATE: READs upsert by key
+    assert [SnapshotState.of_text(p.snapshot).after for p in out.positions] == [("3",), ("6",), None]

@@ -18,8 +18,10 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
-from connector.config import SnapshotSection
+from connector.config import KeyColumns, SnapshotSection
+from connector.errors import ConfigError
 from connector.runner import checkpoint_stores
+from connector.schema.history import MemoryHistoryStore
 from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
@@ -320,3 +322,77 @@ def test_a_keyless_table_written_by_four_writers_snapshots_exactly(tmp_path: Pat
             process.send_signal(signal.SIGTERM)
             assert process.wait(60) == 0
         _bag_replay_equals_source(config, db)
+
+
+def _logs_writer(db: str, stop: threading.Event, seed: int) -> None:
+    """Inserts (fresh uids), updates and deletes by uid on the keyless `logs` until `stop`."""
+    rng, conn, uid = random.Random(seed), connect(db), 1_000_000 * (seed + 1)
+    with conn.cursor() as cur:
+        while not stop.is_set():
+            op = rng.random()
+            if op < 0.5:
+                uid += 1
+                cur.execute("INSERT INTO logs VALUES (%s, %s, %s)", (rng.randint(1, 9), uid, "new"))
+            elif op < 0.8:
+                note = f"u{rng.randint(1, 99)}"
+                cur.execute("UPDATE logs SET note = %s WHERE uid = %s", (note, rng.randint(1, 3000)))
+            else:
+                cur.execute("DELETE FROM logs WHERE uid = %s", (rng.randint(1, 3000),))
+            time.sleep(0.003)
+    conn.close()
+
+
+def test_a_keyless_table_keyed_by_configured_columns_snapshots_in_chunks_under_writers(tmp_path: Path) -> None:
+    """[[source.key_columns]]: the table's messages are keyed by the configured unique column,
+    its snapshot is read in chunks like a keyed table's while four writers change it, and the
+    consumer's replay (by that key) equals SELECT *."""
+    name, db = f"keyed{uuid.uuid4().hex[:6]}", "keyeddb"
+    fresh_database(db, "CREATE TABLE {db}.logs (level TINYINT, uid INT NOT NULL, note VARCHAR(10), UNIQUE KEY (uid))")
+    with connect(db).cursor() as cur:
+        cur.execute(f"INSERT INTO logs SELECT seq % 7, seq, 'seed' FROM {numbers(3000)}")
+    base = config_for(name, db, tmp_path)
+    config = replace(base, source=replace(base.source, key_columns=[KeyColumns(f"{db}.logs", ["uid"])]),
+                     snapshot=SnapshotSection(chunk_size=400))  # fmt: skip
+    path = tmp_path / "sluice.toml"
+    write_config(config, path)
+    path.write_text(path.read_text() + f'[snapshot]\nchunk_size = 400\n[[source.key_columns]]\ntable = "{db}.logs"\n'
+                    'columns = ["uid"]\n')  # fmt: skip
+    stop = threading.Event()
+    writers = [threading.Thread(target=_logs_writer, args=(db, stop, i)) for i in range(4)]
+    for w in writers:
+        w.start()
+    process = sluice_run(path, streaming=True)
+    try:
+        wait_until(lambda: checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables,
+                   120, "the initial snapshot")  # fmt: skip
+        time.sleep(1)
+        stop.set()
+        for w in writers:
+            w.join()
+        caught_up(config)
+    finally:
+        stop.set()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    messages = [m for m in consume(name) if m[0] == f"{name}.{db}.logs"]
+    assert messages and all(key is not None for _, _, _, key, _ in messages)  # every message keyed by uid
+    records = [reader.read(value)[1] for *_, value in messages]
+    assert {tuple(r["pkNames"]) for r in records} == {("uid",)}
+    reads = {(r["source"]["file"], r["source"]["pos"]) for r in records if r["type"] == "READ"}
+    assert len(reads) >= 2, "the snapshot was read in one pass, not in chunks"
+    assert not any(r["type"] == "TRUNCATE" for r in records)
+    replay = Replay(reader)
+    replay.apply_all(consume(name))
+    assert comparable(replay.tables[(db, "logs")], set()) == comparable(source_rows(db, "logs", reader), set())
+
+
+def test_key_columns_that_may_not_identify_a_row_are_refused_at_start() -> None:
+    fresh_database("keyedbad", "CREATE TABLE {db}.t (a INT NOT NULL, b INT, KEY (a), UNIQUE KEY (b))")
+    for columns in (["a"], ["b"]):  # a: not unique; b: unique but nullable
+        config = live_config([r"keyedbad\..*"], key_columns=[{"table": "keyedbad.t", "columns": columns}])
+        with pytest.raises(ConfigError, match=rf"`keyedbad`.`t` \({columns[0]}\) may not identify one row"):
+            prepare(config, MemoryHistoryStore())
+    config = live_config([r"keyedbad\..*"], key_columns=[{"table": "keyedbad.t", "columns": ["a", "b"]}])
+    with pytest.raises(ConfigError):
+        prepare(config, MemoryHistoryStore())  # still no UNIQUE index over NOT NULL columns

@@ -51,6 +51,9 @@ class SchemaTracker:
         # definition()'s answers by TABLE_MAP object, while the tracked table is the same object
         # (a DDL makes a new one): every rows event asks, so no column-name tuples per event.
         self._defined: dict[int, tuple[TableMapEvent, Table | None, Table]] = {}
+        # [[source.key_columns]]: the key of tables without a primary key, by (database, table).
+        self.keys: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._keyed: dict[int, tuple[Table, Table]] = {}
 
     # -- start ---------------------------------------------------------------------------
 
@@ -157,7 +160,7 @@ class SchemaTracker:
         if problems:
             raise self._mismatch(table_map, pos, problems)
         assert tracked is not None
-        result = named(table_map, tracked)
+        result = named(table_map, self.keyed(tracked))
         self._named[table_map.raw] = (tracked, result)
         return result
 
@@ -172,7 +175,7 @@ class SchemaTracker:
         if known is not None and known[0] is table_map and known[1] is tracked:
             return known[2]
         if tracked is not None and tracked.column_names() == table_map.column_names:
-            result = tracked
+            result = self.keyed(tracked)
         else:
             found = self._from_binlog.get(table_map.raw)
             if found is None:
@@ -181,6 +184,30 @@ class SchemaTracker:
         if len(self._defined) >= 4096:
             self._defined.clear()
         self._defined[id(table_map)] = (table_map, tracked, result)
+        return result
+
+    def keyed(self, table: Table) -> Table:
+        """`table` keyed by its configured key columns when it has no primary key of its own.
+
+        The history keeps the table as the server defines it; the key is laid over it where
+        rows are named, encoded and snapshotted. A configured column the table no longer has
+        leaves it keyless (said once per definition)."""
+        columns = self.keys.get(table.key) if self.keys and not table.primary_key else None
+        if columns is None:
+            return table
+        hit = self._keyed.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        indexes = [table.index_of(c) for c in columns]
+        if min(indexes) < 0:
+            log.warning("`%s`.`%s` has no column %s of its key_columns: its rows go without a key", *table.key,
+                        ", ".join(c for c, i in zip(columns, indexes) if i < 0))  # fmt: skip
+            result = table
+        else:
+            result = replace(table, primary_key=tuple(table.columns[i].name for i in indexes))
+        if len(self._keyed) >= 4096:
+            self._keyed.clear()
+        self._keyed[id(table)] = (table, result)
         return result
 
     def before_seed(self, pos: int) -> bool:

@@ -171,6 +171,8 @@ class Snapshotter:
         assert read is not None
         name = self.state.tables[0]
         table = self.tracker.schema.get(*name)
+        if table is not None:
+            table = self.tracker.keyed(table)
         if table is None:  # dropped (or no longer captured) before its turn
             log.info("snapshot of `%s`.`%s` skipped: the table is gone", *name)
             self._finish(at, out, None, True, 0)
