@@ -456,8 +456,10 @@ class ChangeStream:
                 header = parse_header(raw)
                 pos = header.log_pos - header.event_length if header.log_pos else 0
                 event = parser.decode(raw, pos, header)
+                size = len(raw)
+                del raw  # a rows event's images live on in its body: a 64 MiB row is not held twice
                 if self.observer is not None:
-                    self.observer(event, len(raw), assembler.file)
+                    self.observer(event, size, assembler.file)
                 for item in assembler.feed(event):
                     if skipping and _handed_before(item, handed):
                         continue  # handed on before the connection dropped

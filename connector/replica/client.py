@@ -325,9 +325,13 @@ class BinlogDump:
             raise ProtocolError(f"{what}: expected OK, got {payload[:16].hex()}")
 
     def _payload(self) -> bytes:
+        status, rest = self._status_and_rest()
+        return rest if status < 0 else bytes((status,)) + rest
+
+    def _status_and_rest(self) -> tuple[int, bytes]:
         assert self._reader is not None
         try:
-            return self._reader.read_payload()
+            return self._reader.read_status_and_rest()
         except pymysql.err.OperationalError as exc:
             raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
         except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
@@ -339,12 +343,18 @@ class BinlogDump:
             self.conn._sock.settimeout(max(2 * self.settings.heartbeat_s, 5))  # type: ignore[attr-defined]
         while True:
             try:
-                payload = self._payload()
+                status, rest = self._status_and_rest()
             except (TimeoutError, OSError) as exc:
                 raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
-            if payload[:1] == b"\x00":
-                yield payload[1:]
-            elif payload[:1] == b"\xff":
+            if status == 0:
+                # The event, read as its own bytes; this suspended frame keeps no reference to
+                # it (a local would keep a 64 MiB row alive twice while the caller works on it).
+                box = [rest]
+                del rest
+                yield box.pop()
+                continue
+            payload = rest if status < 0 else bytes((status,)) + rest
+            if payload[:1] == b"\xff":
                 raise self._server_error(packets.parse_error(payload), "binlog dump")
             elif packets.is_eof(payload):
                 return

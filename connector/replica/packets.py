@@ -100,18 +100,31 @@ class PacketReader:
         self.sequence = last_sent
 
     def read_payload(self) -> bytes:
-        parts = []
-        while True:
-            header = self._read(4)
-            length = header[0] | header[1] << 8 | header[2] << 16
-            seq = header[3]
-            if self.sequence >= 0 and seq != (self.sequence + 1) & 0xFF:
-                error = SequenceRestartError if seq == 0 else ProtocolError
-                raise error(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
-            self.sequence = seq
+        status, rest = self.read_status_and_rest()
+        return rest if status < 0 else bytes((status,)) + rest
+
+    def read_status_and_rest(self) -> tuple[int, bytes]:
+        """A payload's first byte (-1 for an empty payload) apart from the rest, which is read as
+        its own bytes object: a binlog event after the dump's OK byte is never sliced out of a
+        copy (a 64 MiB row would be held twice)."""
+        length = self._header()
+        if length == 0:
+            return -1, b""
+        status = self._read(1)[0]
+        parts = [self._read(length - 1)]
+        while length == MAX_PACKET:
+            length = self._header()
             parts.append(self._read(length) if length else b"")
-            if length < MAX_PACKET:
-                return parts[0] if len(parts) == 1 else b"".join(parts)
+        return status, parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _header(self) -> int:
+        header = self._read(4)
+        seq = header[3]
+        if self.sequence >= 0 and seq != (self.sequence + 1) & 0xFF:
+            error = SequenceRestartError if seq == 0 else ProtocolError
+            raise error(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
+        self.sequence = seq
+        return header[0] | header[1] << 8 | header[2] << 16
 
 
 def frame(payload: bytes, first_sequence: int = 0) -> bytes:
