@@ -6,12 +6,14 @@ middle where it matters, each ending with a consumer's replay of the topics equa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from connector.sink.kafka import KafkaSettings, KafkaSink
 from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
 from tests.replay import consume
 from tests.test_differential_live import COLUMNS, _placeholder
+from tests.test_metrics_live import free_port, metric, scrape
 from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 
 pytestmark = pytest.mark.live
@@ -90,11 +93,17 @@ def test_an_oversized_row_stops_with_one_line_then_dead_letters_when_asked(tmp_p
     status = json.loads(subprocess.run([str(ROOT / ".venv" / "bin" / "sluice"), "status", "--config", str(path)],
                                        capture_output=True, text=True, check=True).stdout)  # fmt: skip
     assert status["blocked"] == line.removeprefix("sluice: OversizedMessageError: ")
-    # The user chooses dead-letter: the stream goes on, the row is recorded, the next row published.
+    # The user chooses dead-letter: the stream goes on, the row is recorded and counted, the next
+    # row published.
     write_config(replace(config, kafka=replace(config.kafka, oversized="dead-letter")), path)
+    port = free_port()
+    path.write_text(path.read_text() + f'[metrics]\nport = {port}\nhost = "127.0.0.1"\n')
     process = sluice_run(path, streaming=True)
     try:
         caught_up(config)
+        counted = metric(scrape(port, "/metrics")[1], "sluice_oversized_total", database=db, policy="dead-letter",
+                         table="docs")  # fmt: skip  (labels in the exposition's order)
+        assert counted == 1
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
@@ -161,7 +170,7 @@ def test_a_dump_restored_into_a_captured_database_replays_exactly(tmp_path: Path
     path = tmp_path / "sluice.toml"
     write_config(config, path)
     process = sluice_run(path, streaming=True)
-    with dump.open("rb") as text:
+    with query_logging(), dump.open("rb") as text:
         restore = subprocess.Popen([*client, "-h127.0.0.1", f"-P{server().port}", "-uroot", target], stdin=text)
         time.sleep(2)
         process.send_signal(signal.SIGKILL)  # while the restore runs
@@ -174,6 +183,22 @@ def test_a_dump_restored_into_a_captured_database_replays_exactly(tmp_path: Path
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
     assert_replay_equals_source(config, target, ("t",))
+
+
+@contextlib.contextmanager
+def query_logging() -> Iterator[None]:
+    """Statements' text in the binlog for sessions that connect meanwhile: MySQL logs it only
+    when asked (binlog_rows_query_log_events), MariaDB by default (binlog_annotate_row_events)."""
+    if server().mariadb:
+        yield
+        return
+    with connect().cursor() as cur:
+        cur.execute("SET GLOBAL binlog_rows_query_log_events = ON")
+    try:
+        yield
+    finally:
+        with connect().cursor() as cur:
+            cur.execute("SET GLOBAL binlog_rows_query_log_events = OFF")
 
 
 def _tools() -> tuple[list[str], list[str]]:
