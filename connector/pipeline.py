@@ -267,7 +267,8 @@ class Pipeline:
         self._produce(topic, database, name, encoded, partition)
         if self.tombstones and kind == "DELETE" and partition is None:
             # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
-            self.sink.produce_many(topic, [(key, None) for key, _ in encoded], None, self.inflight.track(len(encoded)))
+            keys = [key for key, _ in encoded if key is not None]
+            self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
         self.counters.rows += len(encoded)
         if self.metrics is not None:
             self.metrics.row(database, name, kind, len(encoded))

@@ -59,6 +59,9 @@ class Sink(Protocol):
         partition None: each key's murmur2 partition (a message without a key needs one).
         headers: Kafka headers for every message of the call."""
 
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        """A null value under each key, on the key's partition, in order (log compaction drops the key)."""
+
     def poll(self, timeout: float) -> int: ...
 
     def flush(self, timeout: float) -> int: ...
@@ -166,6 +169,16 @@ class KafkaSink:
                     self._produce_when_room(topic, value, key, p, None, headers)
             for value, key, p, count in tails:  # after the others: each partition keeps its order
                 self._produce_when_room(topic, value, key, p, partial(_delivered, topic, done, count), headers)
+        except KafkaException as exc:
+            raise _stopped(exc) from exc
+
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        plain, tails = route([(key, b"") for key in keys], self.partitions(topic), -1, self.settings.key_framing_bytes)
+        try:
+            for _, key, p in plain:
+                self._produce_when_room(topic, None, key, p, None)
+            for _, key, p, count in tails:
+                self._produce_when_room(topic, None, key, p, partial(_delivered, topic, done, count))
         except KafkaException as exc:
             raise _stopped(exc) from exc
 
@@ -372,6 +385,13 @@ class MemorySink:
                 failed.setdefault(p, error)
             self._pending.append((StoredMessage(topic, p, -1, key, value, headers), error))
         self._acks += [(done, count, failed.get(p)) for _, _, p, count in tails]
+
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        self.ensure_topic(topic)
+        plain, tails = route([(key, b"") for key in keys], len(self.topics[topic]), -1, self.key_framing_bytes)
+        for _, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
+            self._pending.append((StoredMessage(topic, p, -1, key, None), None))
+        self._acks += [(done, count, None) for _, _, _, count in tails]
 
     @property
     def waiting(self) -> int:
