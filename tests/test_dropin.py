@@ -145,3 +145,14 @@ def test_subject_names_follow_the_strategy() -> None:
 def test_bad_options_fail_naming_the_key(kafka: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config({"kafka": kafka})
+
+
+def test_consume_shows_bytes_as_hex_and_json_and_tombstones_as_they_are(tmp_path: Path) -> None:
+    from connector.avro.reader import MessageReader  # noqa: PLC0415
+    from connector.avro.registry import SchemaDirectory  # noqa: PLC0415
+    from connector.cli import _decoded, _shown  # noqa: PLC0415
+
+    reader = MessageReader(SchemaDirectory(tmp_path / "schemas"))
+    assert _decoded(reader, None) == (None, None)
+    assert _decoded(reader, b'{"type":"INSERT"}') == (None, {"type": "INSERT"})
+    assert json.dumps({"b": b"\x00\xff"}, default=_shown) == '{"b": "0x00ff"}'
