@@ -265,7 +265,7 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
     })  # fmt: skip
     consumer.subscribe([f"^{re.escape(config.kafka.topic_prefix)}\\..*"])
-    dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+    dumps = json.JSONEncoder(ensure_ascii=False, default=_shown).encode
     shown, quiet_since = 0, time.monotonic()
     try:
         while not limit or shown < limit:
@@ -275,14 +275,32 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
                     break
                 continue
             quiet_since = time.monotonic()
-            schema, record = reader.read_newest(message.value() or b"")
+            version, record = _decoded(reader, message.value())
             out.write(dumps({"topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
-                             "version": schema.get("sluice.version"), "value": record}) + "\n")  # fmt: skip
+                             "version": version, "value": record}) + "\n")  # fmt: skip
             out.flush()
             shown += 1
     finally:
         consumer.close()
     return shown
+
+
+def _decoded(reader: MessageReader, value: bytes | None) -> tuple[Any, Any]:
+    """(schema version, record) of a value: Avro in its table's newest version; JSON (canal-json,
+    heartbeats, transactions, dead letters) as it is; a tombstone as null."""
+    if value is None:
+        return None, None
+    if value[:1] in (b"{", b"["):
+        return None, json.loads(value)
+    schema, record = reader.read_newest(value)
+    return schema.get("sluice.version"), record
+
+
+def _shown(value: object) -> object:
+    """JSON for what Avro decodes to: bytes as hex ("0x..."), the rest (decimals, dates) as text."""
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    return str(value)
 
 
 def _registry(config: Config) -> Any:

@@ -83,6 +83,21 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnRule:
+    """Columns of the tables whose `database.table` matches `tables` (a regex, in full): Debezium's
+    column.include/exclude.list and column.mask.*, canal's filter.field. Names are matched
+    case-insensitively; key columns cannot be excluded."""
+
+    tables: str = ""
+    include: list[str] = field(default_factory=list)  # only these columns (empty: all)
+    exclude: list[str] = field(default_factory=list)
+    mask: list[str] = field(default_factory=list)  # values replaced by `mask_chars` asterisks
+    mask_chars: int = 8
+    hash: list[str] = field(default_factory=list)  # values replaced by hex SHA-256 of salt + value
+    hash_salt: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class KafkaSection:
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "sluice"
@@ -97,6 +112,16 @@ class KafkaSection:
     # message.max.bytes follows it; an existing topic's own max.message.bytes is its limit.
     max_message_bytes: int = 8 * 1024 * 1024
     oversized: str = "fail"  # a message over its topic's limit: "fail", "truncate" or "dead-letter"
+    value_format: str = "avro"  # "avro" or "canal-json" (canal's FlatMessage; keys are JSON then)
+    message_rows: str = "row"  # canal-json: "row" (one message per row) or "event" (a rows event's rows)
+    # An UPDATE's `old`: "changed" (canal: the changed columns) or "full" (the whole before image);
+    # "": the format's own (canal-json: changed; Avro: full, its `old` is the typed before image)
+    old: str = ""
+    tombstones: bool = False  # a null-valued message under a DELETE's key after it (log compaction)
+    topic_config: dict[str, str] = field(default_factory=dict)  # row topics Sluice creates: any topic property
+    heartbeat_interval_s: float = 0.0  # > 0: a message on {prefix}._heartbeat at most this often; 0: off
+    transaction_topic: bool = False  # BEGIN/END with per-table event counts on {prefix}._transaction
+    columns: list[ColumnRule] = field(default_factory=list)  # per-table column include/exclude/mask/hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +134,8 @@ class CheckpointSection:
 @dataclass(frozen=True, slots=True)
 class AvroSection:
     schemas_dir: str = "schemas"
-    schema_registry_url: str = ""  # set: Confluent framing through the registry; empty: single-object encoding
+    schema_registry_url: str = field(default="", repr=False)  # set: Confluent framing through the registry
+    subject_name_strategy: str = "topic"  # registry subjects: "topic", "record" or "topic_record"
 
 
 SPARK_PACKAGES = [
@@ -216,6 +242,8 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _section(hint, value, where, key + ".")
     origin = typing.get_origin(hint)
+    if origin is dict:
+        return _mapping(value, where, key)
     if origin is list:
         (item,) = typing.get_args(hint)
         if isinstance(item, type) and dataclasses.is_dataclass(item):
@@ -234,7 +262,17 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     return value
 
 
+def _mapping(value: Any, where: str, key: str) -> dict[str, str]:
+    """A TOML table of scalar values, as strings (Kafka takes every topic property as text)."""
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, float, bool)) for v in value.values()):
+        raise ConfigError(f"{where}: {key} must be a table of strings or numbers, got {value!r}")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
 OVERSIZED_POLICIES = ("fail", "truncate", "dead-letter")
+VALUE_FORMATS = ("avro", "canal-json")
+SUBJECT_STRATEGIES = ("topic", "record", "topic_record")
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 MIN_MESSAGE_BYTES = 64 * 1024
 MAX_MESSAGE_BYTES = 1 << 30  # librdkafka's ceiling for message.max.bytes
 
@@ -270,6 +308,24 @@ def _validate(config: Config, where: str) -> None:
         (MIN_MESSAGE_BYTES <= kafka.max_message_bytes <= MAX_MESSAGE_BYTES, "kafka.max_message_bytes",
          f"{MIN_MESSAGE_BYTES}..{MAX_MESSAGE_BYTES} bytes"),
         (kafka.oversized in OVERSIZED_POLICIES, "kafka.oversized", ", ".join(OVERSIZED_POLICIES)),
+        (kafka.value_format in VALUE_FORMATS, "kafka.value_format", ", ".join(VALUE_FORMATS)),
+        (kafka.message_rows in ("row", "event"), "kafka.message_rows", "row, event"),
+        (kafka.message_rows == "row" or kafka.value_format == "canal-json", "kafka.message_rows",
+         '"event" only with value_format = "canal-json" (Avro messages hold one row)'),
+        (kafka.old in ("", "changed", "full"), "kafka.old", '"", changed, full'),
+        (kafka.value_format == "canal-json" or kafka.old != "changed", "kafka.old",
+         '"full" or "" with Avro (its `old` is the typed before image: every column)'),
+        (kafka.oversized != "truncate" or kafka.value_format == "avro", "kafka.oversized",
+         'fail, dead-letter with canal-json (truncate empties typed Avro values)'),
+        (not (kafka.tombstones and kafka.message_rows == "event"), "kafka.tombstones",
+         'false with message_rows = "event" (such messages have no key)'),
+        (kafka.topic_config.get("cleanup.policy", "delete").replace(" ", "") in CLEANUP_POLICIES,
+         "kafka.topic_config", f"cleanup.policy one of {', '.join(CLEANUP_POLICIES)}"),
+        (all(re.fullmatch(r"[a-z][a-z0-9.]*", k) for k in kafka.topic_config), "kafka.topic_config",
+         "Kafka topic property names (lowercase, dotted: retention.ms, cleanup.policy, ...)"),
+        (0 <= kafka.heartbeat_interval_s <= 86400, "kafka.heartbeat_interval_s", "0 (off) .. 86400 seconds"),
+        (config.avro.subject_name_strategy in SUBJECT_STRATEGIES, "avro.subject_name_strategy",
+         ", ".join(SUBJECT_STRATEGIES)),
         (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
         (urlsplit(cp.redis_url).scheme in ("redis", "rediss", "unix", ""), "checkpoint.redis_url",
          'redis://host:port/db, or "" for no Redis'),
@@ -296,6 +352,21 @@ def _validate(config: Config, where: str) -> None:
         if not route.pattern or not route.topic:
             raise ConfigError(f"{where}: kafka.routes[{i}] needs both pattern and topic")
         _compile_route(route.pattern, f"{where}: kafka.routes[{i}].pattern")
+    for i, rule in enumerate(kafka.columns):
+        _check_rule(rule, f"{where}: kafka.columns[{i}]")
+
+
+def _check_rule(rule: ColumnRule, where: str) -> None:
+    if not rule.tables:
+        raise ConfigError(f"{where} needs tables (a regex on database.table)")
+    _compile_route(rule.tables, f"{where}.tables")
+    if rule.include and rule.exclude:
+        raise ConfigError(f"{where}: include and exclude together; give one of them")
+    if not 1 <= rule.mask_chars <= 255:
+        raise ConfigError(f"{where}: mask_chars = {rule.mask_chars} is out of range; accepted: 1..255")
+    both = {c.lower() for c in rule.mask} & {c.lower() for c in rule.hash}
+    if both:
+        raise ConfigError(f"{where}: {', '.join(sorted(both))} both masked and hashed; choose one")
 
 
 def _validate_key_columns(entries: list[KeyColumns], where: str) -> None:

@@ -33,6 +33,7 @@ from connector.binlog.events import (
 from connector.binlog.jsonb import JsonPartial
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
+from connector.ddlkind import DdlKind, ddl_kind
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
@@ -224,21 +225,6 @@ _DDL = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _TXN = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE\s+SAVEPOINT|XA\s)", re.IGNORECASE)
-_DDL_TABLE = re.compile(
-    r"\b(?:TABLE|VIEW|INDEX\s+\S+\s+ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?((?:`[^`]+`|\w+)(?:\.(?:`[^`]+`|\w+))?)",
-    re.IGNORECASE,
-)
-_DDL_TYPES = {"CREATE": "CREATE", "ALTER": "ALTER", "DROP": "ERASE", "RENAME": "RENAME", "TRUNCATE": "TRUNCATE"}
-
-
-def _ddl_target(sql: str, schema: str) -> tuple[str, str]:
-    m = _DDL_TABLE.search(sql)
-    if not m:
-        return schema, ""
-    parts = [p.strip("`") for p in re.findall(r"`[^`]+`|\w+", m[1])]
-    return (parts[0], parts[1]) if len(parts) == 2 else (schema, parts[0])
-
-
 @dataclass(frozen=True, slots=True)
 class RowBatch:
     """The rows of one rows event, before they are rendered as flat messages.
@@ -386,11 +372,11 @@ class FlatMessageBuilder:
                 self._end_transaction()
             return
         ddl = _DDL.match(sql)
-        database, table = _ddl_target(sql, query.schema) if ddl else (query.schema, "")
+        kind = ddl_kind(sql, query.schema) if ddl else DdlKind("QUERY", query.schema, "")
         yield {
-            "database": database,
-            "table": table,
-            "type": _DDL_TYPES[ddl[1].upper()] if ddl else "QUERY",
+            "database": kind.database,
+            "table": kind.table,
+            "type": kind.type,
             "isDdl": bool(ddl),
             "pkNames": None,
             "es": event.header.timestamp * 1000,

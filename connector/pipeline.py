@@ -31,6 +31,8 @@ from connector.avro.encoding import Encoded, MessageEncoder
 from connector.avro.reader import MessageReader
 from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
+from connector.columns import ColumnRules
+from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.metrics import Metrics
 from connector.oversize import Oversized, OversizePolicy
@@ -104,6 +106,11 @@ class Pipeline:
         self.snapshot: Snapshotter | None = None
         self.group_limit = group_limit
         self._group: _Group | None = None  # the open statement's rows, not yet handed to Kafka
+        # Options (connector/runner.py sets them from [kafka]):
+        self.tombstones = False  # a null value under each DELETE's key, after it
+        self.columns = ColumnRules([])  # tables whose columns are filtered or masked
+        self.transactions: TransactionTopic | None = None
+        self.heartbeats: HeartbeatTopic | None = None
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -129,6 +136,8 @@ class Pipeline:
                 self.snapshot.saw(item)
                 if self.snapshot.holds(item):
                     return  # a keyless table waiting for its READ, which carries this change
+            if self.transactions is not None and item.table is not None:
+                self._transaction_change(item)
             if not self._send_rows(item):
                 for message in item.messages:
                     self._send(message, item.table)
@@ -139,6 +148,7 @@ class Pipeline:
         position = item.position
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
+        self._side_records(item, position)
         self.inflight.close(position)
         if isinstance(item, Commit):
             self.counters.transactions += 1
@@ -149,11 +159,36 @@ class Pipeline:
     # -- what the snapshot uses (connector/snapshot/coordinator.Emitter) ----------------------
 
     def publish(self, message: FlatMessage, table: Table) -> None:
+        if message["type"] == "TRUNCATE" and not self.encoder.truncate_markers:
+            return
         self._send(message, table)
 
     def close_position(self, position: Position) -> None:
         self._hand_on()
         self.inflight.close(position)
+
+    def _side_records(self, item: StreamItem, position: Position) -> None:
+        """The transaction's END and a heartbeat, when configured, before the position closes."""
+        if isinstance(item, Commit) and self.transactions is not None:
+            self._side(self.transactions.topic, self.transactions.end())
+        if self.heartbeats is not None:
+            self._side(self.heartbeats.topic, self.heartbeats.due(str(position)))
+
+    def _transaction_change(self, item: Changes) -> None:
+        assert self.transactions is not None and item.table is not None
+        if not item.messages:
+            return
+        first = item.messages[0]
+        self._side(self.transactions.topic, self.transactions.begin(first["gtid"], item.file, item.pos))
+        self.transactions.count(first["database"], first["table"], len(item.messages))
+
+    def _side(self, topic: str, record: tuple[bytes, bytes] | None) -> None:
+        """A heartbeat or transaction record on its one-partition topic, tracked like any message."""
+        if record is None:
+            return
+        self._hand_on()
+        self.sink.ensure_topic(topic, single=True)
+        self.sink.produce_many(topic, [record], 0, self.inflight.track(1))
 
     def breathe(self) -> None:
         self.sink.poll(0)
@@ -165,19 +200,27 @@ class Pipeline:
         self._hand_on()
         database, name = message["database"], message["table"]
         if message["isDdl"]:
+            # One partition (0 also on a topic made before with more): statements stay in order.
             topic = self.router.ddl_topic(database)
-            self.sink.ensure_topic(topic)
-            self._produce(topic, database, name, [self.encoder.ddl(message, topic)], None)
+            self.sink.ensure_topic(topic, single=True)
+            self._produce(topic, database, name, [self.encoder.ddl(message, topic)], 0)
             self.counters.statements += 1
             return
         if table is None:
             return  # a statement that is not DDL (GRANT, ...): nothing to publish
+        shaped = self.columns.table(table)
+        if shaped is not None:  # [[kafka.columns]]: the message as its rule shapes it
+            message, table = self.columns.message(message, table), shaped
+        self._send_row(message, table)
+
+    def _send_row(self, message: FlatMessage, table: Table) -> None:
+        database, name = message["database"], message["table"]
         if message["type"] == "UPDATE" and _changes_key(message, table):
             # The old key's messages live on its own partition: a DELETE there, an INSERT under
             # the new key, so every key's history stays in one partition, in order.
             before = {**message["data"][0], **message["old"][0]}
-            self._send({**message, "type": "DELETE", "data": [before], "old": None}, table)
-            self._send({**message, "type": "INSERT", "old": None}, table)
+            self._send_row({**message, "type": "DELETE", "data": [before], "old": None}, table)
+            self._send_row({**message, "type": "INSERT", "old": None}, table)
             return
         topic = self._row_topic(database, name)
         self._produce_rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
@@ -186,7 +229,7 @@ class Pipeline:
         """A rows event's changes from their decoded images, gathered with the rest of its statement;
         False where the encoder wants them one by one."""
         batch, table = item.batch, item.table
-        if batch is None or table is None:
+        if batch is None or table is None or self.columns.table(table) is not None:
             return False
         database, name = batch.head["database"], batch.head["table"]
         topic = self._row_topic(database, name)
@@ -224,6 +267,10 @@ class Pipeline:
         if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
             partition = table_partition(database, name, self.sink.partitions(topic))
         self._produce(topic, database, name, encoded, partition)
+        if self.tombstones and kind == "DELETE" and partition is None:
+            # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
+            keys = [key for key, _ in encoded if key is not None]
+            self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
         self.counters.rows += len(encoded)
         if self.metrics is not None:
             self.metrics.row(database, name, kind, len(encoded))

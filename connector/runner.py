@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import ThreadingHTTPServer
+from typing import cast
 
 import pymysql
 import redis
@@ -15,6 +16,7 @@ import redis
 from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
+from connector.canal import CanalJsonEncoder, CanalJsonReader
 from connector.checkpoint import (
     BlockingNotes,
     Checkpointer,
@@ -23,8 +25,10 @@ from connector.checkpoint import (
     DatabaseCheckpointStore,
     RedisCheckpointStore,
 )
+from connector.columns import ColumnRules
 from connector.config import Config
 from connector.errors import SluiceError, SourceError
+from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.lease import FencedError, Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
 from connector.oversize import OversizedMessageError, OversizePolicy
@@ -134,9 +138,36 @@ def tune_gc() -> None:
 
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
+    key_bytes = 0 if k.value_format == "canal-json" else framing_class(config).key_bytes
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
-                                   k.max_message_bytes, framing_class(config).key_bytes,
-                                   outage_s=k.delivery_timeout_s))  # fmt: skip
+                                   k.max_message_bytes, key_bytes, outage_s=k.delivery_timeout_s,
+                                   topic_config=dict(k.topic_config)))  # fmt: skip
+
+
+def message_encoder(config: Config) -> MessageEncoder:
+    """The value format's encoder: Avro (schemas in `[avro] schemas_dir`) or canal's FlatMessage JSON."""
+    directory = SchemaDirectory(config.avro.schemas_dir)
+    k = config.kafka
+    if k.value_format == "canal-json":
+        return cast(MessageEncoder, CanalJsonEncoder(directory, k.message_rows, k.old or "changed"))
+    return MessageEncoder(directory, framing(config))
+
+
+def configure_pipeline(pipeline: Pipeline, config: Config) -> None:
+    """The [kafka] options that add messages: tombstones, column rules, transaction and heartbeat topics."""
+    k = config.kafka
+    pipeline.tombstones = k.tombstones
+    pipeline.columns = ColumnRules.of(k.columns)
+    if k.transaction_topic:
+        pipeline.transactions = TransactionTopic(f"{k.topic_prefix}._transaction")
+    if k.heartbeat_interval_s > 0:
+        pipeline.heartbeats = HeartbeatTopic(f"{k.topic_prefix}._heartbeat", k.topic_prefix, k.heartbeat_interval_s)
+
+
+def message_reader(config: Config, encoder: MessageEncoder) -> MessageReader:
+    if config.kafka.value_format == "canal-json":
+        return CanalJsonReader(encoder.directory)
+    return MessageReader(encoder.directory, encoder.registry())
 
 
 def _server_position(config: Config) -> Position | None:
@@ -155,7 +186,7 @@ def framing_class(config: Config) -> type[ConfluentFraming] | type[SingleObjectF
 
 def framing(config: Config) -> Framing:
     url = config.avro.schema_registry_url
-    return ConfluentFraming(url) if url else SingleObjectFraming()
+    return ConfluentFraming(url, config.avro.subject_name_strategy) if url else SingleObjectFraming()
 
 
 class Connector:
@@ -175,7 +206,7 @@ class Connector:
         self.sink = sink or kafka_sink(config)
         if isinstance(self.sink, KafkaSink):
             self.sink.stopping = self.stop.is_set  # a wait for an unreachable broker ends at a stop
-        self.encoder = MessageEncoder(SchemaDirectory(config.avro.schemas_dir), framing(config))
+        self.encoder = message_encoder(config)
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
         self.stream: ChangeStream | None = None
@@ -243,13 +274,14 @@ class Connector:
         self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter())
         self.stream.query = self.config.source.query_text()
         self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
-        oversize = OversizePolicy(self.config.kafka.oversized, MessageReader(self.encoder.directory,
-                                  self.encoder.registry()), self.config.kafka.topic_prefix)  # fmt: skip
+        oversize = OversizePolicy(self.config.kafka.oversized, message_reader(self.config, self.encoder),
+                                  self.config.kafka.topic_prefix)  # fmt: skip
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
+        configure_pipeline(self.pipeline, self.config)
         self.pipeline.metrics = self.metrics
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -257,12 +257,14 @@ class CountingSink:
         self.inner = inner
         self.batches: list[tuple[str, int]] = []
 
-    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
+    ) -> None:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
-        headers: Headers | None = None,
+        self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
+        done: Delivered, headers: Headers | None = None,
     ) -> None:
         self.batches.append((topic, len(messages)))
         self.inner.produce_many(topic, messages, partition, done, headers)

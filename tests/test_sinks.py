@@ -35,7 +35,7 @@ def sink(request: pytest.FixtureRequest) -> Iterator[Sink]:
         yield KafkaSink(KafkaSettings(KAFKA, partitions=3, linger_ms=5))
 
 
-def read_back(sink: Sink, topic: str) -> list[tuple[int, int, bytes | None, bytes]]:
+def read_back(sink: Sink, topic: str) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """(partition, offset, key, value) of everything in the topic."""
     if isinstance(sink, MemorySink):
         return [(m.partition, m.offset, m.key, m.value) for m in sink.messages(topic)]

@@ -80,13 +80,26 @@ class SingleObjectFraming:
 Serializer = Callable[[Any, SerializationContext], bytes | None]
 
 
+def subject_name(strategy: str, topic: str, field: str, schema: dict[str, Any]) -> str:
+    """The registry subject of a key or value schema, as Confluent's serializers name it:
+    topic `{topic}-{field}`; record the schema's full name; topic_record `{topic}-{full name}`.
+    Record names let several tables share one topic (a route) without one subject's
+    compatibility check refusing the next table's schema."""
+    if strategy == "topic":
+        return f"{topic}-{field}"
+    namespace = schema.get("namespace")
+    full = f"{namespace}.{schema['name']}" if namespace else str(schema["name"])
+    return full if strategy == "record" else f"{topic}-{full}"
+
+
 class ConfluentFraming:
     """Registry framing; `mock://` URLs give confluent-kafka's in-memory registry (tests)."""
 
     key_bytes = 5  # the framing before the Avro body: magic byte 0, schema id
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, strategy: str = "topic") -> None:
         self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one
+        self.strategy = strategy
         # By the schema object, not its fingerprint: Avro's canonical form leaves aliases out, and a
         # version that differs only in them (a rename, then its reverse) must be registered too.
         # The object is kept beside what it keys, so its id cannot be reused.
@@ -96,7 +109,9 @@ class ConfluentFraming:
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:
         hit = self._serializers.get((id(schema), field))
         if hit is None or hit[0] is not schema:
-            serializer = AvroSerializer(self.client, json.dumps(schema), conf={"auto.register.schemas": True})
+            namer = functools.partial(_subject, self.strategy, schema)
+            conf = {"auto.register.schemas": True, "subject.name.strategy": namer}
+            serializer = AvroSerializer(self.client, json.dumps(schema), conf=conf)
             hit = self._serializers[(id(schema), field)] = (schema, serializer)
         serializer = hit[1]
         kind = MessageField.KEY if field == "key" else MessageField.VALUE
@@ -105,12 +120,20 @@ class ConfluentFraming:
         return data
 
     def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
-        """00 and the schema's id under `{topic}-{field}`, registered as the serializer registers it."""
+        """00 and the schema's id under its subject, registered as the serializer registers it."""
         hit = self._prefixes.get((id(schema), topic, field))
         if hit is None or hit[0] is not schema:
-            schema_id = self.client.register_schema(f"{topic}-{field}", Schema(json.dumps(schema), "AVRO"))
+            subject = subject_name(self.strategy, topic, field, schema)
+            schema_id = self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
             hit = self._prefixes[(id(schema), topic, field)] = (schema, b"\x00" + schema_id.to_bytes(4, "big"))
         return hit[1]
+
+
+def _subject(strategy: str, schema: dict[str, Any], ctx: SerializationContext | None, record_name: str | None) -> str:
+    """confluent-kafka's subject.name.strategy signature, answered by `subject_name`."""
+    assert ctx is not None
+    field = "key" if ctx.field == MessageField.KEY else "value"
+    return subject_name(strategy, ctx.topic, field, schema)
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -247,6 +270,9 @@ class _RowsPlan:
 
 
 class MessageEncoder:
+    # A keyless table's snapshot begins with a TRUNCATE message (data null) on its topic.
+    truncate_markers = True
+
     def __init__(self, directory: SchemaDirectory, framing: Framing) -> None:
         self.directory = directory
         self.framing = framing

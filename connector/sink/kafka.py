@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -46,16 +46,21 @@ class SinkError(SluiceError):
 
 
 class Sink(Protocol):
-    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None: ...
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
+    ) -> None: ...
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
-        headers: Headers | None = None,
+        self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
+        done: Delivered, headers: Headers | None = None,
     ) -> None:
         """(key, value) pairs in order; `done`'s counts add up to len(messages) once all are settled.
 
         partition None: each key's murmur2 partition (a message without a key needs one).
         headers: Kafka headers for every message of the call."""
+
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        """A null value under each key, on the key's partition, in order (log compaction drops the key)."""
 
     def poll(self, timeout: float) -> int: ...
 
@@ -63,13 +68,17 @@ class Sink(Protocol):
 
     def partitions(self, topic: str) -> int: ...
 
-    def ensure_topic(self, topic: str) -> None: ...
+    def ensure_topic(self, topic: str, single: bool = False) -> None:
+        """Create the topic if it does not exist: a row topic with the configured partitions and
+        topic properties; `single`: one partition and Kafka's defaults (statements, heartbeats,
+        transactions: one partition keeps their order)."""
 
     def limit(self, topic: str) -> int:
         """The largest message (key, value and Kafka's per-record framing) the topic takes."""
 
 
 Headers = list[tuple[str, str | bytes | None]]  # Kafka record headers, as confluent-kafka takes them
+Batch = list[tuple[bytes | None, bytes]]  # what `route` takes (a tombstone's value None passes through it)
 
 # Kafka's framing around one record's key and value, generously: a record batch's header
 # (61 bytes) and the record's own varints and attributes, with no headers of ours.
@@ -107,6 +116,7 @@ class KafkaSettings:
     # broker before the connector stops: the pipeline's delivery_timeout_s.
     outage_s: float = 300.0
     extra: dict[str, Any] = field(default_factory=dict)
+    topic_config: dict[str, str] = field(default_factory=dict)  # row topics Sluice creates (cleanup.policy, ...)
 
 
 class KafkaSink:
@@ -135,15 +145,18 @@ class KafkaSink:
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
         self.sleep: Callable[[float], None] = time.sleep
 
-    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
+    ) -> None:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
-        headers: Headers | None = None,
+        self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
+        done: Delivered, headers: Headers | None = None,
     ) -> None:
         fixed = -1 if partition is None else partition
-        plain, tails = route(messages, self.partitions(topic), fixed, self.settings.key_framing_bytes)
+        batch = cast(Batch, messages if isinstance(messages, list) else list(messages))  # values None: tombstones
+        plain, tails = route(batch, self.partitions(topic), fixed, self.settings.key_framing_bytes)
         produce = self.producer.produce
         try:
             for value, key, p in plain:  # no callback: the tail of their partition answers for them
@@ -159,8 +172,18 @@ class KafkaSink:
         except KafkaException as exc:
             raise _stopped(exc) from exc
 
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        plain, tails = route([(key, b"") for key in keys], self.partitions(topic), -1, self.settings.key_framing_bytes)
+        try:
+            for _, key, p in plain:
+                self._produce_when_room(topic, None, key, p, None)
+            for _, key, p, count in tails:
+                self._produce_when_room(topic, None, key, p, partial(_delivered, topic, done, count))
+        except KafkaException as exc:
+            raise _stopped(exc) from exc
+
     def _produce_when_room(
-        self, topic: str, value: bytes, key: bytes | None, partition: int, callback: Callable[..., None] | None,
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int, callback: Callable[..., None] | None,
         headers: Headers | None = None,
     ) -> None:
         while True:
@@ -191,7 +214,7 @@ class KafkaSink:
             count = self._topics[topic]
         return count
 
-    def ensure_topic(self, topic: str) -> None:
+    def ensure_topic(self, topic: str, single: bool = False) -> None:
         if topic in self._topics:
             return
         deadline = time.monotonic() + 60
@@ -200,7 +223,7 @@ class KafkaSink:
             if existing:
                 self._topics[topic] = existing
                 return
-            self._create(topic)
+            self._create(topic, single)
             if time.monotonic() > deadline:
                 raise SinkError(f"topic {topic} does not appear in the metadata after creating it")
             time.sleep(0.1)
@@ -232,10 +255,12 @@ class KafkaSink:
             return 0
         return len(info.partitions)
 
-    def _create(self, topic: str) -> None:
-        new = NewTopic(topic, num_partitions=self.settings.partitions,
-                       replication_factor=self.settings.replication_factor,
-                       config={"max.message.bytes": str(self.settings.max_message_bytes)})  # fmt: skip
+    def _create(self, topic: str, single: bool = False) -> None:
+        config = {} if single else dict(self.settings.topic_config)
+        config["max.message.bytes"] = str(self.settings.max_message_bytes)
+        partitions = 1 if single else self.settings.partitions
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=self.settings.replication_factor,
+                       config=config)  # fmt: skip
 
         def create() -> bool:
             try:
@@ -248,7 +273,7 @@ class KafkaSink:
                 raise
 
         if self._waiting_out_outages(f"cannot create topic {topic}", create):
-            log.info("created topic %s (%d partitions)", topic, self.settings.partitions)
+            log.info("created topic %s (%d partition%s)", topic, partitions, "" if partitions == 1 else "s")
 
     def _waiting_out_outages(self, what: str, request: Callable[[], T]) -> T:
         """`request`, retried with backoff while the broker is unreachable (up to `outage_s`, or
@@ -312,7 +337,7 @@ class StoredMessage:
     partition: int
     offset: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone
     headers: Headers | None = None
 
 
@@ -332,6 +357,7 @@ class MemorySink:
         self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
         self.max_message_bytes = max_message_bytes
         self.topics: dict[str, list[list[StoredMessage]]] = {}
+        self.single: set[str] = set()  # topics made with one partition
         self._pending: list[tuple[StoredMessage, str | None]] = []
         self._acks: list[tuple[Delivered, int, str | None]] = []
         self._failures: list[str] = []
@@ -339,16 +365,19 @@ class MemorySink:
     def fail_next(self, count: int, error: str = "broker unavailable") -> None:
         self._failures += [error] * count
 
-    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: Delivered) -> None:
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
+    ) -> None:
         self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
-        self, topic: str, messages: list[tuple[bytes | None, bytes]], partition: int | None, done: Delivered,
-        headers: Headers | None = None,
+        self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
+        done: Delivered, headers: Headers | None = None,
     ) -> None:
         self.ensure_topic(topic)
         fixed = -1 if partition is None else partition
-        plain, tails = route(messages, len(self.topics[topic]), fixed, self.key_framing_bytes)
+        batch = cast(Batch, messages if isinstance(messages, list) else list(messages))  # values None: tombstones
+        plain, tails = route(batch, len(self.topics[topic]), fixed, self.key_framing_bytes)
         failed: dict[int, str] = {}
         for value, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
             error = self._failures.pop(0) if self._failures else None
@@ -356,6 +385,13 @@ class MemorySink:
                 failed.setdefault(p, error)
             self._pending.append((StoredMessage(topic, p, -1, key, value, headers), error))
         self._acks += [(done, count, failed.get(p)) for _, _, p, count in tails]
+
+    def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
+        self.ensure_topic(topic)
+        plain, tails = route([(key, b"") for key in keys], len(self.topics[topic]), -1, self.key_framing_bytes)
+        for _, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
+            self._pending.append((StoredMessage(topic, p, -1, key, None), None))
+        self._acks += [(done, count, None) for _, _, _, count in tails]
 
     @property
     def waiting(self) -> int:
@@ -382,8 +418,11 @@ class MemorySink:
         self.ensure_topic(topic)
         return len(self.topics[topic])
 
-    def ensure_topic(self, topic: str) -> None:
-        self.topics.setdefault(topic, [[] for _ in range(self.default_partitions)])
+    def ensure_topic(self, topic: str, single: bool = False) -> None:
+        if topic not in self.topics:
+            self.topics[topic] = [[] for _ in range(1 if single else self.default_partitions)]
+            if single:
+                self.single.add(topic)
 
     def limit(self, topic: str) -> int:
         return self.limits.get(topic, self.max_message_bytes)

@@ -51,8 +51,8 @@ def partition_for(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-Plain = tuple[bytes, bytes | None, int]  # (value, key, partition)
-Tail = tuple[bytes, bytes | None, int, int]  # (value, key, partition, messages of the batch it closes)
+Plain = tuple[bytes | None, bytes | None, int]  # (value, key, partition); a value None is a tombstone
+Tail = tuple[bytes | None, bytes | None, int, int]  # (value, key, partition, messages of the batch it closes)
 
 
 def route_python(

@@ -1,0 +1,287 @@
+"""canal's FlatMessage JSON (`[kafka] value_format = "canal-json"`), for canal and Flink readers.
+
+Field for field what canal 1.1.8 puts on Kafka with `canal.mq.flatMessage=true` (its
+FlatMessage, filled as MQMessageUtils fills it from LogEventConvert's entries): `id`,
+`database`, `table`, `pkNames`, `isDdl`, `type`, `es`, `ts`, `sql`, `sqlType`, `mysqlType`,
+`data`, `old`, `gtid`, every one present (null where canal leaves it null). Values are strings
+as canal's RowsLogBuffer and LogEventConvert print them; `sqlType` is the java.sql.Types code
+canal derives per value (an UNSIGNED value past the signed range takes the next wider code,
+ENUM 4, SET -7, binary and BLOB values 2004, TEXT values 2005; a NULL keeps the binlog type's
+code). schemas/README.md has the whole mapping and the documented choices.
+
+Rows: one message per row (the default; keyed by the primary key, as a JSON object of canal's
+strings) or, with `message_rows = "event"`, one message per rows event holding all its rows
+(canal's own shape; no key: the table's partition keeps its order). `old`: the changed
+columns of each row (canal) or, with `old = "full"`, the whole before image; one entry per
+row either way (canal skips rows with no changed column, which shifts later rows' entries).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from connector.avro.encoding import message_id
+from connector.avro.reader import MessageReader
+from connector.avro.registry import SchemaDirectory
+from connector.binlog.constants import RowsKind
+from connector.flat import FlatMessage, RowBatch
+from connector.schema.model import GEOMETRY_TYPES, Column, Table
+
+Text = str | None
+Render = Callable[[str], str]
+SqlType = Callable[[Text], int]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+# -- values -----------------------------------------------------------------------------------
+
+
+def java_float_text(text: str) -> str:
+    """Java's Double/Float.toString of the number whose shortest digits `text` holds:
+    plain between 10^-3 and 10^7 (at least one decimal), else d.dddE[-]n."""
+    value = Decimal(text)
+    if value.is_nan() or value.is_infinite():
+        return {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}.get(str(value), str(value))
+    if value == 0:
+        return "-0.0" if text.startswith("-") else "0.0"
+    if Decimal("1e-3") <= abs(value) < Decimal("1e7"):
+        plain = format(value.normalize(), "f")
+        return plain if "." in plain else plain + ".0"
+    sign, digits, exponent = value.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    head, tail = str(digits[0]), "".join(map(str, digits[1:])) or "0"
+    return f"{'-' if sign else ''}{head}.{tail}E{exponent + len(digits) - 1}"
+
+
+def _enum_index(labels: tuple[str, ...]) -> Render:
+    index = {label: str(i) for i, label in enumerate(labels, 1)}
+    return lambda text: index.get(text, "0")  # "": the error value MySQL stores, index 0
+
+
+def _set_mask(labels: tuple[str, ...]) -> Render:
+    bits = {label: 1 << i for i, label in enumerate(labels)}
+    return lambda text: str(sum(bits.get(part, 0) for part in text.split(",") if part))
+
+
+def _latin1_of_hex(text: str) -> str:
+    return bytes.fromhex(text).decode("latin-1")
+
+
+def _vector_bytes(text: str) -> str:
+    values = [float(x) for x in text.strip("[]").split(",") if x]
+    return struct.pack(f"<{len(values)}f", *values).decode("latin-1")
+
+
+def _renderer(col: Column) -> Render | None:
+    """How flat.py's text of a column becomes canal's; None: the same text."""
+    kind = col.data_type
+    if kind in ("float", "double"):
+        return java_float_text
+    if kind == "enum":
+        return _enum_index(col.params)
+    if kind == "set":
+        return _set_mask(col.params)
+    if kind in GEOMETRY_TYPES:
+        return _latin1_of_hex
+    if kind == "vector":
+        return _vector_bytes
+    return None
+
+
+# -- sqlType ------------------------------------------------------------------------------------
+
+# java.sql.Types: canal's code for a non-null value and for NULL (the binlog type's own code).
+_FIXED: dict[str, int] = {
+    "mediumint": 4, "decimal": 3, "float": 7, "double": 8, "bit": -7, "date": 91, "time": 92,
+    "datetime": 93, "timestamp": 93, "year": 12, "enum": 4, "set": -7, "char": 1, "varchar": 12, "json": 12,
+}  # fmt: skip
+_TEXTS = {"tinytext": -3, "text": -4, "mediumtext": -4, "longtext": -4}  # NULL: the BLOB binlog type's code
+_BLOBS = {"tinyblob": -3, "blob": -4, "mediumblob": -4, "longblob": -4}
+# Integers: (code, signed maximum, code of an UNSIGNED value above it)
+_INTEGERS: dict[str, tuple[int, int, int]] = {
+    "tinyint": (-6, 127, 5), "smallint": (5, 32767, 4), "int": (4, 2147483647, -5),
+    "bigint": (-5, 9223372036854775807, 3),
+}  # fmt: skip
+
+
+def _constant(code: int, null: int | None = None) -> SqlType:
+    if null is None or null == code:
+        return lambda text: code
+    return lambda text: null if text is None else code
+
+
+def _unsigned(code: int, limit: int, wider: int) -> SqlType:
+    return lambda text: code if text is None or int(text) <= limit else wider
+
+
+def sql_type_of(col: Column) -> SqlType:
+    """canal's `sqlType` of a column, given the value's text (codes can differ per value)."""
+    kind = col.data_type
+    if kind in _INTEGERS:
+        code, limit, wider = _INTEGERS[kind]
+        return _unsigned(code, limit, wider) if col.unsigned else _constant(code)
+    if kind in _FIXED:
+        return _constant(_FIXED[kind])
+    if kind in _TEXTS:
+        return _constant(2005, _TEXTS[kind])
+    if kind in _BLOBS:
+        return _constant(2004, _BLOBS[kind])
+    if kind == "varbinary":
+        return _constant(2004, -3)
+    return _constant(2004, -2)  # binary, geometry, vector and MariaDB's UUID/INET: bytes, as BINARY
+
+
+def mysql_type_of(col: Column) -> str:
+    """The column's type as the schema history holds it (SHOW CREATE TABLE's spelling, lowercase,
+    integer display widths left out as MySQL 8.0.19+ prints them)."""
+    return col.sql_type()
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CanalShape:
+    """A table version's per-column work, computed once."""
+
+    names: tuple[str, ...]
+    renders: tuple[tuple[str, Render], ...]  # only the columns whose text differs from flat.py's
+    sql_types: tuple[tuple[str, SqlType], ...]
+    mysql_type: dict[str, str]
+    key: tuple[str, ...]
+
+
+def canal_shape(table: Table) -> CanalShape:
+    names = table.column_names()
+    renders = tuple((c.name, r) for c in table.columns if (r := _renderer(c)) is not None)
+    by_lower = {c.name.lower(): c.name for c in table.columns}
+    return CanalShape(
+        names, renders, tuple((c.name, sql_type_of(c)) for c in table.columns),
+        {c.name: mysql_type_of(c) for c in table.columns},
+        tuple(by_lower.get(k.lower(), k) for k in table.primary_key),
+    )  # fmt: skip
+
+
+def _canal_row(shape: CanalShape, row: dict[str, Text]) -> dict[str, Text]:
+    out = dict(row)
+    for name, render in shape.renders:
+        text = out.get(name)
+        if text is not None:
+            out[name] = render(text)
+    return out
+
+
+def _sql_types(shape: CanalShape, row: dict[str, Text]) -> dict[str, int]:
+    return {name: code(row[name]) for name, code in shape.sql_types if name in row}
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+OLD_MODES = ("changed", "full")
+MESSAGE_ROWS = ("row", "event")
+
+
+def _old(message: FlatMessage, full: bool) -> dict[str, Text]:
+    changed: dict[str, Text] = message["old"][0] if message["old"] else {}
+    return {**message["data"][0], **changed} if full else changed
+
+
+class CanalJsonEncoder:
+    """Row changes and statements as canal's FlatMessage JSON: the `MessageEncoder` interface
+    the pipeline writes through (`rows`, `row`, `ddl`)."""
+
+    key_bytes = 0  # a key is its JSON text: hashed whole
+    # No TRUNCATE row message before a keyless table's snapshot: canal has no such row type and
+    # Flink's canal-json format stops on it (schemas/README.md says what a consumer loses).
+    truncate_markers = False
+
+    def __init__(self, directory: SchemaDirectory, rows: str = "row", old: str = "changed") -> None:
+        self.directory = directory  # unused by JSON; OversizePolicy and readers expect it
+        self.per_event = rows == "event"
+        self.full_old = old == "full"
+        self._shapes: dict[int, tuple[Table, CanalShape]] = {}
+        self.compiled_rows = 0
+
+    def registry(self) -> None:
+        return None
+
+    def shape(self, table: Table) -> CanalShape:
+        hit = self._shapes.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        if len(self._shapes) > 4096:
+            self._shapes.clear()
+        shape = canal_shape(table)
+        self._shapes[id(table)] = (table, shape)
+        return shape
+
+    def document(self, messages: list[FlatMessage], table: Table | None) -> dict[str, Any]:
+        """One FlatMessage of one or more row messages of a rows event (or one statement)."""
+        first = messages[0]
+        doc: dict[str, Any] = {
+            "data": None, "database": first["database"], "es": first["es"], "gtid": first["gtid"],
+            "id": message_id(first), "isDdl": first["isDdl"], "mysqlType": None, "old": None,
+            "pkNames": first.get("pkNames"), "sql": first["sql"], "sqlType": None, "table": first["table"],
+            "ts": first["ts"], "type": _canal_type(first["type"]),
+        }  # fmt: skip
+        if table is None or first.get("data") is None:
+            return doc
+        shape = self.shape(table)
+        data = [_canal_row(shape, m["data"][0]) for m in messages]
+        doc.update(data=data, mysqlType=shape.mysql_type, sqlType=_sql_types(shape, data[-1]))
+        if first["type"] == "UPDATE":
+            doc["old"] = [_canal_row(shape, _old(m, self.full_old)) for m in messages]
+        return doc
+
+    def key(self, message: FlatMessage, table: Table) -> bytes | None:
+        shape = self.shape(table)
+        if not shape.key or message.get("data") is None:
+            return None
+        row = _canal_row(shape, message["data"][0])
+        return _dumps({name: row.get(name) for name in shape.key}).encode()
+
+    def row(self, message: FlatMessage, table: Table, topic: str) -> tuple[bytes | None, bytes]:
+        return self.key(message, table), _dumps(self.document([message], table)).encode()
+
+    def rows(self, batch: RowBatch, table: Table, topic: str) -> list[tuple[bytes | None, bytes]] | None:
+        """A rows event's messages; None where the pipeline takes them one by one (a row whose key changes)."""
+        if len(batch.rows.present) != len(table.columns):
+            return None  # MINIMAL/NOBLOB images: flat.py fills them per message
+        messages = list(batch.messages())
+        if self.per_event:
+            return [(None, _dumps(self.document(messages, table)).encode())]
+        out = []
+        for message in messages:
+            key = self.key(message, table)
+            if batch.rows.kind == RowsKind.UPDATE and _key_changed(message, table):
+                return None
+            out.append((key, _dumps(self.document([message], table)).encode()))
+        return out
+
+    def ddl(self, message: FlatMessage, topic: str) -> tuple[bytes, bytes]:
+        key = _dumps({"database": message["database"], "table": message["table"]}).encode()
+        return key, _dumps(self.document([message], None)).encode()
+
+
+def _key_changed(message: FlatMessage, table: Table) -> bool:
+    old = message["old"][0] if message["old"] else {}
+    return any(k in old for k in table.primary_key)
+
+
+def _canal_type(kind: str) -> str:
+    return "INSERT" if kind == "READ" else kind  # canal has no snapshot type: a READ is an INSERT
+
+
+class CanalJsonReader(MessageReader):
+    """Reads canal-json keys and values back (the oversize policy's and `sluice consume`'s view)."""
+
+    def read(self, data: bytes, reader_schema: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+        return {}, json.loads(data)
+
+    def read_newest(self, data: bytes) -> tuple[dict[str, Any], Any]:
+        return self.read(data)

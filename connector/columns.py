@@ -1,0 +1,120 @@
+"""Per-table column rules (`[[kafka.columns]]`): include/exclude, masking and hashing.
+
+As Debezium's `column.include.list` / `column.exclude.list` / `column.mask.with.N.chars` /
+`column.mask.hash.SHA-256.with.salt` and canal's `canal.instance.filter.field`: a rule applies
+to the tables whose `database.table` it matches in full (the first matching rule wins). A
+table a rule touches is published through the per-message path with its table definition
+changed to match: excluded columns are gone from its messages and its schema, a masked or
+hashed column is a string column (`varchar`) carrying the mask or the hex digest. Tables
+without a rule keep the compiled rows path untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from connector.config import ColumnRule as Configured
+from connector.errors import ConfigError
+from connector.flat import FlatMessage
+from connector.schema.model import Column, Table
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnRule:
+    tables: re.Pattern[str]
+    include: frozenset[str]
+    exclude: frozenset[str]
+    mask: frozenset[str]
+    mask_chars: int
+    hash: frozenset[str]
+    hash_salt: str
+
+
+def _lower(names: list[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+class ColumnRules:
+    def __init__(self, rules: list[ColumnRule]) -> None:
+        self.rules = rules
+        self._tables: dict[int, tuple[Table, Table | None]] = {}
+
+    @classmethod
+    def of(cls, configured: list[Configured]) -> ColumnRules:
+        """From `[[kafka.columns]]` sections (connector.config.ColumnRule)."""
+        rules = []
+        for c in configured:
+            rules.append(ColumnRule(
+                re.compile(c.tables), _lower(c.include), _lower(c.exclude),
+                _lower(c.mask), c.mask_chars, _lower(c.hash),
+                c.hash_salt,
+            ))  # fmt: skip
+        return cls(rules)
+
+    def rule(self, database: str, table: str) -> ColumnRule | None:
+        return _first(tuple(self.rules), f"{database}.{table}") if self.rules else None
+
+    def table(self, table: Table) -> Table | None:
+        """The table as its messages carry it under its rule; None when no rule applies."""
+        hit = self._tables.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        rule = self.rule(table.database, table.name)
+        shaped = None if rule is None else _shaped(table, rule)
+        if len(self._tables) > 4096:
+            self._tables.clear()
+        self._tables[id(table)] = (table, shaped)
+        return shaped
+
+    def message(self, message: FlatMessage, table: Table) -> FlatMessage:
+        rule = self.rule(table.database, table.name)
+        if rule is None or message.get("data") is None:
+            return message
+        out = dict(message)
+        out["data"] = [_row(row, rule) for row in message["data"]]
+        if message.get("old"):
+            out["old"] = [_row(row, rule) for row in message["old"]]
+        return out
+
+
+@lru_cache(maxsize=4096)
+def _first(rules: tuple[ColumnRule, ...], name: str) -> ColumnRule | None:
+    return next((r for r in rules if r.tables.fullmatch(name)), None)
+
+
+def _kept(rule: ColumnRule, name: str) -> bool:
+    lowered = name.lower()
+    return (not rule.include or lowered in rule.include) and lowered not in rule.exclude
+
+
+def _shaped(table: Table, rule: ColumnRule) -> Table:
+    keys = {k.lower() for k in table.primary_key}
+    dropped = [c.name for c in table.columns if not _kept(rule, c.name) and c.name.lower() in keys]
+    if dropped:
+        raise ConfigError(f"kafka.columns: {table.database}.{table.name}: key column(s) {', '.join(dropped)} "
+                          "cannot be left out (the message key is made of them)")  # fmt: skip
+    columns = tuple(_as_text(c, rule) for c in table.columns if _kept(rule, c.name))
+    return replace(table, columns=columns)
+
+
+def _as_text(col: Column, rule: ColumnRule) -> Column:
+    if col.name.lower() not in rule.mask | rule.hash:
+        return col
+    return Column(col.name, "varchar", ("255",), nullable=col.nullable, charset="utf8mb4", aliases=col.aliases)
+
+
+def _row(row: dict[str, str | None], rule: ColumnRule) -> dict[str, str | None]:
+    return {name: _value(value, name.lower(), rule) for name, value in row.items() if _kept(rule, name)}
+
+
+def _value(value: str | None, lowered: str, rule: ColumnRule) -> str | None:
+    if value is None:
+        return None
+    if lowered in rule.mask:
+        return "*" * rule.mask_chars
+    if lowered in rule.hash:
+        return hashlib.sha256((rule.hash_salt + value).encode("utf-8", "surrogatepass")).hexdigest()
+    return value
