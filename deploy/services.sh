@@ -7,6 +7,13 @@
 #   deploy/services.sh status  one line per service
 #   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka   (the tests' outage cases)
 #
+# Besides the plaintext services, secured ones as companies run them, all with a private CA
+# made here (.run/tls/ca.pem): Kafka listeners with SASL_SSL (SCRAM-SHA-512, PLAIN) and with
+# mutual TLS, a Redis that takes only TLS and a password, and on each server a checkpoint
+# user that must use TLS. Every password is generated into a 0600 file under .run/ (never
+# an argument): .run/kafka/sasl.password, .run/redis/tls.password,
+# .run/<server>/checkpoint.password; the client certificate is .run/tls/client.pem.
+#
 # MariaDB 10.11 and Redis come from Debian's packages. MySQL 9.7 has no bookworm package:
 # it is Debian sid's mysql-server-core, installed into a private sid root made with
 # debootstrap (cached under ~/.cache/sluice, shared read-only by every run folder) and run
@@ -23,6 +30,10 @@ REDIS_DIR="$RUN/redis"
 KAFKA_PORT="${SLUICE_KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${SLUICE_KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_DIR="$RUN/kafka"
+# Secured listeners beside the plaintext one: SASL_SSL (SCRAM-SHA-512 and PLAIN) and mutual TLS.
+KAFKA_SASL_PORT="${SLUICE_KAFKA_SASL_PORT:-9094}"
+KAFKA_MTLS_PORT="${SLUICE_KAFKA_MTLS_PORT:-9095}"
+REDIS_TLS_PORT="${SLUICE_REDIS_TLS_PORT:-6380}"   # a second Redis: TLS only, with a password
 MYSQL_PORT="${SLUICE_MYSQL_PORT:-3307}"
 MYSQL_DIR="$RUN/mysql"
 MYSQL_SOCK="$MYSQL_DIR/mysqld.sock"
@@ -98,6 +109,34 @@ tls_certs() {
   chmod 644 "$dir"/*.pem
 }
 
+client_cert() {
+  # A client certificate signed by the private CA: Kafka's mutual-TLS listener asks for one.
+  local dir="$RUN/tls"
+  [ -f "$dir/client.pem" ] && return 0
+  tls_certs
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=sluice-client" \
+    -keyout "$dir/client-key.pem" -out "$dir/client.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/client.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -CAcreateserial \
+    -days 3650 -out "$dir/client.pem" 2>/dev/null
+  chmod 644 "$dir/client.pem" "$dir/client-key.pem"
+}
+
+secret_file() {
+  # $1: a file that holds a generated password (made once, readable by its owner only).
+  [ -f "$1" ] || { mkdir -p "$(dirname "$1")"; (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$1"); }
+}
+
+checkpoint_user() {
+  # $1: the server's client command and its socket arguments. The checkpoint database's own
+  # user, which must connect over TLS, with exactly the README's grants on its database.
+  local secret="$2"
+  secret_file "$secret"
+  "${@:3}" <<EOF
+CREATE USER IF NOT EXISTS 'sluice_meta'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")' REQUIRE SSL;
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER ON \`sluice_meta_tls\`.* TO 'sluice_meta'@'127.0.0.1';
+EOF
+}
+
 mariadb_up() {
   if mariadb_alive; then log "mariadb already up on 127.0.0.1:$MARIADB_PORT"; return 0; fi
   apt_install mariadb-server mariadb-client openssl
@@ -115,11 +154,19 @@ mariadb_up() {
     sleep 0.5
   done
   mariadb_alive || { log "mariadb did not start; see $MARIADB_DIR/error.log"; tail -20 "$MARIADB_DIR/error.log" >&2; exit 1; }
-  # root over TCP from 127.0.0.1 with no password, as the README promises.
-  mariadb --socket="$MARIADB_SOCK" -uroot -e "
-    CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
-    GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
-    FLUSH PRIVILEGES;"
+  # root over TCP from 127.0.0.1 with no password (the tests' own SQL), and the connector's
+  # user with exactly the README's MariaDB grants and a password generated here, kept in a
+  # file (never an argument).
+  local secret="$MARIADB_DIR/connector.password"
+  [ -f "$secret" ] || { (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$secret"); }
+  mariadb --socket="$MARIADB_SOCK" -uroot <<EOF
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")';
+GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'sluice'@'127.0.0.1';
+FLUSH PRIVILEGES;
+EOF
+  checkpoint_user mariadb "$MARIADB_DIR/checkpoint.password" mariadb --socket="$MARIADB_SOCK" -uroot
   log "mariadb up on 127.0.0.1:$MARIADB_PORT (binlogs in $MARIADB_DIR/binlog)"
 }
 
@@ -230,6 +277,7 @@ GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
 CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'sluice'@'127.0.0.1';
 EOF
+  checkpoint_user mysql "$MYSQL_DIR/checkpoint.password" "$MYSQL_DIR/bin/mysql" --socket="$MYSQL_SOCK" -uroot
 }
 
 mysql_up() {
@@ -281,6 +329,42 @@ redis_up() {
   log "redis up on 127.0.0.1:$REDIS_PORT"
 }
 
+redis_tls_alive() {
+  [ -f "$REDIS_DIR/tls.password" ] && command -v redis-cli >/dev/null \
+    && REDISCLI_AUTH="$(cat "$REDIS_DIR/tls.password")" redis-cli --tls --cacert "$RUN/tls/ca.pem" \
+       -h 127.0.0.1 -p "$REDIS_TLS_PORT" ping 2>/dev/null | grep -q PONG
+}
+
+redis_tls_up() {
+  # TLS only (no plaintext port) and a password, from a 0600 config file, not arguments.
+  if redis_tls_alive; then log "redis (TLS) already up on 127.0.0.1:$REDIS_TLS_PORT"; return 0; fi
+  mkdir -p "$REDIS_DIR"
+  tls_certs
+  secret_file "$REDIS_DIR/tls.password"
+  (umask 077; cat >"$REDIS_DIR/tls.conf" <<EOF
+port 0
+tls-port $REDIS_TLS_PORT
+bind 127.0.0.1
+tls-cert-file $RUN/tls/server.pem
+tls-key-file $RUN/tls/server-key.pem
+tls-ca-cert-file $RUN/tls/ca.pem
+tls-auth-clients no
+requirepass $(cat "$REDIS_DIR/tls.password")
+dir $REDIS_DIR
+dbfilename tls.rdb
+save ""
+appendonly no
+daemonize yes
+pidfile $REDIS_DIR/redis-tls.pid
+logfile $REDIS_DIR/redis-tls.log
+EOF
+)
+  redis-server "$REDIS_DIR/tls.conf"
+  for _ in $(seq 1 40); do redis_tls_alive && break; sleep 0.25; done
+  redis_tls_alive || { log "redis (TLS) did not start; see $REDIS_DIR/redis-tls.log"; exit 1; }
+  log "redis (TLS, password) up on 127.0.0.1:$REDIS_TLS_PORT"
+}
+
 redis_down() {
   stop_pidfile "$REDIS_DIR/redis.pid" redis
 }
@@ -305,15 +389,32 @@ kafka_lib() {
 }
 
 kafka_conf() {
-  cat >"$KAFKA_DIR/server.properties" <<EOF
+  # The secured listeners' key material: the broker's certificate and key in one PEM file,
+  # the private CA as the trust store (client certificates on the mutual-TLS listener). The
+  # SASL password is generated here; PLAIN users are listed in this file (hence 0600), SCRAM
+  # users live in the cluster's metadata (tests/live.py upserts the test user through the
+  # admin API: a SCRAM password given to a tool would be a process argument).
+  client_cert
+  secret_file "$KAFKA_DIR/sasl.password"
+  cat "$RUN/tls/server-key.pem" "$RUN/tls/server.pem" >"$KAFKA_DIR/broker.pem"
+  chmod 600 "$KAFKA_DIR/broker.pem"
+  (umask 077; cat >"$KAFKA_DIR/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_MTLS_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$KAFKA_DIR/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$RUN/tls/ca.pem
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice="$(cat "$KAFKA_DIR/sasl.password")";
 log.dirs=$KAFKA_DIR/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -325,6 +426,7 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.retention.hours=24
 EOF
+)
   cat >"$KAFKA_DIR/log4j2.yaml" <<EOF
 Configuration:
   Appenders:
@@ -390,8 +492,8 @@ stop_pidfile() {
 }
 
 case "${1:-up}" in
-  up) mariadb_up; mysql_up; redis_up; kafka_up ;;
-  down) kafka_down; redis_down; mysql_down; mariadb_down ;;
+  up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up ;;
+  down) kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
   restart-mysql) mysql_down; mysql_up ;;
   restart-redis) redis_down; redis_up ;;
@@ -400,6 +502,7 @@ case "${1:-up}" in
     if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi
     if mysql_alive; then echo "mysql: up 127.0.0.1:$MYSQL_PORT"; else echo "mysql: down"; fi
     if redis_alive; then echo "redis: up 127.0.0.1:$REDIS_PORT"; else echo "redis: down"; fi
+    if redis_tls_alive; then echo "redis (TLS): up 127.0.0.1:$REDIS_TLS_PORT"; else echo "redis (TLS): down"; fi
     if kafka_alive; then echo "kafka: up 127.0.0.1:$KAFKA_PORT"; else echo "kafka: down"; fi ;;
   *) echo "usage: $0 up|down|status|restart-mariadb|restart-mysql|restart-redis|restart-kafka" >&2; exit 2 ;;
 esac

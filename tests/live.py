@@ -55,7 +55,10 @@ class LiveServer:
 
 
 SERVERS = {
-    "mariadb": LiveServer("mariadb", int(os.environ.get("SLUICE_MARIADB_PORT", "3306")), RUN / "mariadb" / "binlog"),
+    "mariadb": LiveServer(
+        "mariadb", int(os.environ.get("SLUICE_MARIADB_PORT", "3306")), RUN / "mariadb" / "binlog",
+        user="sluice", password_file=RUN / "mariadb" / "connector.password",
+    ),
     "mysql": LiveServer(
         "mysql", int(os.environ.get("SLUICE_MYSQL_PORT", "3307")), RUN / "mysql" / "binlog",
         user="sluice", password_file=RUN / "mysql" / "connector.password",
@@ -147,7 +150,8 @@ def live_config(include: list[str], name: str = "test", server_id: int = 6001, *
     """A connector configuration for the active server, capturing the tables `include` matches."""
     s = server()
     return parse_config(
-        {"name": name, "source": {"port": s.port, "user": s.user, "password": s.password, "server_id": server_id,
+        {"name": name, "source": {"host": HOST, "port": s.port, "user": s.user, "password": s.password,
+                                  "server_id": server_id,
                                   "heartbeat_s": 1.0, "include": include, **source},
          "kafka": {"bootstrap_servers": KAFKA}, "checkpoint": {"db_url": checkpoint_url(), "redis_url": REDIS_URL}}
     )  # fmt: skip
@@ -165,7 +169,8 @@ def source_toml(server_id: int, heartbeat_s: float = 1.0) -> str:
     """The `[source]` section of a config file for the active server (the CLI tests write files)."""
     s = server()
     return (
-        f'[source]\nport = {s.port}\nuser = "{s.user}"\npassword = "{s.password}"\nserver_id = {server_id}\n'
+        f'[source]\nhost = "{HOST}"\nport = {s.port}\nuser = "{s.user}"\npassword = "{s.password}"\n'
+        f"server_id = {server_id}\n"
         f"heartbeat_s = {heartbeat_s:g}\n"
     )
 
@@ -194,6 +199,25 @@ def row_metadata(value: str) -> Iterator[None]:
     finally:
         with connect().cursor() as cur:
             cur.execute("SET GLOBAL binlog_row_metadata = %s", (row[0],))
+
+
+@contextlib.contextmanager
+def granted(privileges: str) -> Iterator[None]:
+    """The connector's user holds `privileges` on *.* for a while (an optional grant's test)."""
+    s = server()
+    with connect().cursor() as cur:
+        cur.execute(f"GRANT {privileges} ON *.* TO '{s.user}'@'{HOST}'")
+    try:
+        yield
+    finally:
+        with connect().cursor() as cur:
+            cur.execute(f"REVOKE {privileges} ON *.* FROM '{s.user}'@'{HOST}'")
+
+
+def replica_listing() -> contextlib.AbstractContextManager[None]:
+    """What the server_id check needs beyond the minimal grants: MariaDB lists replicas only to
+    REPLICATION MASTER ADMIN (the README's optional grant); MySQL to REPLICATION SLAVE."""
+    return granted("REPLICATION MASTER ADMIN") if server().mariadb else contextlib.nullcontext()
 
 
 def position_now() -> Position:
