@@ -29,24 +29,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import pymysql
 import redis
 
-from connector.errors import ServerConfigError, SluiceError, SourceError
-from connector.lease import FencedError
+from connector.errors import CheckpointUnavailableError, FencedError, ServerConfigError, SourceError
 from connector.position import Position
 from connector.sink.kafka import Delivered
 
 log = logging.getLogger("sluice.checkpoint")
-
-
-class DeliveryError(SluiceError):
-    """Kafka gave up on a message: the connector stops, its checkpoint before that transaction."""
-
-
-class CheckpointUnavailableError(SluiceError):
-    """Neither Redis nor the checkpoint database would take the position."""
 
 
 # -- in-flight transactions ---------------------------------------------------------------
@@ -189,13 +181,28 @@ _FENCED_SET = (
 )
 
 
+def redis_client(url: str, ssl_ca: str = "") -> redis.Redis:
+    """A client for `url` (rediss://: TLS, verified against `ssl_ca` or the system's CAs)."""
+    tls = {"ssl_ca_certs": ssl_ca} if ssl_ca and url.startswith("rediss:") else {}
+    return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **tls)
+
+
+def shown_url(url: str) -> str:
+    """A URL as logs and status show it: its password left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 class RedisCheckpointStore:
-    def __init__(self, url: str, connector: str, fence: int | None = None) -> None:
-        self.name = f"redis {url}"
+    def __init__(self, url: str, connector: str, fence: int | None = None, ssl_ca: str = "") -> None:
+        self.name = f"redis {shown_url(url)}"
         self.key = f"sluice:{connector}:position"
         self.fence_key = f"sluice:{connector}:fence"
         self.fence = fence  # with HA: this leader's token; writes of an older token are refused
-        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self.client = redis_client(url, ssl_ca)
 
     def get(self) -> Position | None:
         try:
@@ -239,18 +246,25 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
+_NO_SUCH_TABLE = 1146
+
+
 class DatabaseCheckpointStore:
     """`checkpoints` in the checkpoint database, one row per connector."""
 
     def __init__(
-        self, connect: Callable[[], pymysql.connections.Connection], connector: str, fence: int | None = None
-    ) -> None:
+        self, connect: Callable[[], pymysql.connections.Connection], connector: str, fence: int | None = None,
+        create: bool = True,
+    ) -> None:  # fmt: skip
+        """`create`: make (or update) the table; not for read-only commands (`sluice status`),
+        which then read no position while there is no table."""
         self.name = "checkpoint database"
         self._connect = connect
         self.connector = connector
         self.fence = fence
-        self._run(lambda cur: cur.execute(_TABLE))
-        self._run(_add_missing_columns)
+        if create:
+            self._run(lambda cur: cur.execute(_TABLE))
+            self._run(_add_missing_columns)
 
     def _run(self, action: Callable[[pymysql.cursors.Cursor], object]) -> object:
         try:
@@ -258,6 +272,10 @@ class DatabaseCheckpointStore:
                 return action(cur)
         except ServerConfigError:
             raise  # a refused privilege: the same on every attempt
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] == _NO_SUCH_TABLE:
+                return None  # read-only, before the first start made it
+            raise
         except (pymysql.err.OperationalError, SourceError) as exc:
             raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
 
@@ -344,12 +362,17 @@ def _add_missing_columns(cur: pymysql.cursors.Cursor) -> object:
 
 
 class Checkpointer:
-    def __init__(self, fast: CheckpointStore | None, durable: CheckpointStore, flush_interval_s: float = 3.0) -> None:
+    def __init__(
+        self, fast: CheckpointStore | None, durable: CheckpointStore, flush_interval_s: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
         self.fast = fast
         self.durable = durable
         self.flush_interval_s = flush_interval_s
+        self.clock = clock
         self.committed: Position | None = None
         self.flushed: Position | None = None
+        self.flushed_at = 0.0  # when the database last took a position
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -363,15 +386,28 @@ class Checkpointer:
         self._writer: threading.Thread | None = None
 
     def load(self) -> tuple[Position | None, str]:
-        """The resume position and where it came from: Redis, else the database."""
+        """The resume position and where it came from: the newer of Redis's and the database's.
+
+        Each can be ahead of the other: Redis after a crash between flushes, the database after a
+        spell with Redis down (positions then went to the database alone). Resuming from the older
+        would send everything between them again."""
+        fast = None
         if self.fast is not None:
             try:
-                found = self.fast.get()
-                if found is not None:
-                    return found, self.fast.name
+                fast = self.fast.get()
             except CheckpointUnavailableError as exc:
                 log.warning("%s; reading the position from the %s", exc, self.durable.name)
-        return self.durable.get(), self.durable.name
+        durable = self.durable.get()
+        if fast is None or durable is None:
+            found = fast or durable
+            return found, (self.fast.name if fast is not None and self.fast is not None else self.durable.name)
+        assert self.fast is not None
+        newer_is_fast = fast.sort_key() >= durable.sort_key()
+        chosen, name = (fast, self.fast.name) if newer_is_fast else (durable, self.durable.name)
+        if fast != durable:
+            log.info("saved positions: %s %s, %s %s; resuming from the newer (%s)", self.fast.name, fast,
+                     self.durable.name, durable, name)  # fmt: skip
+        return chosen, name
 
     def commit(self, position: Position) -> None:
         """Record a committable position: Redis at once; the database directly when Redis is down."""
@@ -389,11 +425,16 @@ class Checkpointer:
                     return
                 except CheckpointUnavailableError as exc:
                     if not self.fast_down:
-                        log.warning("%s; writing positions to the %s directly", exc, self.durable.name)
+                        log.warning("%s; writing positions to the %s directly, at most every %g s", exc,
+                                    self.durable.name, self.flush_interval_s)  # fmt: skip
                     self.fast_down = True
+                if self.flushed is not None and self.clock() - self.flushed_at < self.flush_interval_s:
+                    self.committed = position  # the flusher writes it when the interval is up
+                    return
             self.durable.put(position)  # raises CheckpointUnavailableError when it is down too
             self.on_saved("database")
             self.committed = self.flushed = position
+            self.flushed_at = self.clock()
 
     def submit(self, position: Position) -> None:
         """Hand on a committable position: to the writer thread once started, else written at once.
@@ -462,7 +503,7 @@ class Checkpointer:
             try:
                 self.durable.put(position)
                 self.on_saved("database")
-                self.flushed = position
+                self.flushed, self.flushed_at = position, self.clock()
             except FencedError as exc:
                 self.fenced = exc  # the main loop raises it at its next commit
             except CheckpointUnavailableError as exc:

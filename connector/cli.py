@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -17,35 +18,48 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
+import redis
 from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from connector import logs
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
-from connector.checkpoint import BlockingNotes, CheckpointUnavailableError
+from connector.checkpoint import BlockingNotes, redis_client
 from connector.config import Config, load_config
-from connector.errors import ConfigError, SluiceError
+from connector.errors import CheckpointUnavailableError, ConfigError, OversizedMessageError, SluiceError
 from connector.filters import TableFilter
 from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder
-from connector.oversize import OversizedMessageError
 from connector.position import POSITION_TEXT, Position, position_of_text
 from connector.replica.client import open_connection
-from connector.runner import Connector, checkpoint_stores, run_with_lease
+from connector.runner import Connector, checkpoint_stores, presence_key, run_with_lease
 from connector.schema.capture import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
+from connector.secrets import REDACT
 from connector.snapshot.requests import DatabaseSnapshotRequests
 from connector.snapshot.state import SnapshotState
-from connector.startup import checkpoint_connector, consistent_capture, prepare
+from connector.startup import checkpoint_connector, consistent_capture, missing_on_server, prepare
 from connector.stream import Changes, ChangeStream
 from connector.urls import source_settings_of_url
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sluice", description="MySQL/MariaDB change data capture")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="log at DEBUG and show the traceback of a fatal error")  # fmt: skip
+    parser = argparse.ArgumentParser(prog="sluice", description="MySQL/MariaDB change data capture", parents=[common])
+    parser.add_argument("--version", action="version", version=f"sluice {_version()}")
+    parser.set_defaults(debug=False)
     commands = parser.add_subparsers(dest="command", required=True)
+    add_parser = commands.add_parser
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return add_parser(name, parents=[common], **kwargs)
+
+    commands.add_parser = command  # type: ignore[method-assign]  # every command takes --debug too
     decode = commands.add_parser("decode", help="decode binlog files into flat messages (JSON lines)")
     decode.add_argument("files", nargs="+", metavar="FILE")
     decode.add_argument("--format", choices=["jsonl"], default="jsonl")
@@ -78,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--max", type=int, default=0, help="stop after this many messages (0: never)")
     consume.add_argument("--idle-s", type=float, default=0, help="stop after this long without a message (0: never)")
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluice-cdc")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def decode_files(
@@ -128,13 +149,13 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
             out.flush()
 
 
-def run_connector(config_path: str) -> None:
+def run_connector(config_path: str, debug: bool = False) -> None:
     config = load_config(config_path)
-    if config.metrics.log_format == "json":
-        for handler in logging.getLogger().handlers:
-            handler.setFormatter(JsonLogFormatter())
+    logs.configure(config.metrics.log_format, debug)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP too: a terminal or supervisor hanging up stops the connector the same way, its
+    # position saved (it used to kill it with no final flush).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     if config.ha.enabled:
         run_with_lease(config, stop, _sole_job)
@@ -149,26 +170,12 @@ def _sole_job(connector: Connector) -> None:
     connector.sole_job = True  # this process is the connector's: runner.tune_gc()
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: time, level, logger, message (and the exception)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
-        }  # fmt: skip
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return time.strftime(datefmt or "%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-
-
 def status(config: Config) -> dict[str, Any]:
-    """Saved positions and how far behind the server they are."""
-    stores = checkpoint_stores(config)
-    report: dict[str, Any] = {"connector": config.name}
+    """Saved positions and how far behind the server they are, whether a connector is running
+    (and which instance leads, with HA), and what snapshot is queued. Read-only: it creates
+    nothing on the checkpoint database (which may be the source server, binlogging it)."""
+    stores = checkpoint_stores(config, readonly=True)
+    report: dict[str, Any] = {"connector": config.name, **_running(config)}
     with open_connection(config.source.settings()) as conn:
         server = master_position(conn)
     report["server"] = str(server)
@@ -188,8 +195,38 @@ def status(config: Config) -> dict[str, Any]:
             blocked = durable.blocked()
             if blocked is not None:
                 report["blocked"] = blocked  # the last run stopped before a message it may not pass
+    report["snapshot_requests_waiting"] = _waiting_requests(config, report)
     return report
 
+
+def _running(config: Config) -> dict[str, Any]:
+    """What Redis says of running instances: the streaming one's presence, and the HA lease."""
+    url = config.checkpoint.redis_url
+    if not url:
+        return {"running": "unknown (no Redis: a running connector announces itself there)"}
+    client = redis_client(url, config.checkpoint.redis_ssl_ca)
+    try:
+        presence = client.get(presence_key(config.name))
+        leader = client.get(f"sluice:{config.name}:lease") if config.ha.enabled else None
+    except redis.RedisError as exc:
+        return {"running": f"unknown (Redis: {exc})"}
+    found: dict[str, Any] = {"running": presence is not None}
+    if presence is not None:
+        found["instance"] = json.loads(presence)
+    if config.ha.enabled:
+        found["leader"] = leader.decode() if isinstance(leader, bytes) else None
+    return found
+
+
+def _waiting_requests(config: Config, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """`sluice snapshot` requests no connector has queued yet (a stopped one takes them at start)."""
+    taken = 0
+    with contextlib.suppress(CheckpointUnavailableError):
+        saved = checkpoint_stores(config, readonly=True).durable.get()
+        if saved is not None:
+            taken = SnapshotState.of_text(saved.snapshot).request
+    requests = DatabaseSnapshotRequests(checkpoint_connector(config, create=False), config.name, create=False)
+    return [{"request": n, "tables": [".".join(t) for t in tables]} for n, tables in requests.after(taken)]
 
 def _snapshot(saved: Position) -> dict[str, Any]:
     state = SnapshotState.of_text(saved.snapshot)
@@ -249,6 +286,10 @@ def position_command(config: Config, action: str, value: str | None) -> int:
         if value is None or not POSITION_TEXT.match(value):
             raise ConfigError("position set needs FILE:POS or gtid:SET")
         position = position_of_text(value)
+        with open_connection(config.source.settings()) as conn:
+            problem = missing_on_server(conn, position)
+        if problem is not None:
+            raise ConfigError(f"position set {value}: {problem}; nothing was saved")
         for store in targets:
             store.put(position)
         print(f"position set to {position} (stop the connector first: a running one overwrites it)")
@@ -261,7 +302,7 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
     their new names), or as written when that version cannot read it."""
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), _registry(config))
     consumer = Consumer({
-        "bootstrap.servers": config.kafka.bootstrap_servers, "group.id": f"sluice-consume-{uuid.uuid4()}",
+        **config.kafka.client_config(), "group.id": f"sluice-consume-{uuid.uuid4()}", "logger": logs.LIBRDKAFKA,
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
     })  # fmt: skip
     consumer.subscribe([f"^{re.escape(config.kafka.topic_prefix)}\\..*"])
@@ -304,8 +345,8 @@ def _shown(value: object) -> object:
 
 
 def _registry(config: Config) -> Any:
-    url = config.avro.schema_registry_url
-    return SchemaRegistryClient.new_client({"url": url}) if url else None
+    avro = config.avro
+    return SchemaRegistryClient.new_client(avro.registry_config()) if avro.schema_registry_url else None
 
 
 EXIT_OVERSIZED = 3  # stopped before a message over its topic's limit ([kafka] oversized = "fail")
@@ -328,8 +369,8 @@ def _spark(args: argparse.Namespace) -> int | None:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "decode": _decode,
     "tail": lambda a: tail(a.config, a.start, sys.stdout),
-    "run": lambda a: run_connector(a.config),
-    "status": lambda a: print(json.dumps(status(load_config(a.config)), indent=2)),
+    "run": lambda a: run_connector(a.config, a.debug),
+    "status": lambda a: print(REDACT(json.dumps(status(load_config(a.config)), indent=2))),
     "position": lambda a: position_command(load_config(a.config), a.action, a.value),
     "snapshot": lambda a: request_snapshot(load_config(a.config), a.tables),
     "spark": _spark,
@@ -343,23 +384,37 @@ def _printed(count: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure("text", args.debug)
     try:
         return _COMMANDS[args.command](args) or 0
-    except ConfigError as exc:
-        print(f"sluice: configuration: {exc}", file=sys.stderr)
-        return 2
-    except OversizedMessageError as exc:  # its own status: a supervisor must not restart into it
-        print(f"sluice: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_OVERSIZED
-    except SluiceError as exc:
-        sys.stdout.flush()
-        print(f"sluice: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        return _fatal(exc, args.debug)
+
+
+def _fatal(exc: Exception, debug: bool) -> int:
+    """One line on stderr that says what stopped Sluice (secrets redacted), and the exit status:
+    2 a configuration, 3 a message over its topic's limit (a supervisor must not restart into
+    it), 1 anything else. --debug adds the traceback."""
+    sys.stdout.flush()
+    if debug:
+        logging.getLogger("sluice").exception("stopped by")
+    if isinstance(exc, ConfigError):
+        line, status = f"configuration: {exc}", 2
+    elif isinstance(exc, OversizedMessageError):
+        line, status = f"{type(exc).__name__}: {exc}", EXIT_OVERSIZED
+    elif isinstance(exc, SluiceError):
+        line, status = f"{type(exc).__name__}: {exc}", 1
+    elif isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        line, status = f"{where}{exc.strerror or exc}", 1
+    else:
+        line, status = f"unexpected {type(exc).__name__}: {exc} (sluice --debug ... shows where)", 1
+    print(REDACT(f"sluice: {line}"), file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -11,16 +11,18 @@ import re
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, PositionError
 from connector.filters import TableFilter
 from connector.flat import QueryText
-from connector.position import PositionError, position_of_text
+from connector.position import position_of_text
 from connector.replica.client import SourceSettings
+from connector.secrets import CREDENTIALS, REDACT, URL_CREDENTIALS, resolve, url_password
+from connector.sink.kafka import check_client_properties
 from connector.urls import source_settings_of_url
 
 
@@ -98,6 +100,32 @@ class ColumnRule:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaSecurity:
+    """How Sluice's Kafka clients authenticate and encrypt (`[kafka.security]`)."""
+
+    protocol: str = "plaintext"  # plaintext, ssl (TLS; mutual with ssl_cert/ssl_key), sasl_plaintext, sasl_ssl
+    sasl_mechanism: str = ""  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    ssl_ca: str = ""  # the CA that signed the brokers' certificates ("": the system's)
+    ssl_cert: str = ""  # a client certificate and its key: mutual TLS
+    ssl_key: str = ""
+    ssl_key_password: str = field(default="", repr=False)
+
+    def librdkafka(self) -> dict[str, str]:
+        """The librdkafka properties these settings stand for."""
+        props = {"security.protocol": self.protocol}
+        named = {
+            "sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password, "ssl.ca.location": self.ssl_ca,
+            "ssl.certificate.location": self.ssl_cert, "ssl.key.location": self.ssl_key,
+            "ssl.key.password": self.ssl_key_password,
+        }  # fmt: skip
+        props.update({k: v for k, v in named.items() if v})
+        return props
+
+
+@dataclass(frozen=True, slots=True)
 class KafkaSection:
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "sluice"
@@ -122,19 +150,44 @@ class KafkaSection:
     heartbeat_interval_s: float = 0.0  # > 0: a message on {prefix}._heartbeat at most this often; 0: off
     transaction_topic: bool = False  # BEGIN/END with per-table event counts on {prefix}._transaction
     columns: list[ColumnRule] = field(default_factory=list)  # per-table column include/exclude/mask/hash
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    # librdkafka properties passed through to the producer and the admin client as they are
+    # (checked by librdkafka at start); the ones Sluice's guarantees rest on are refused.
+    producer: dict[str, str] = field(default_factory=dict)
+    admin: dict[str, str] = field(default_factory=dict)
+
+    def client_config(self) -> dict[str, str]:
+        """What every Kafka client of this connector needs to reach the brokers."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka()}
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointSection:
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    db_url: str = "mysql://root@127.0.0.1:3306/sluice_meta"  # also holds the schema history
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # rediss://: TLS
+    db_url: str = field(default="mysql://root@127.0.0.1:3306/sluice_meta", repr=False)  # also the schema history
     flush_interval_s: float = 3.0
+    redis_ssl_ca: str = ""  # rediss://: the CA that signed Redis's certificate ("": the system's)
+    db_ssl_ca: str = ""  # set: the checkpoint database over TLS, verified against this CA
+    db_ssl_cert: str = ""  # a client certificate and key for it
+    db_ssl_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class AvroSection:
     schemas_dir: str = "schemas"
     schema_registry_url: str = field(default="", repr=False)  # set: Confluent framing through the registry
+    schema_registry_user: str = ""  # HTTP basic auth
+    schema_registry_password: str = field(default="", repr=False)
+    schema_registry_ca: str = ""  # https: the CA that signed the registry's certificate
+
+    def registry_config(self) -> dict[str, str]:
+        """confluent-kafka's SchemaRegistryClient settings."""
+        conf = {"url": self.schema_registry_url}
+        if self.schema_registry_user:
+            conf["basic.auth.user.info"] = f"{self.schema_registry_user}:{self.schema_registry_password}"
+        if self.schema_registry_ca:
+            conf["ssl.ca.location"] = self.schema_registry_ca
+        return conf
     subject_name_strategy: str = "topic"  # registry subjects: "topic", "record" or "topic_record"
 
 
@@ -161,7 +214,7 @@ class SparkSection:
 @dataclass(frozen=True, slots=True)
 class MetricsSection:
     port: int = 0  # Prometheus /metrics, /health, /ready; 0: off
-    host: str = "0.0.0.0"  # noqa: S104  (a container's metrics are scraped from outside it)
+    host: str = "127.0.0.1"  # where they listen: loopback unless asked (a container sets 0.0.0.0)
     progress_s: float = 5.0  # a progress line this often while catching up
     log_format: str = "text"  # "text" or "json"
 
@@ -201,7 +254,10 @@ class Config:
         return urlsplit(self.checkpoint.db_url).path.strip("/")
 
     def checkpoint_settings(self) -> SourceSettings:
-        return source_settings_of_url(self.checkpoint.db_url)
+        cp = self.checkpoint
+        settings = source_settings_of_url(cp.db_url)
+        return replace(settings, ssl_ca=cp.db_ssl_ca or None, ssl_cert=cp.db_ssl_cert or None,
+                       ssl_key=cp.db_ssl_key or None)  # fmt: skip
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -212,15 +268,38 @@ def load_config(path: str | Path) -> Config:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"config file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config file {path} is a directory") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"config file {path} cannot be read (permission denied)") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     return parse_config(raw, str(path))
 
 
+# What a configuration may not leave to the defaults: where the source and Kafka are, and who
+# Sluice is on the source (an empty file used to start as root@127.0.0.1).
+REQUIRED = (("source", "host"), ("source", "user"), ("kafka", "bootstrap_servers"))
+
+
 def parse_config(raw: dict[str, Any], where: str = "config") -> Config:
-    config: Config = _section(Config, raw, where, "")
+    config: Config = _section(Config, resolve(raw), where, "")
+    missing = [f"[{s}] {k}" for s, k in REQUIRED if k not in raw.get(s, {})]
+    if missing:
+        raise ConfigError(f"{where}: {', '.join(missing)} must be set")
     _validate(config, where)
+    _register_secrets(config)
     return config
+
+
+def _register_secrets(config: Config) -> None:
+    """Every credential's value (and URL passwords) for REDACT, also ones written in the file."""
+    cp, avro, security = config.checkpoint, config.avro, config.kafka.security
+    REDACT.add(config.source.password, avro.schema_registry_password, security.sasl_password,
+               security.ssl_key_password, url_password(cp.db_url), url_password(cp.redis_url),
+               url_password(avro.schema_registry_url))  # fmt: skip
 
 
 def _section(cls: type[Any], raw: Any, where: str, prefix: str) -> Any:
@@ -258,8 +337,15 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {type(value).__name__} {value!r}")
+        shown = "(a value not shown: a credential)" if _is_secret(key) else REDACT(repr(value))
+        raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {type(value).__name__} {shown}")
     return value
+
+
+def _is_secret(key: str) -> bool:
+    """A credential key whose whole value is secret (a URL's is shown with its password masked)."""
+    section, _, name = key.rpartition(".")
+    return (section, name) in CREDENTIALS - URL_CREDENTIALS
 
 
 def _mapping(value: Any, where: str, key: str) -> dict[str, str]:
@@ -327,8 +413,8 @@ def _validate(config: Config, where: str) -> None:
         (config.avro.subject_name_strategy in SUBJECT_STRATEGIES, "avro.subject_name_strategy",
          ", ".join(SUBJECT_STRATEGIES)),
         (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
-        (urlsplit(cp.redis_url).scheme in ("redis", "rediss", "unix", ""), "checkpoint.redis_url",
-         'redis://host:port/db, or "" for no Redis'),
+        (_redis_url_ok(cp.redis_url), "checkpoint.redis_url",
+         'redis://[:password@]host:port/db, rediss:// for TLS, unix:///path, or "" for no Redis'),
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",
          "mysql://user:password@host:port/database"),
         (0.1 <= cp.flush_interval_s <= 3600, "checkpoint.flush_interval_s", "0.1..3600 seconds"),
@@ -342,9 +428,13 @@ def _validate(config: Config, where: str) -> None:
         (1 <= config.snapshot.chunk_size <= 1_000_000, "snapshot.chunk_size", "1..1000000"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
     ]  # fmt: skip
+    checks += _security_checks(config)
     for ok, key, accepted in checks:
         if not ok:
-            raise ConfigError(f"{where}: {key} = {_shown(config, key)!r} is out of range; accepted: {accepted}")
+            shown = "(not shown: a credential)" if _is_secret(key) else repr(_shown(config, key))
+            raise ConfigError(REDACT(f"{where}: {key} = {shown} is out of range; accepted: {accepted}"))
+    _files_exist(config, where)
+    _client_properties(config, where)
     config.checkpoint_settings()  # the URL parses
     config.table_filter()  # compiles the patterns: a bad one fails here, naming it
     _validate_key_columns(src.key_columns, where)
@@ -354,6 +444,85 @@ def _validate(config: Config, where: str) -> None:
         _compile_route(route.pattern, f"{where}: kafka.routes[{i}].pattern")
     for i, rule in enumerate(kafka.columns):
         _check_rule(rule, f"{where}: kafka.columns[{i}]")
+
+
+PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _security_checks(config: Config) -> list[tuple[bool, str, str]]:
+    sec = config.kafka.security
+    sasl = sec.protocol.startswith("sasl")
+    return [
+        (sec.protocol in PROTOCOLS, "kafka.security.protocol", ", ".join(PROTOCOLS)),
+        (not sasl or sec.sasl_mechanism in SASL_MECHANISMS, "kafka.security.sasl_mechanism",
+         ", ".join(SASL_MECHANISMS) + " (with a sasl_* protocol)"),
+        (sasl or not sec.sasl_mechanism, "kafka.security.sasl_mechanism",
+         '"" unless protocol is sasl_ssl or sasl_plaintext'),
+        (not sasl or bool(sec.sasl_username and sec.sasl_password), "kafka.security.sasl_username",
+         "a user name, with sasl_password (or sasl_password_file)"),
+        (bool(sec.ssl_cert) == bool(sec.ssl_key), "kafka.security.ssl_cert",
+         "set with ssl_key (mutual TLS), or neither"),
+        (not config.avro.schema_registry_password or bool(config.avro.schema_registry_user),
+         "avro.schema_registry_user", "a user name, with schema_registry_password"),
+    ]  # fmt: skip
+
+
+def _redis_url_ok(url: str) -> bool:
+    if not url:
+        return True
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return bool(parts.path)
+    return parts.scheme in ("redis", "rediss") and bool(parts.hostname)
+
+
+# Files the configuration names: missing ones stop the start with their key, not later with a traceback.
+_FILES = (("source", "ssl_ca"), ("source", "ssl_cert"), ("source", "ssl_key"), ("kafka.security", "ssl_ca"),
+          ("kafka.security", "ssl_cert"), ("kafka.security", "ssl_key"), ("checkpoint", "redis_ssl_ca"),
+          ("checkpoint", "db_ssl_ca"), ("checkpoint", "db_ssl_cert"), ("checkpoint", "db_ssl_key"),
+          ("avro", "schema_registry_ca"))  # fmt: skip
+
+
+def _files_exist(config: Config, where: str) -> None:
+    for section, key in _FILES:
+        name = _shown(config, f"{section}.{key}")
+        if isinstance(name, str) and name and not Path(name).is_file():
+            raise ConfigError(f"{where}: {section}.{key} = {name!r}: no such file")
+
+
+# librdkafka properties Sluice's guarantees rest on (connector/sink/kafka.py), or that have a key of their own.
+_TIMEOUT = "a timed-out message is the one gap the gapless guarantee allows ([kafka] delivery_timeout_s)"
+_REFUSED = {
+    "enable.idempotence": "retries must neither reorder nor duplicate",
+    "acks": "a message counts as written only when all in-sync replicas have it",
+    "request.required.acks": "a message counts as written only when all in-sync replicas have it",
+    "enable.gapless.guarantee": "a message lost for good must stop the producer, not leave a hole",
+    "message.timeout.ms": _TIMEOUT,
+    "delivery.timeout.ms": _TIMEOUT,
+    "partitioner": "Sluice picks every partition itself (murmur2 of the key, as Java clients)",
+    "max.in.flight.requests.per.connection": "above 5 idempotence cannot keep the order",
+    "max.in.flight": "above 5 idempotence cannot keep the order",
+    "message.max.bytes": "set [kafka] max_message_bytes (topics and the producer follow it)",
+    "bootstrap.servers": "set [kafka] bootstrap_servers",
+    "metadata.broker.list": "set [kafka] bootstrap_servers",
+    "security.protocol": "set [kafka.security] protocol",
+    "sasl.password": "set [kafka.security] sasl_password (or sasl_password_file)",
+    "ssl.key.password": "set [kafka.security] ssl_key_password (or ssl_key_password_file)",
+}
+
+
+def _client_properties(config: Config, where: str) -> None:
+    """[kafka.producer] and [kafka.admin]: refused where a guarantee rests on the property, else
+    checked by librdkafka itself (its own names and values)."""
+    for section in ("producer", "admin"):
+        props: dict[str, str] = getattr(config.kafka, section)
+        for name in props:
+            if name in _REFUSED:
+                raise ConfigError(f"{where}: kafka.{section}.{name} cannot be set: {_REFUSED[name]}")
+        problem = check_client_properties(props, producer=section == "producer")
+        if problem is not None:
+            raise ConfigError(f"{where}: kafka.{section}: {problem}")
 
 
 def _check_rule(rule: ColumnRule, where: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 
 class SluiceError(Exception):
     """Base of every error Sluice raises on purpose."""
@@ -84,11 +86,117 @@ class SchemaMismatchError(BinlogDecodeError):
     """A TABLE_MAP disagrees with the tracked schema at that position."""
 
 
-def is_retriable(exc: BaseException) -> bool:
-    """The one place that decides: retry (reconnect, back off) or stop.
+# -- the replication protocol, positions -----------------------------------------------
 
-    Only a lost or refused connection is retried. A purged binlog, a misconfigured
-    server, a server-id conflict, undecodable bytes or a schema mismatch would fail the
-    same way again, so they stop the connector with their message.
-    """
-    return isinstance(exc, SourceUnavailableError)
+
+class ProtocolError(SluiceError):
+    """The server sent something the replication protocol does not allow here."""
+
+
+class SequenceRestartError(ProtocolError):
+    """A packet numbered 0 mid-response: MariaDB's error packet as it shuts down."""
+
+
+class PositionError(SluiceError):
+    """A position or GTID set that cannot be read."""
+
+
+# -- Kafka, Avro and the checkpoint stores ---------------------------------------------
+
+
+class SinkError(SluiceError):
+    """Kafka refused a request that retrying will not fix (a topic that cannot be created, a
+    message the broker will not take)."""
+
+
+class DeliveryError(SluiceError):
+    """Kafka gave up on a message: the connector stops, its checkpoint before that transaction."""
+
+
+class OversizedMessageError(SluiceError):
+    """A message over its topic's limit with [kafka] oversized = "fail": the connector stops before it."""
+
+
+class CheckpointUnavailableError(SluiceError):
+    """Neither Redis nor the checkpoint database would take the position."""
+
+
+class FencedError(SluiceError):
+    """A newer leader holds the connector: this instance's writes are refused and it stops."""
+
+
+class AvroWriteError(SluiceError):
+    """A value that its schema does not admit."""
+
+
+class EncodingError(SluiceError):
+    """A value that does not fit its column's Avro type (names the table, column and value)."""
+
+
+class UnreadableMessageError(SluiceError):
+    """Bytes that are neither single-object encoded nor Confluent framed, or of an unknown schema."""
+
+
+# -- the snapshot ----------------------------------------------------------------------
+
+
+class SnapshotReadError(SluiceError):
+    """A chunk could not be read (the source went away, the table changed): read it again later."""
+
+
+class SnapshotStateError(SluiceError):
+    """A saved snapshot state that cannot be read."""
+
+
+class PermissionRefusedError(ServerConfigError):
+    """The server refused a statement or a login to the user Sluice runs as: the same on every
+    attempt, so fatal, with the GRANT (or the password) that fixes it."""
+
+
+# -- what a failure means -------------------------------------------------------------
+
+
+class Disposition(enum.Enum):
+    RETRY = "retry"  # the same again after a backoff: a lost connection, a chunk to read later
+    PAUSE = "pause"  # hold what was done, stop reading, try again: the checkpoint stores are down
+    FATAL = "fatal"  # stop with the error's one line: it would fail the same way again
+
+
+_DISPOSITIONS: tuple[tuple[type[BaseException], Disposition], ...] = (
+    (PermissionRefusedError, Disposition.FATAL),
+    (SourceUnavailableError, Disposition.RETRY),
+    (SnapshotReadError, Disposition.RETRY),
+    (CheckpointUnavailableError, Disposition.PAUSE),
+)
+
+
+def classify(exc: BaseException) -> Disposition:
+    """The one place that decides what a failure means (the stream, the pipeline, the snapshot
+    and the runner ask it). Only a lost connection, a snapshot chunk and the checkpoint stores
+    are waited out: a purged binlog, a refused privilege, a misconfigured server, a server_id
+    conflict, undecodable bytes, a schema mismatch or a message Kafka refused for good would
+    fail the same way again, so they stop the connector with their message. Kafka's own
+    outages are waited out inside the sink (connector/sink/kafka.py), up to delivery_timeout_s."""
+    for kind, disposition in _DISPOSITIONS:
+        if isinstance(exc, kind):
+            return disposition
+    return Disposition.FATAL
+
+
+# MySQL and MariaDB error codes: a refused privilege or login (the user's to fix), and a
+# connection that went away (the network's or the server's, waited out).
+ACCESS_DENIED = frozenset({1044, 1045, 1142, 1143, 1227, 1370, 1698, 3118})
+CONNECTION_LOST = frozenset({1040, 1053, 1152, 1158, 1159, 1160, 1161, 1317, 1927, 2002, 2003, 2006, 2013, 2055})
+
+
+def server_error(exc: BaseException, where: str, what: str) -> SluiceError:
+    """A driver error (pymysql's) as Sluice's: refused privileges are fatal and name the fix,
+    a lost connection is retried, anything else is the server's setup."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    if code in ACCESS_DENIED:
+        fix = "check the user and its password" if code in (1045, 1698) else "GRANT it to the user Sluice runs as"
+        return PermissionRefusedError(f"{where}: {what}: {message} (error {code}); {fix}")
+    if code in CONNECTION_LOST or not code:
+        return SourceUnavailableError(f"{where}: {what}: {message}")
+    return ServerConfigError(f"{where}: {what}: {message} (error {code})")

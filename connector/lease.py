@@ -19,16 +19,10 @@ from collections.abc import Callable
 
 import redis
 
-from connector.errors import SluiceError
-
 log = logging.getLogger("sluice.ha")
 
 _RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-class FencedError(SluiceError):
-    """A newer leader holds the connector: this instance's writes are refused and it stops."""
 
 
 class Lease:

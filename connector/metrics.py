@@ -4,7 +4,8 @@
 and a sampler thread (the server's binlog position, every `sample_s`). `serve()` answers:
   /metrics  Prometheus text format
   /health   200 while the main loop has moved within `stall_s` (it wakes on every heartbeat)
-  /ready    200 while streaming and not paused for Kafka or the checkpoint stores, else 503
+  /ready    200 while streaming (the source reachable) and not paused for Kafka or the checkpoint
+            stores, else 503
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Metrics:
         self.last_event_time = 0.0
         self.last_loop = clock()
         self.streaming = False
+        self.source_up = True  # False while the stream waits to reconnect to the source
         self.paused_for: set[str] = set()  # "kafka", "checkpoint stores"
         self._file, self._pos = "", 0  # see `position`
         self.saved_at: dict[str, float] = {}
@@ -110,12 +112,15 @@ class Metrics:
         self._publish_counts()
         now = self.clock()
         self.inflight.set(inflight)
-        if self.last_event_time:
-            self.lag_s = max(0.0, now - self.last_event_time)
-            self.lag_seconds.set(self.lag_s)
         if server is not None and self.position is not None:
             self.lag_b = _bytes_behind(self.position, server)
             self.lag_bytes.set(self.lag_b)
+        if self.last_event_time:
+            # Read up to the server's end (heartbeats carry it on a quiet server): not behind at
+            # all, however old the last event is. Before, an idle connector's lag kept rising.
+            caught_up = server is not None and self.position is not None and self.lag_b == 0
+            self.lag_s = 0.0 if caught_up else max(0.0, now - self.last_event_time)
+            self.lag_seconds.set(self.lag_s)
         for store, at in self.saved_at.items():
             self.checkpoint_age.labels(store).set(now - at)
 
@@ -123,7 +128,7 @@ class Metrics:
         return self.clock() - self.last_loop < stall_s
 
     def ready(self) -> bool:
-        return self.streaming and not self.paused_for
+        return self.streaming and self.source_up and not self.paused_for
 
     def exposition(self) -> bytes:
         self._publish_counts()

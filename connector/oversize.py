@@ -32,17 +32,13 @@ import fastavro
 
 from connector.avro.encoding import SINGLE_OBJECT_MARKER
 from connector.avro.reader import MessageReader, plain_time
-from connector.errors import SluiceError
+from connector.errors import OversizedMessageError
 from connector.sink.kafka import Headers
 
 log = logging.getLogger("sluice.oversize")
 
 TRUNCATED_HEADER = "sluice.truncated"
 DEAD_LETTER_SUFFIX = "._oversized"
-
-
-class OversizedMessageError(SluiceError):
-    """A message over its topic's limit with [kafka] oversized = "fail": the connector stops before it."""
 
 
 @dataclass(frozen=True, slots=True)

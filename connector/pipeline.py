@@ -30,8 +30,9 @@ from operator import itemgetter
 from connector.avro.encoding import Encoded, MessageEncoder
 from connector.avro.reader import MessageReader
 from connector.binlog.constants import STMT_END_F
-from connector.checkpoint import Checkpointer, CheckpointUnavailableError, DeliveryError, InFlight
+from connector.checkpoint import Checkpointer, InFlight
 from connector.columns import ColumnRules
+from connector.errors import DeliveryError, Disposition, SluiceError, classify
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.metrics import Metrics
@@ -329,8 +330,9 @@ class Pipeline:
                 self.checkpointer.submit(position)  # the writer thread's, or written here when it is not running
                 if self.checkpointer.failing is None:
                     return
-            except CheckpointUnavailableError:
-                pass
+            except SluiceError as exc:
+                if classify(exc) is not Disposition.PAUSE:
+                    raise
         elif self.checkpointer.failing is None:
             return
         self._save_when_possible()
@@ -342,7 +344,9 @@ class Pipeline:
             try:
                 self.checkpointer.save_unsaved()
                 break
-            except CheckpointUnavailableError as exc:
+            except SluiceError as exc:
+                if classify(exc) is not Disposition.PAUSE:
+                    raise
                 self._paused("checkpoint stores", True)
                 log.warning("cannot save position %s (%s); pausing %.1f s", self.last_committed, exc, delay)
                 self.sleep(delay)

@@ -13,11 +13,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from connector.errors import SluiceError
-
-
-class PositionError(SluiceError):
-    """A position or GTID set that cannot be read."""
+from connector.errors import PositionError
 
 
 @dataclass(frozen=True, slots=True)

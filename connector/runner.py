@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import json
 import logging
+import os
+import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import ThreadingHTTPServer
@@ -21,17 +26,17 @@ from connector.checkpoint import (
     BlockingNotes,
     Checkpointer,
     CheckpointStore,
-    CheckpointUnavailableError,
     DatabaseCheckpointStore,
     RedisCheckpointStore,
+    redis_client,
 )
 from connector.columns import ColumnRules
 from connector.config import Config
-from connector.errors import SluiceError, SourceError
+from connector.errors import CheckpointUnavailableError, FencedError, OversizedMessageError, SluiceError, SourceError
 from connector.extras import HeartbeatTopic, TransactionTopic
-from connector.lease import FencedError, Lease, keep_renewing
+from connector.lease import Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
-from connector.oversize import OversizedMessageError, OversizePolicy
+from connector.oversize import OversizePolicy
 from connector.pipeline import Pipeline
 from connector.position import Position
 from connector.replica.client import open_connection
@@ -54,12 +59,46 @@ class Stores:
     durable: CheckpointStore
 
 
-def checkpoint_stores(config: Config, fence: int | None = None) -> Stores:
-    """The stores; with `fence` (an HA leader's token) their writes refuse older tokens."""
-    durable = DatabaseCheckpointStore(checkpoint_connector(config), config.name, fence)
+def checkpoint_stores(config: Config, fence: int | None = None, readonly: bool = False) -> Stores:
+    """The stores; with `fence` (an HA leader's token) their writes refuse older tokens.
+    `readonly`: nothing is created on the checkpoint database (`sluice status`)."""
+    connect = checkpoint_connector(config, create=not readonly)
+    durable = DatabaseCheckpointStore(connect, config.name, fence, create=not readonly)
     url = config.checkpoint.redis_url
-    fast = RedisCheckpointStore(url, config.name, fence) if url else None
+    fast = RedisCheckpointStore(url, config.name, fence, config.checkpoint.redis_ssl_ca) if url else None
     return Stores(fast, durable)
+
+
+PRESENCE_TTL_S = 20  # the sampler announces at least every 5 s
+
+
+class Presence:
+    """A streaming connector says so in Redis (`sluice:{name}:running`, expiring by itself), for
+    `sluice status`; without Redis nothing says it."""
+
+    def __init__(self, config: Config) -> None:
+        url = config.checkpoint.redis_url
+        self.client = redis_client(url, config.checkpoint.redis_ssl_ca) if url else None
+        self.key = presence_key(config.name)
+        self.value = json.dumps({"instance": f"{socket.gethostname()}-{os.getpid()}", "since": int(time.time())})
+
+    def announce(self) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.set(self.key, self.value, ex=PRESENCE_TTL_S)
+        except redis.RedisError as exc:
+            log.debug("presence not announced: %s", exc)
+
+    def withdraw(self) -> None:
+        if self.client is None:
+            return
+        with contextlib.suppress(redis.RedisError):
+            self.client.delete(self.key)
+
+
+def presence_key(name: str) -> str:
+    return f"sluice:{name}:running"
 
 
 def _forward(outer: threading.Event, inner: threading.Event) -> None:
@@ -71,7 +110,7 @@ def _forward(outer: threading.Event, inner: threading.Event) -> None:
 
 def run_with_lease(config: Config, stop: threading.Event, on_connector: Callable[[Connector], None] = print) -> None:
     """Standby until this instance holds the connector's lease, then stream; again after losing it."""
-    client = redis.Redis.from_url(config.checkpoint.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    client = redis_client(config.checkpoint.redis_url, config.checkpoint.redis_ssl_ca)
     lease = Lease(client, config.name, config.ha.lease_s)
     every_s = config.ha.lease_s / 3
     metrics = Metrics()  # /health answers on standbys too; /ready only while leading
@@ -141,7 +180,9 @@ def kafka_sink(config: Config) -> KafkaSink:
     key_bytes = 0 if k.value_format == "canal-json" else framing_class(config).key_bytes
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
                                    k.max_message_bytes, key_bytes, outage_s=k.delivery_timeout_s,
-                                   topic_config=dict(k.topic_config)))  # fmt: skip
+                                   topic_config=dict(k.topic_config),
+                                   extra={**k.security.librdkafka(), **k.producer},
+                                   admin={**k.security.librdkafka(), **k.admin}))  # fmt: skip
 
 
 def message_encoder(config: Config) -> MessageEncoder:
@@ -185,8 +226,10 @@ def framing_class(config: Config) -> type[ConfluentFraming] | type[SingleObjectF
 
 
 def framing(config: Config) -> Framing:
-    url = config.avro.schema_registry_url
-    return ConfluentFraming(url, config.avro.subject_name_strategy) if url else SingleObjectFraming()
+    avro = config.avro
+    if not avro.schema_registry_url:
+        return SingleObjectFraming()
+    return ConfluentFraming(avro.schema_registry_url, avro.subject_name_strategy, avro.registry_config())
 
 
 class Connector:
@@ -214,6 +257,7 @@ class Connector:
         self.serves_metrics = metrics is None
         self.metrics = metrics or Metrics()
         self.http: ThreadingHTTPServer | None = None
+        self.presence: Presence | None = None
         self.checkpointer.on_saved = self.metrics.saved
         self.sole_job = False  # `sluice run`: the process is this connector's; tune_gc() after start-up
 
@@ -236,6 +280,9 @@ class Connector:
         return Snapshotter(ServerChunks(self.config.source.settings()), prepared.tracker, state,
                            self.config.snapshot.chunk_size, requests)  # fmt: skip
 
+    def _source_up(self, up: bool) -> None:
+        self.metrics.source_up = up
+
     def _note_blocked(self, reason: str) -> None:
         """Why the connector stops, kept with its position for `sluice status` (best effort: the
         stop itself says it too)."""
@@ -255,12 +302,16 @@ class Connector:
         done = threading.Event()
         progress = Progress(self.metrics, settings.progress_s)
 
+        presence = self.presence = Presence(self.config)
+
         def sample() -> None:
+            presence.announce()
             while not done.wait(min(settings.progress_s, 5.0)):
                 server = _server_position(self.config)
                 inflight = self.pipeline.inflight.outstanding if self.pipeline else 0
                 self.metrics.refresh(inflight, server)
                 progress.maybe_log(self.pipeline.counters.rows if self.pipeline else 0)
+                presence.announce()
 
         threading.Thread(target=sample, name="metrics-sampler", daemon=True).start()
         return done
@@ -281,6 +332,8 @@ class Connector:
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
+        self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
+        self.stream.on_source = self._source_up
         configure_pipeline(self.pipeline, self.config)
         self.pipeline.metrics = self.metrics
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
@@ -303,6 +356,8 @@ class Connector:
         finally:
             self.metrics.streaming = False
             observing.set()
+            if self.presence is not None:
+                self.presence.withdraw()
             self.checkpointer.stop()
             if blocked is not None:  # after the last save, which clears it
                 self._note_blocked(blocked)

@@ -18,9 +18,9 @@ import pymysql.cursors
 from connector.config import Config
 from connector.errors import ConfigError, ServerConfigError, SourceError
 from connector.filters import TableFilter
-from connector.position import Position, position_of_text
+from connector.position import MariadbGtidState, Position, position_of_text
 from connector.replica.client import SourceSettings, check_server, open_connection
-from connector.schema.capture import capture, ddl_between, master_position, read_table
+from connector.schema.capture import capture, ddl_between, is_mariadb, master_position, read_table
 from connector.schema.history import HistoryStore, MariadbHistoryStore
 from connector.schema.model import Schema, Table
 from connector.schema.tracker import SchemaTracker
@@ -44,32 +44,67 @@ CHECKPOINT_GRANTS = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER"
 _ACCESS_DENIED = frozenset({1044, 1142, 1143, 1227})  # database, table, column, privilege refused
 
 
-def checkpoint_connector(config: Config) -> Callable[[], pymysql.connections.Connection]:
-    """Connections to the checkpoint database, which is created when missing."""
+def checkpoint_connector(config: Config, create: bool = True) -> Callable[[], pymysql.connections.Connection]:
+    """Connections to the checkpoint database, which is created when missing (`create`: not for
+    read-only commands such as `sluice status`).
+
+    When it lives on the source server, its writes are kept out of the binlog the connector
+    reads (`SET sql_log_bin = 0`): each one would otherwise be a transaction whose position is
+    saved again, for ever (about 200 a second with Redis down). A checkpoint user that may not
+    do that on the source server stops the start, naming the GRANT."""
     settings = config.checkpoint_settings()
     database = config.meta_database()
+    where = f"checkpoint database {settings.host}:{settings.port}/{database}"
     with open_connection(settings) as conn, conn.cursor() as cur:
-        try:
-            cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,))
-            row = cur.fetchone()
-            if not row or not row[0]:
-                cur.execute(f"CREATE DATABASE `{database}`")
-        except pymysql.err.MySQLError as exc:
-            if not exc.args or exc.args[0] not in _ACCESS_DENIED:
-                raise
-            raise ServerConfigError(
-                f"checkpoint database {settings.host}:{settings.port}/{database}: {exc.args[1]}; create the "
-                f"database, or GRANT {CHECKPOINT_GRANTS} ON `{database}`.* TO the checkpoint user"
-            ) from exc
-    same_server = (settings.host, settings.port) == (config.source.host, config.source.port)
+        if create:
+            _create_database(cur, database, where)
+        same_server = _same_server(cur, config)
+        if same_server:
+            _unlogged(conn, where)
 
     def connect() -> pymysql.connections.Connection:
         conn = open_connection(settings, database)
         if same_server:
-            _unlogged(conn)
+            _unlogged(conn, where)
         return conn
 
     return _refusals_named(connect, f"{settings.host}:{settings.port}/{database}")
+
+
+def _create_database(cur: pymysql.cursors.Cursor, database: str, where: str) -> None:
+    try:
+        cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,))
+        row = cur.fetchone()
+        if not row or not row[0]:
+            cur.execute(f"CREATE DATABASE `{database}`")
+    except pymysql.err.MySQLError as exc:
+        if not exc.args or exc.args[0] not in _ACCESS_DENIED:
+            raise
+        raise ServerConfigError(
+            f"{where}: {exc.args[1]}; create the database, or GRANT {CHECKPOINT_GRANTS} ON `{database}`.* TO the "
+            "checkpoint user"
+        ) from exc
+
+
+_IDENTITY = "SELECT @@hostname, @@port, @@server_id"
+
+
+def _same_server(cur: pymysql.cursors.Cursor, config: Config) -> bool:
+    """Whether the checkpoint database is the source server itself: the same address in the
+    configuration, or the same host name, port and server_id as the source reports."""
+    source = config.source
+    checkpoint = config.checkpoint_settings()
+    if (checkpoint.host, checkpoint.port) == (source.host, source.port):
+        return True
+    cur.execute(_IDENTITY)
+    mine = cur.fetchone()
+    try:
+        with open_connection(config.source.settings()) as conn, conn.cursor() as src:
+            src.execute(_IDENTITY)
+            theirs = src.fetchone()
+    except SourceError:
+        return False  # the source is not reachable now: the stream will say so
+    return mine == theirs
 
 
 def _refusals_named(
@@ -98,14 +133,21 @@ def _refusals_named(
     return named
 
 
-def _unlogged(conn: pymysql.connections.Connection) -> None:
-    """On the source server, keep checkpoint writes out of the binlog: each flush would
-    otherwise log a transaction, whose position would be flushed again, forever."""
+# What lets a session keep its writes out of the binlog.
+SQL_LOG_BIN_GRANTS = "SESSION_VARIABLES_ADMIN on MySQL 8.0.14+ (SUPER before), BINLOG ADMIN on MariaDB 10.5.2+"
+
+
+def _unlogged(conn: pymysql.connections.Connection, where: str) -> None:
+    """On the source server, keep checkpoint writes out of the binlog it reads."""
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_log_bin = 0")
-    except pymysql.err.MySQLError as exc:  # lacks the privilege: the loop is slow (one write per flush)
-        log.debug("checkpoint writes stay in the binlog: %s", exc)
+    except pymysql.err.MySQLError as exc:
+        raise ServerConfigError(
+            f"{where} is on the source server and its user may not keep checkpoint writes out of the binlog "
+            f"(SET sql_log_bin = 0: {exc.args[-1]}); each write would be read and saved again: GRANT "
+            f"{SQL_LOG_BIN_GRANTS} ON *.* TO the checkpoint user, or keep the checkpoint database on another server"
+        ) from exc
 
 
 def prepare(config: Config, store: HistoryStore | None = None, resume: Position | None = None) -> Prepared:
@@ -164,6 +206,40 @@ def check_key_columns(
         f"source.key_columns: {name} ({', '.join(columns)}) may not identify one row: no UNIQUE index over NOT NULL "
         f"columns among them; add one (ALTER TABLE {name} ADD UNIQUE KEY (...)) or name the columns it covers"
     )
+
+
+def missing_on_server(conn: pymysql.connections.Connection, position: Position) -> str | None:
+    """Why the server could not stream from `position` (None: it can): a binlog file it no
+    longer (or never) had, an offset past its end, a GTID set it has not executed or whose
+    successors it purged. `sluice position set` asks before it saves anything."""
+    with conn.cursor() as cur:
+        if position.gtid_set and not position.file:
+            return _gtids_missing(cur, position.gtid_set, is_mariadb(conn))
+        cur.execute("SHOW BINARY LOGS")
+        sizes = {str(row[0]): int(row[1]) for row in cur.fetchall()}
+    if position.file not in sizes:
+        have = f"{min(sizes)} .. {max(sizes)}" if sizes else "none"
+        return f"the server has no binlog {position.file} (it has {have})"
+    if position.pos > sizes[position.file]:
+        return f"{position.file} is {sizes[position.file]} bytes long; {position.pos} is past its end"
+    return None
+
+
+def _gtids_missing(cur: pymysql.cursors.Cursor, gtids: str, mariadb: bool) -> str | None:
+    if mariadb:
+        cur.execute("SELECT @@global.gtid_binlog_pos")
+        row = cur.fetchone()
+        executed = MariadbGtidState.parse(str(row[0] if row else ""))
+        ahead = [str(g) for g in gtids.split(",") if g.strip() and not executed.contains(g.strip())]
+        return f"the server's binlog has not reached {', '.join(ahead)} (it is at {executed})" if ahead else None
+    cur.execute("SELECT GTID_SUBSET(%s, @@global.gtid_executed), GTID_SUBSET(@@global.gtid_purged, %s)",
+                (gtids, gtids))  # fmt: skip
+    row = cur.fetchone()
+    if row is None or not int(row[0]):
+        return f"the server has not executed all of {gtids}"
+    if not int(row[1]):
+        return f"the server purged binlogs of transactions after {gtids} (gtid_purged is not within it)"
+    return None
 
 
 def configured_start(conn: pymysql.connections.Connection, start: str) -> Position:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +39,7 @@ from connector.binlog.events import (
 )
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
-from connector.errors import SluiceError, SourceUnavailableError, is_retriable
+from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
 from connector.flat import NO_QUERIES, FlatMessage, FlatMessageBuilder, QueryText, RowBatch
 from connector.lazy import Lazy
@@ -396,6 +397,9 @@ class ChangeStream:
         self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
         self.query = NO_QUERIES  # what row messages' `sql` carries of their statement
         self._assembler: TransactionAssembler | None = None  # the current session's
+        # The connector's stop: a wait to reconnect ends there (items end, as at a clean stop).
+        self.stop: threading.Event | None = None
+        self.on_source: Callable[[bool], None] = lambda up: None  # reachable or not: /ready
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
@@ -414,17 +418,27 @@ class ChangeStream:
                         position, handed = item.position, None
                         prepared = dict(self._assembler.prepared) if self._assembler is not None else {}
                     delays = self.backoff.delays()  # progress: the next failure starts a fresh backoff
+                    self.on_source(True)
                     yield item
                 return
             except SluiceError as exc:
-                if not is_retriable(exc):
+                if classify(exc) is not Disposition.RETRY:
                     raise
                 delay = next(delays, None)
                 if delay is None:
                     raise
                 self.reconnects += 1
+                self.on_source(False)
                 log.warning("source lost at %s (%s); reconnecting in %.1f s", position, exc, delay)
-                self.sleep(delay)
+                if self._stopping(delay):
+                    return
+
+    def _stopping(self, delay: float) -> bool:
+        """Wait `delay` before reconnecting; True when the connector stops meanwhile."""
+        if self.stop is None:
+            self.sleep(delay)
+            return False
+        return self.stop.wait(delay)
 
     def _session(
         self,

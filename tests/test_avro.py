@@ -13,11 +13,12 @@ from typing import Any
 import fastavro
 import pytest
 
-from connector.avro.encoding import ConfluentFraming, EncodingError, MessageEncoder, SingleObjectFraming
-from connector.avro.reader import MessageReader, UnreadableMessageError
+from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
+from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, key_schema, value_schema
 from connector.avro.values import converter
+from connector.errors import EncodingError, UnreadableMessageError
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table, without_aliases
 

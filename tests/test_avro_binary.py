@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.avro.binary import AvroWriteError, compile_schema, varint
+from connector.avro.binary import compile_schema, varint
 from connector.avro.schemas import ddl_schema, value_schema
+from connector.errors import AvroWriteError
 from tests.test_avro import table
 
 SCHEMA = value_schema(table(), 1)

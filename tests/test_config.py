@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from connector.config import load_config, parse_config
 from connector.errors import ConfigError
 
+REQUIRED = {"source": {"host": "db", "user": "cdc"}, "kafka": {"bootstrap_servers": "kafka:9092"}}
+
+
+def complete(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with the keys every configuration must set, where it does not set them itself."""
+    out: dict[str, Any] = {**raw}
+    for section, keys in REQUIRED.items():
+        if isinstance(out.get(section, {}), dict):
+            out[section] = {**keys, **out.get(section, {})}
+    return out
+
 
 def test_defaults_and_values(tmp_path: Path) -> None:
     path = tmp_path / "sluice.toml"
     path.write_text(
-        'name = "orders"\n[source]\nhost = "db"\nport = 3307\nserver_id = 99\nheartbeat_s = 2\n'
+        'name = "orders"\n[source]\nhost = "db"\nuser = "cdc"\nport = 3307\nserver_id = 99\nheartbeat_s = 2\n'
         'include = ["shop\\\\..*"]\nexclude = ["shop\\\\.tmp_.*"]\n'
-        '[kafka]\ntopic_prefix = "cdc"\n[[kafka.routes]]\npattern = "shop\\\\.orders_.*"\ntopic = "orders"\n'
+        '[kafka]\nbootstrap_servers = "kafka:9092"\ntopic_prefix = "cdc"\n'
+        '[[kafka.routes]]\npattern = "shop\\\\.orders_.*"\ntopic = "orders"\n'
         '[checkpoint]\ndb_url = "mysql://cdc:s3cret@meta:3307/cdc_meta"\n'
     )
     config = load_config(path)
@@ -66,7 +79,7 @@ def test_defaults_and_values(tmp_path: Path) -> None:
 )
 def test_bad_configuration_names_the_key(raw: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config(raw)
+        parse_config(complete(raw))
     assert message in str(info.value)
 
 
@@ -84,4 +97,4 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     ["gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-77:batch_a:1-3:9", "gtid:0-1-5,1-2-9", "mysql-bin.000003:4"],
 )
 def test_a_start_may_be_a_tagged_gtid_set_a_mariadb_state_or_a_file_position(start: str) -> None:
-    assert parse_config({"source": {"start": start}}).source.start == start
+    assert parse_config(complete({"source": {"start": start}})).source.start == start

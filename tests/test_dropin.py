@@ -17,6 +17,7 @@ from connector.config import ColumnRule, parse_config
 from connector.errors import ConfigError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.stream import Commit, Heartbeat
+from tests.test_config import complete
 from tests.test_pipeline import Rig, changes, pos, row, table
 
 
@@ -144,7 +145,7 @@ def test_subject_names_follow_the_strategy() -> None:
 )  # fmt: skip
 def test_bad_options_fail_naming_the_key(kafka: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        parse_config({"kafka": kafka})
+        parse_config(complete({"kafka": kafka}))
 
 
 def test_consume_shows_bytes_as_hex_and_json_and_tombstones_as_they_are(tmp_path: Path) -> None:

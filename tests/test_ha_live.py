@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from connector.config import Config, HaSection, MetricsSection
-from connector.lease import FencedError
+from connector.errors import FencedError
 from connector.position import Position
 from connector.runner import Connector, checkpoint_stores, run_with_lease
 from tests.live import wait_until

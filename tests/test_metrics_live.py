@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.cli import JsonLogFormatter
 from connector.config import MetricsSection
+from connector.logs import JsonLogFormatter
 from connector.runner import Connector
 from tests.live import connect, server, wait_until
 from tests.test_pipeline_live import config_for, fresh

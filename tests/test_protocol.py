@@ -9,9 +9,10 @@ import pytest
 
 from connector.binlog.events import EventHeader, decode_previous_gtids
 from connector.binlog.reader import Reader
-from connector.position import MariadbGtidState, MysqlGtidSet, Position, PositionError, binlog_sort_key, varlen
+from connector.errors import PositionError, ProtocolError, SequenceRestartError
+from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key, varlen
 from connector.replica import packets
-from connector.replica.packets import PacketReader, ProtocolError, frame
+from connector.replica.packets import PacketReader, frame
 
 
 def reader_of(data: bytes) -> PacketReader:
@@ -80,7 +81,7 @@ def test_a_restart_at_sequence_0_is_the_servers_shutdown() -> None:
     reader = reader_of(frame(b"a", 1) + frame(b"\xff\x35\x04shutdown", 0))
     reader.reset(0)
     reader.read_payload()
-    with pytest.raises(packets.SequenceRestartError):
+    with pytest.raises(SequenceRestartError):
         reader.read_payload()
 
 

@@ -17,9 +17,10 @@ from connector.checkpoint import (
     MemoryCheckpointStore,
     RedisCheckpointStore,
 )
+from connector.errors import SinkError
 from connector.native import transcoder
 from connector.position import Position
-from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink, SinkError
+from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
 from connector.sink.partitioning import partition_for, route_python
 from connector.startup import checkpoint_connector
 from tests import live

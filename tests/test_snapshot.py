@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from connector.errors import SnapshotReadError, SnapshotStateError
 from connector.filters import TableFilter
 from connector.flat import FlatMessage
 from connector.position import Position
@@ -21,9 +22,9 @@ from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.snapshot import coordinator
 from connector.snapshot.coordinator import Snapshotter, first_snapshot
-from connector.snapshot.reader import Chunk, SnapshotReadError, Window, after_clause, bound, chunk_query
+from connector.snapshot.reader import Chunk, Window, after_clause, bound, chunk_query
 from connector.snapshot.requests import MemorySnapshotRequests
-from connector.snapshot.state import Key, SnapshotState, SnapshotStateError
+from connector.snapshot.state import Key, SnapshotState
 from connector.stream import Changes, Commit
 from tests.test_pipeline import Rig, changes, pos, row, table
 

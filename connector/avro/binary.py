@@ -16,13 +16,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from connector.errors import SluiceError
+from connector.errors import AvroWriteError
 
 Write = Callable[[list[bytes], Any], None]
-
-
-class AvroWriteError(SluiceError):
-    """A value that its schema does not admit."""
 
 
 _SMALL = 1 << 13

@@ -28,7 +28,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from connector.avro.binary import AvroWriteError, Convert, compile_schema, compile_tuple_record, varint
+from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names
 from connector.avro.transcode import KINDS, program
@@ -36,7 +36,7 @@ from connector.avro.values import Converter, converter
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.tablemap import ColumnMeta
-from connector.errors import SluiceError
+from connector.errors import AvroWriteError, EncodingError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
 from connector.native import transcoder
 from connector.position import binlog_sort_key
@@ -44,10 +44,6 @@ from connector.schema.model import Table
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 Encoded = tuple[bytes | None, bytes]  # a row change's key (None without a primary key) and value
-
-
-class EncodingError(SluiceError):
-    """A value that does not fit its column's Avro type (names the table, column and value)."""
 
 
 # -- framing ---------------------------------------------------------------------------
@@ -97,8 +93,9 @@ class ConfluentFraming:
 
     key_bytes = 5  # the framing before the Avro body: magic byte 0, schema id
 
-    def __init__(self, url: str, strategy: str = "topic") -> None:
-        self.client = SchemaRegistryClient.new_client({"url": url})  # mock:// gives the in-memory one
+    def __init__(self, url: str, strategy: str = "topic", client: dict[str, str] | None = None) -> None:
+        """`client`: further SchemaRegistryClient settings (basic auth, the CA)."""
+        self.client = SchemaRegistryClient.new_client({**(client or {}), "url": url})  # mock://: in memory
         self.strategy = strategy
         # By the schema object, not its fingerprint: Avro's canonical form leaves aliases out, and a
         # version that differs only in them (a rename, then its reverse) must be registered too.

@@ -17,11 +17,7 @@ from fastavro.read import SchemaResolutionError
 
 from connector.avro.encoding import SINGLE_OBJECT_MARKER
 from connector.avro.registry import SchemaDirectory
-from connector.errors import SluiceError
-
-
-class UnreadableMessageError(SluiceError):
-    """Bytes that are neither single-object encoded nor Confluent framed, or of an unknown schema."""
+from connector.errors import UnreadableMessageError
 
 
 def plain_time(schema: Any) -> Any:

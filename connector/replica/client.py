@@ -23,14 +23,17 @@ import pymysql
 
 from connector.errors import (
     BinlogPositionLostError,
+    ProtocolError,
+    SequenceRestartError,
     ServerConfigError,
     ServerIdConflictError,
     SourceError,
     SourceUnavailableError,
+    server_error,
 )
 from connector.position import MysqlGtidSet, Position
 from connector.replica import packets
-from connector.replica.packets import PacketReader, ProtocolError, SequenceRestartError
+from connector.replica.packets import PacketReader
 from connector.schema.capture import master_position
 
 log = logging.getLogger("sluice.replica")
@@ -102,11 +105,8 @@ def open_connection(
             # ~70 ms per connection and a decryption of the whole binlog stream.
             ssl_disabled=ssl is None,
         )  # fmt: skip
-    except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else 0
-        if code in (1044, 1045, 1698):  # access denied: retrying will not help
-            raise ServerConfigError(f"{settings.host}:{settings.port}: {exc.args[1]}") from exc
-        raise SourceUnavailableError(f"cannot connect to {settings.host}:{settings.port}: {exc}") from exc
+    except pymysql.err.MySQLError as exc:  # a refused login is fatal, naming it; a lost server is retried
+        raise server_error(exc, f"cannot connect to {settings.host}:{settings.port}", "login") from exc
 
 
 def _variables(conn: pymysql.connections.Connection, names: list[str]) -> dict[str, str]:
@@ -204,9 +204,9 @@ class BinlogDump:
                 self._expect_ok("COM_REGISTER_SLAVE")
             self._command(self._dump_command(info, self.settings.server_id if register else 0))
             self._stream_from_here()
-        except pymysql.err.OperationalError as exc:
+        except pymysql.err.MySQLError as exc:  # e.g. a statement the user may not run: its GRANT, fatal
             self.close()
-            raise SourceUnavailableError(f"{self._where()}: {exc}") from exc
+            raise server_error(exc, self._where(), "starting the binlog dump") from exc
         except BaseException:
             self.close()
             raise

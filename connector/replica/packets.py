@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from connector.errors import SluiceError
+from connector.errors import ProtocolError, SequenceRestartError
 
 COM_REGISTER_SLAVE = 0x15
 COM_BINLOG_DUMP = 0x12
@@ -22,14 +22,6 @@ BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02  # MariaDB: send ANNOTATE_ROWS events
 BINLOG_THROUGH_GTID = 0x04
 
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
-
-
-class ProtocolError(SluiceError):
-    """The server sent something the replication protocol does not allow here."""
-
-
-class SequenceRestartError(ProtocolError):
-    """A packet numbered 0 mid-response: MariaDB's error packet as it shuts down."""
 
 
 @dataclass(frozen=True, slots=True)

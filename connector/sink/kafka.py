@@ -29,7 +29,8 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from connector.errors import SluiceError
+from connector.errors import SinkError
+from connector.logs import LIBRDKAFKA
 from connector.sink.partitioning import route
 
 log = logging.getLogger("sluice.kafka")
@@ -38,11 +39,6 @@ log = logging.getLogger("sluice.kafka")
 class Delivered(Protocol):
     def __call__(self, error: str | None, count: int = 1, /) -> None:
         """`count` messages settled: acknowledged (error None), or at least one of them failed."""
-
-
-class SinkError(SluiceError):
-    """Kafka refused a request that retrying will not fix (a topic that cannot be created, a
-    message the broker will not take)."""
 
 
 class Sink(Protocol):
@@ -115,8 +111,30 @@ class KafkaSettings:
     # How long admin and metadata requests (topic creation, limits) wait out an unreachable
     # broker before the connector stops: the pipeline's delivery_timeout_s.
     outage_s: float = 300.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # the producer's further properties (security, tuning)
+    admin: dict[str, Any] = field(default_factory=dict)  # the admin client's
     topic_config: dict[str, str] = field(default_factory=dict)  # row topics Sluice creates (cleanup.policy, ...)
+
+
+# librdkafka's lines through Sluice's logging (format, redaction, no floods), not its own stderr.
+_LOGGED: dict[str, Any] = {"logger": LIBRDKAFKA}
+# Each admin request's own time limit: short, so a stop is never kept waiting by one (requests
+# are retried while the broker is away: `_waiting_out_outages`).
+_REQUEST_S = 5
+
+
+def check_client_properties(props: dict[str, str], producer: bool) -> str | None:
+    """librdkafka's own verdict on client properties: None, or its message (an unknown name,
+    a value it refuses). A client is made with them and no broker to reach, then dropped."""
+    if not props:
+        return None
+    conf: dict[str, Any] = {**props, "bootstrap.servers": "", "log_level": 0}
+    try:
+        (Producer if producer else AdminClient)(conf)
+    except KafkaException as exc:
+        error = _kafka_error(exc)
+        return error.str() if error is not None else str(exc)
+    return None
 
 
 class KafkaSink:
@@ -137,9 +155,10 @@ class KafkaSink:
                 # librdkafka refuses any message above this itself (default 1,000,000).
                 "message.max.bytes": settings.max_message_bytes + RECORD_OVERHEAD,
                 **settings.extra,
+                **_LOGGED,
             }
         )
-        self.admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+        self.admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED})
         self._topics: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
@@ -238,17 +257,17 @@ class KafkaSink:
 
     def _described_limit(self, topic: str) -> int:
         resource = ConfigResource(ResourceType.TOPIC, topic)
-        described = self._waiting_out_outages(
-            f"cannot read the configuration of topic {topic}",
-            lambda: self.admin.describe_configs([resource], request_timeout=30)[resource].result(60),
-        )
+        def describe() -> Any:
+            return self.admin.describe_configs([resource], request_timeout=_REQUEST_S)[resource].result(2 * _REQUEST_S)
+
+        described = self._waiting_out_outages(f"cannot read the configuration of topic {topic}", describe)
         return int(described["max.message.bytes"].value)
 
     def _existing_partitions(self, topic: str) -> int:
         metadata = self._waiting_out_outages(
             # The admin client's: an idempotent producer that met a broker restart while it started was
             # seen answering no metadata request for minutes (the admin client answered at once).
-            f"cannot read the metadata of topic {topic}", lambda: self.admin.list_topics(topic, timeout=30)
+            f"cannot read the metadata of topic {topic}", lambda: self.admin.list_topics(topic, timeout=_REQUEST_S)
         )
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
@@ -264,7 +283,7 @@ class KafkaSink:
 
         def create() -> bool:
             try:
-                self.admin.create_topics([new], operation_timeout=30)[topic].result(60)
+                self.admin.create_topics([new], operation_timeout=2 * _REQUEST_S)[topic].result(3 * _REQUEST_S)
                 return True
             except KafkaException as exc:
                 error = _kafka_error(exc)

@@ -30,11 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from connector.errors import Disposition, SluiceError, classify
 from connector.flat import FlatMessage
 from connector.position import Position
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
-from connector.snapshot.reader import ChunkSource, Rendered, SnapshotReadError, Window, image_key
+from connector.snapshot.reader import ChunkSource, Rendered, Window, image_key
 from connector.snapshot.requests import SnapshotRequests
 from connector.snapshot.state import Key, SnapshotState, TableName
 from connector.stream import Changes
@@ -130,7 +131,9 @@ class Snapshotter:
                 return
             try:
                 self._hand_over(at, out)
-            except SnapshotReadError as exc:
+            except SluiceError as exc:
+                if classify(exc) is not Disposition.RETRY:
+                    raise
                 log.warning("%s; the chunk is read again later", exc)
                 self._close()
                 return
@@ -147,7 +150,9 @@ class Snapshotter:
         self._wait_for = None
         try:
             window = self.source.open(at)
-        except SnapshotReadError as exc:
+        except SluiceError as exc:
+            if classify(exc) is not Disposition.RETRY:
+                raise
             log.warning("%s; trying again at the next transaction", exc)
             return False
         if _behind(window.low, at):
@@ -229,7 +234,9 @@ class Snapshotter:
         self._polled = self.clock()
         try:
             pending = self.requests.after(self.state.request)
-        except SnapshotReadError as exc:
+        except SluiceError as exc:
+            if classify(exc) is not Disposition.RETRY:
+                raise
             log.warning("%s; asking again in %.0f s", exc, REQUEST_POLL_S)
             return
         for request, tables in pending:

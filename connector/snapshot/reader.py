@@ -26,7 +26,7 @@ import pymysql
 import pymysql.converters
 import pymysql.cursors
 
-from connector.errors import SluiceError
+from connector.errors import SluiceError, SnapshotReadError
 from connector.flat import float32_text
 from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
@@ -47,10 +47,6 @@ _STORED_BYTES = {"uuid": 16, "inet6": 16, "inet4": 4}
 
 SETTLE_TIMEOUT_S = 10  # how long a chunk waits for the stream's transactions to commit (MySQL)
 _ungated_warned: list[bool] = []  # MySQL without GTIDs was reported once (said once per process)
-
-
-class SnapshotReadError(SluiceError):
-    """A chunk could not be read (the source went away, the table changed): read it again later."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,7 @@ from typing import Protocol
 
 import pymysql
 
-from connector.errors import SluiceError
-from connector.snapshot.reader import SnapshotReadError
+from connector.errors import SluiceError, SnapshotReadError
 from connector.snapshot.state import TableName
 
 _TABLE = """
@@ -49,11 +48,16 @@ class MemorySnapshotRequests:
 
 
 class DatabaseSnapshotRequests:
-    def __init__(self, connect: Callable[[], pymysql.connections.Connection], connector: str) -> None:
+    def __init__(
+        self, connect: Callable[[], pymysql.connections.Connection], connector: str, create: bool = True
+    ) -> None:
+        """`create`: make the table; read-only callers (`sluice status`) see no request without it."""
         self._connect = connect
         self.connector = connector
-        with self._connect() as conn, conn.cursor() as cur:
-            cur.execute(_TABLE)
+        self.exists = create
+        if create:
+            with self._connect() as conn, conn.cursor() as cur:
+                cur.execute(_TABLE)
 
     def add(self, tables: list[TableName]) -> int:
         with self._connect() as conn, conn.cursor() as cur:
@@ -66,6 +70,10 @@ class DatabaseSnapshotRequests:
     def after(self, request: int) -> list[tuple[int, list[TableName]]]:
         try:
             with self._connect() as conn, conn.cursor() as cur:
+                if not self.exists:
+                    cur.execute("SHOW TABLES LIKE 'snapshot\\_requests'")
+                    if cur.fetchone() is None:
+                        return []
                 cur.execute(
                     "SELECT id, tables FROM snapshot_requests WHERE connector = %s AND id > %s ORDER BY id",
                     (self.connector, request),

@@ -11,15 +11,11 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from connector.errors import SluiceError
+from connector.errors import SnapshotStateError
 
 TableName = tuple[str, str]
 KeyValue = str | int | None | dict[str, str]  # dict: {"hex": ...} for a binary key part
 Key = tuple[KeyValue, ...]
-
-
-class SnapshotStateError(SluiceError):
-    """A saved snapshot state that cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)
