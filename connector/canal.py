@@ -210,6 +210,9 @@ class CanalJsonEncoder:
     def registry(self) -> None:
         return None
 
+    def check(self) -> None:
+        pass
+
     def shape(self, table: Table) -> CanalShape:
         hit = self._shapes.get(id(table))
         if hit is not None and hit[0] is table:

@@ -29,13 +29,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
 
 import pymysql
 import redis
 
 from connector.errors import CheckpointUnavailableError, FencedError, ServerConfigError, SourceError
 from connector.position import Position
+from connector.secrets import shown_url
 from connector.sink.kafka import Delivered
 
 log = logging.getLogger("sluice.checkpoint")
@@ -185,15 +185,6 @@ def redis_client(url: str, ssl_ca: str = "") -> redis.Redis:
     """A client for `url` (rediss://: TLS, verified against `ssl_ca` or the system's CAs)."""
     tls = {"ssl_ca_certs": ssl_ca} if ssl_ca and url.startswith("rediss:") else {}
     return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **tls)
-
-
-def shown_url(url: str) -> str:
-    """A URL as logs and status show it: its password left out."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 class RedisCheckpointStore:

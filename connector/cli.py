@@ -38,7 +38,7 @@ from connector.runner import Connector, checkpoint_stores, presence_key, run_wit
 from connector.schema.capture import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.secrets import REDACT
+from connector.secrets import REDACT, expanded_url
 from connector.snapshot.requests import DatabaseSnapshotRequests
 from connector.snapshot.state import SnapshotState
 from connector.startup import checkpoint_connector, consistent_capture, missing_on_server, prepare
@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     decode.add_argument("--stop-position", type=int, default=None, metavar="POS")
     decode.add_argument(
         "--schema-from", metavar="URL", default=None,
-        help="name columns from a live server's current tables: mysql://user:pass@host:port",
+        help="name columns from a live server's current tables: mysql://user:password@host:port; write the "
+        "password as ${VARIABLE} (in single quotes) to keep it out of the process's arguments",
     )  # fmt: skip
     tail = commands.add_parser("tail", help="stream live flat messages from the server as JSON lines")
     tail.add_argument("--config", required=True, metavar="FILE")
@@ -129,7 +130,7 @@ def schema_from(url: str) -> SchemaTracker:
     """A tracker holding a live server's current tables (for naming columns of offline files)."""
     included = TableFilter.of(None, None)
     tracker = SchemaTracker(MemoryHistoryStore(), included)
-    with open_connection(source_settings_of_url(url)) as conn:
+    with open_connection(source_settings_of_url(expanded_url(url, "--schema-from"))) as conn:
         tracker.schema, _ = consistent_capture(conn, included)
     return tracker
 

@@ -337,15 +337,19 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-        shown = "(a value not shown: a credential)" if _is_secret(key) else REDACT(repr(value))
+        shown = "(a value not shown: a credential)" if _is_secret(key, value) else REDACT(repr(value))
         raise ConfigError(f"{where}: {key} must be {hint.__name__}, got {type(value).__name__} {shown}")
     return value
 
 
-def _is_secret(key: str) -> bool:
-    """A credential key whose whole value is secret (a URL's is shown with its password masked)."""
+def _is_secret(key: str, value: object = None) -> bool:
+    """A credential key whose value may not be shown: every one but a URL, which is shown with
+    its password masked when it parses as one, and shown whole when it holds no user part at
+    all (a malformed one with an '@' may hold the password anywhere)."""
     section, _, name = key.rpartition(".")
-    return (section, name) in CREDENTIALS - URL_CREDENTIALS
+    if (section, name) not in URL_CREDENTIALS:
+        return (section, name) in CREDENTIALS
+    return not isinstance(value, str) or ("@" in value and not urlsplit(value).netloc)
 
 
 def _mapping(value: Any, where: str, key: str) -> dict[str, str]:
@@ -431,7 +435,8 @@ def _validate(config: Config, where: str) -> None:
     checks += _security_checks(config)
     for ok, key, accepted in checks:
         if not ok:
-            shown = "(not shown: a credential)" if _is_secret(key) else repr(_shown(config, key))
+            value = _shown(config, key)
+            shown = "(not shown: a credential)" if _is_secret(key, value) else repr(value)
             raise ConfigError(REDACT(f"{where}: {key} = {shown} is out of range; accepted: {accepted}"))
     _files_exist(config, where)
     _client_properties(config, where)

@@ -133,6 +133,10 @@ class EncodingError(SluiceError):
     """A value that does not fit its column's Avro type (names the table, column and value)."""
 
 
+class RegistryError(SluiceError):
+    """The schema registry refused a schema (401, 409 incompatible, ...) or could not be reached."""
+
+
 class UnreadableMessageError(SluiceError):
     """Bytes that are neither single-object encoded nor Confluent framed, or of an unknown schema."""
 

@@ -21,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from connector.binlog.constants import event_type_name
 from connector.binlog.events import Event
+from connector.errors import ConfigError
 from connector.position import Position
 
 log = logging.getLogger("sluice.progress")
@@ -192,6 +193,9 @@ def serve(metrics: Metrics, port: int, stall_s: float, host: str = "0.0.0.0") ->
         def log_message(self, format: str, *args: object) -> None:
             pass  # scrapes every few seconds would flood the log
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:  # a port in use, an address not on this host
+        raise ConfigError(f"[metrics] port {port} on {host}: {exc.strerror or exc}") from exc
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

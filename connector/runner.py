@@ -319,6 +319,8 @@ class Connector:
     def run(self, blocking: bool = True) -> None:
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
+        self.sink.check()
+        self.encoder.check()
         if self.sole_job:
             tune_gc()
         settings = replace(self.config.source.settings(), takeover=self.takeover)

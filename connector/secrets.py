@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from connector.errors import ConfigError
 
@@ -94,12 +94,29 @@ def _substituted(value: str, name: str, url: bool, env: Mapping[str, str]) -> st
     return _PLACEHOLDER.sub(variable, value)
 
 
+def expanded_url(url: str, name: str, environ: Mapping[str, str] | None = None) -> str:
+    """A URL given on the command line with `${NAME}` placeholders (quoted against the shell):
+    the secret stays out of the process's arguments; registered with REDACT."""
+    value = _substituted(url, name, True, os.environ if environ is None else environ) if "${" in url else url
+    REDACT.add(url_password(value))
+    return value
+
+
 def url_password(url: str) -> str:
     """The password in a URL's user part (decoded), or "" ."""
     try:
         return unquote(urlsplit(url).password or "")
     except ValueError:
         return ""
+
+
+def shown_url(url: str) -> str:
+    """A URL as logs and status show it: its password left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 class Redactor:

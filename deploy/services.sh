@@ -127,13 +127,16 @@ secret_file() {
 }
 
 checkpoint_user() {
-  # $1: the server's client command and its socket arguments. The checkpoint database's own
-  # user, which must connect over TLS, with exactly the README's grants on its database.
+  # $1: the privilege that keeps a session's writes out of the binlog on this server (the
+  # checkpoint database lives on the source here); $2: the password file; the rest: the
+  # server's client and its socket arguments. The checkpoint database's own user, which
+  # must connect over TLS, with exactly the README's grants.
   local secret="$2"
   secret_file "$secret"
   "${@:3}" <<EOF
 CREATE USER IF NOT EXISTS 'sluice_meta'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")' REQUIRE SSL;
 GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER ON \`sluice_meta_tls\`.* TO 'sluice_meta'@'127.0.0.1';
+GRANT $1 ON *.* TO 'sluice_meta'@'127.0.0.1';
 EOF
 }
 
@@ -166,7 +169,7 @@ CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")';
 GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'sluice'@'127.0.0.1';
 FLUSH PRIVILEGES;
 EOF
-  checkpoint_user mariadb "$MARIADB_DIR/checkpoint.password" mariadb --socket="$MARIADB_SOCK" -uroot
+  checkpoint_user "BINLOG ADMIN" "$MARIADB_DIR/checkpoint.password" mariadb --socket="$MARIADB_SOCK" -uroot
   log "mariadb up on 127.0.0.1:$MARIADB_PORT (binlogs in $MARIADB_DIR/binlog)"
 }
 
@@ -277,7 +280,8 @@ GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
 CREATE USER IF NOT EXISTS 'sluice'@'127.0.0.1' IDENTIFIED BY '$(cat "$secret")';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'sluice'@'127.0.0.1';
 EOF
-  checkpoint_user mysql "$MYSQL_DIR/checkpoint.password" "$MYSQL_DIR/bin/mysql" --socket="$MYSQL_SOCK" -uroot
+  checkpoint_user SESSION_VARIABLES_ADMIN "$MYSQL_DIR/checkpoint.password" "$MYSQL_DIR/bin/mysql" \
+    --socket="$MYSQL_SOCK" -uroot
 }
 
 mysql_up() {

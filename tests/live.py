@@ -31,6 +31,14 @@ HOST = "127.0.0.1"
 # Kafka and Redis as deploy/services.sh started them (its port variables give a second set).
 KAFKA = f"{HOST}:{os.environ.get('SLUICE_KAFKA_PORT', '9092')}"
 REDIS_URL = f"redis://{HOST}:{os.environ.get('SLUICE_REDIS_PORT', '6379')}/0"
+# The secured services (deploy/services.sh): Kafka with SASL_SSL and with mutual TLS, a Redis
+# that takes only TLS and a password, a checkpoint user that must use TLS; one private CA.
+KAFKA_SASL = f"{HOST}:{os.environ.get('SLUICE_KAFKA_SASL_PORT', '9094')}"
+KAFKA_MTLS = f"{HOST}:{os.environ.get('SLUICE_KAFKA_MTLS_PORT', '9095')}"
+REDIS_TLS_PORT = int(os.environ.get("SLUICE_REDIS_TLS_PORT", "6380"))
+TLS = RUN / "tls"
+KAFKA_SASL_PASSWORD_FILE = RUN / "kafka" / "sasl.password"
+REDIS_TLS_PASSWORD_FILE = RUN / "redis" / "tls.password"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +226,30 @@ def replica_listing() -> contextlib.AbstractContextManager[None]:
     """What the server_id check needs beyond the minimal grants: MariaDB lists replicas only to
     REPLICATION MASTER ADMIN (the README's optional grant); MySQL to REPLICATION SLAVE."""
     return granted("REPLICATION MASTER ADMIN") if server().mariadb else contextlib.nullcontext()
+
+
+def scram_user(name: str, password: str) -> None:
+    """A SCRAM-SHA-512 user of the Kafka cluster, made (or given a new password) through the
+    admin API on the plaintext listener: a password handed to a tool would be an argument."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415  (only the secured tests need it)
+    from confluent_kafka.admin._scram import (  # noqa: PLC0415  (the module that defines them)
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          password.encode())  # fmt: skip
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+
+
+def checkpoint_user_settings() -> tuple[str, str]:
+    """The TLS-only checkpoint user's URL (password from the environment: SLUICE_TEST_CHECKPOINT_PASSWORD)
+    and that password, for the active server."""
+    password = (RUN / server().name / "checkpoint.password").read_text().strip()
+    return f"mysql://sluice_meta:${{SLUICE_TEST_CHECKPOINT_PASSWORD}}@{HOST}:{server().port}/sluice_meta_tls", password
 
 
 def position_now() -> Position:

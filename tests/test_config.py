@@ -72,6 +72,10 @@ def test_defaults_and_values(tmp_path: Path) -> None:
         ({"checkpoint": {"db_url": "mysql://h/"}}, "checkpoint.db_url = 'mysql://h/' is out of range"),
         ({"checkpoint": {"db_url": "postgres://h/db"}}, "is not mysql://user:password@host:port"),
         ({"checkpoint": {"flush_interval_s": 0}}, "checkpoint.flush_interval_s = 0.0 is out of range"),
+        # A URL is shown with its password masked; a malformed one with a user part not at all.
+        ({"checkpoint": {"redis_url": "redis:/x"}}, "checkpoint.redis_url = 'redis:/x' is out of range"),
+        ({"checkpoint": {"redis_url": "ftp://:pw@h/0"}}, "checkpoint.redis_url = 'ftp://:***@h/0' is out of range"),
+        ({"checkpoint": {"redis_url": "redis:pw@h"}}, "checkpoint.redis_url = (not shown: a credential)"),
         ({"avro": {"schemas": "x"}}, "unknown key avro.schemas; accepted: avro.schemas_dir, avro.schema_registry_url"),
         ({"name": "has space"}, "name = 'has space' is out of range"),
         ({"source": 3}, "[source] must be a table"),

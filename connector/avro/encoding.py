@@ -21,11 +21,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
@@ -36,11 +37,14 @@ from connector.avro.values import Converter, converter
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.tablemap import ColumnMeta
-from connector.errors import AvroWriteError, EncodingError
+from connector.errors import AvroWriteError, EncodingError, RegistryError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
 from connector.native import transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
+from connector.secrets import shown_url
+
+T = TypeVar("T")
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 Encoded = tuple[bytes | None, bytes]  # a row change's key (None without a primary key) and value
@@ -55,12 +59,18 @@ class Framing(Protocol):
     def prefix(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str) -> bytes:
         """What comes before the Avro body of a record of `schema` on `topic` (`field`: key or value)."""
 
+    def check(self) -> None:
+        """What the framing depends on answers (a registry): said at start, not at the first change."""
+
 
 class SingleObjectFraming:
     key_bytes = len(SINGLE_OBJECT_MARKER) + 8  # the framing before the Avro body: marker, fingerprint
 
     def __init__(self) -> None:
         self._encoders: dict[bytes, Callable[[Any], bytes]] = {}
+
+    def check(self) -> None:
+        pass
 
     def encode(self, schema: dict[str, Any], fingerprint: bytes, topic: str, field: str, record: Any) -> bytes:
         encode = self._encoders.get(fingerprint)
@@ -96,6 +106,7 @@ class ConfluentFraming:
     def __init__(self, url: str, strategy: str = "topic", client: dict[str, str] | None = None) -> None:
         """`client`: further SchemaRegistryClient settings (basic auth, the CA)."""
         self.client = SchemaRegistryClient.new_client({**(client or {}), "url": url})  # mock://: in memory
+        self.where = f"schema registry {shown_url(url)}"
         self.strategy = strategy
         # By the schema object, not its fingerprint: Avro's canonical form leaves aliases out, and a
         # version that differs only in them (a rename, then its reverse) must be registered too.
@@ -112,7 +123,7 @@ class ConfluentFraming:
             hit = self._serializers[(id(schema), field)] = (schema, serializer)
         serializer = hit[1]
         kind = MessageField.KEY if field == "key" else MessageField.VALUE
-        data = serializer(record, SerializationContext(topic, kind))
+        data = self._asking(f"topic {topic} {field}", lambda: serializer(record, SerializationContext(topic, kind)))
         assert data is not None
         return data
 
@@ -121,9 +132,27 @@ class ConfluentFraming:
         hit = self._prefixes.get((id(schema), topic, field))
         if hit is None or hit[0] is not schema:
             subject = subject_name(self.strategy, topic, field, schema)
-            schema_id = self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+            schema_id = self._asking(
+                f"subject {subject}", lambda: self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+            )
             hit = self._prefixes[(id(schema), topic, field)] = (schema, b"\x00" + schema_id.to_bytes(4, "big"))
         return hit[1]
+
+
+    def check(self) -> None:
+        self._asking("listing subjects", self.client.get_subjects)
+
+    def _asking(self, what: str, request: Callable[[], T]) -> T:
+        """A registry request; its refusal (401, 409 an incompatible schema, ...) or its absence is a
+        RegistryError that names the registry, the subject and the reason."""
+        try:
+            return request()
+        except SchemaRegistryError as exc:
+            raise RegistryError(f"{self.where}: {what}: HTTP {exc.http_status_code}: {exc.error_message}") from exc
+        except Exception as exc:  # the client raises httpx's HTTP errors, vendored under another name
+            if not isinstance(exc, OSError) and not any(c.__name__ == "HTTPError" for c in type(exc).__mro__):
+                raise
+            raise RegistryError(f"{self.where}: {what}: cannot reach it ({type(exc).__name__}: {exc})") from exc
 
 
 def _subject(strategy: str, schema: dict[str, Any], ctx: SerializationContext | None, record_name: str | None) -> str:
@@ -277,6 +306,10 @@ class MessageEncoder:
         self._ddl = directory.ddl()
         self._ddl_fps = (fingerprint_of(self._ddl[0]), fingerprint_of(self._ddl[1]))
         self.compiled_rows = 0  # rows the compiled transcoder wrote (connector/avro/transcode.py)
+
+    def check(self) -> None:
+        """The registry answers, when messages are framed through one."""
+        self.framing.check()
 
     def registry(self) -> Any:
         """The schema registry client Confluent framing writes through (readers need it); None otherwise."""

@@ -40,6 +40,7 @@ from connector.avro.schemas import (
     key_schema,
     value_schema,
 )
+from connector.errors import ConfigError
 from connector.schema.model import Table, without_aliases
 
 
@@ -64,7 +65,10 @@ class SchemaVersion:
 class SchemaDirectory:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"[avro] schemas_dir {root}: cannot make it ({exc.strerror or exc})") from exc
         self._known: dict[tuple[str, str, str], SchemaVersion] = {}
 
     def version_of(self, table: Table) -> SchemaVersion:
@@ -221,5 +225,8 @@ def _safe(name: str) -> str:
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:  # a directory this user may not write: one line naming it
+        raise ConfigError(f"[avro] schemas_dir: cannot write {path} ({exc.strerror or exc})") from exc

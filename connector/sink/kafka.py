@@ -64,6 +64,10 @@ class Sink(Protocol):
 
     def partitions(self, topic: str) -> int: ...
 
+    def check(self) -> None:
+        """Kafka answers (waited for like any outage): a connector that cannot reach it says so at
+        start, not at its first change."""
+
     def ensure_topic(self, topic: str, single: bool = False) -> None:
         """Create the topic if it does not exist: a row topic with the configured partitions and
         topic properties; `single`: one partition and Kafka's defaults (statements, heartbeats,
@@ -225,6 +229,9 @@ class KafkaSink:
         except (KafkaException, SystemError) as exc:
             raise _stopped(exc) from exc
         return remaining
+
+    def check(self) -> None:
+        self._waiting_out_outages("cannot reach Kafka", lambda: self.admin.list_topics(timeout=_REQUEST_S))
 
     def partitions(self, topic: str) -> int:
         count = self._topics.get(topic)
@@ -436,6 +443,9 @@ class MemorySink:
     def partitions(self, topic: str) -> int:
         self.ensure_topic(topic)
         return len(self.topics[topic])
+
+    def check(self) -> None:
+        pass
 
     def ensure_topic(self, topic: str, single: bool = False) -> None:
         if topic not in self.topics:
