@@ -36,6 +36,15 @@ class Column:
     # Earlier names, newest first, from RENAME COLUMN / CHANGE COLUMN (connector/schema/ddl.py):
     # the Avro field carries them as `aliases`, so readers on a newer version find old data.
     aliases: tuple[str, ...] = ()
+    compressed: bool = False  # MariaDB's COMPRESSED columns (logged as types 140/141)
+    # MariaDB system versioning: "start" / "end" for declared ROW START / ROW END columns;
+    # "hidden start" / "hidden end" for the row_start / row_end that WITH SYSTEM VERSIONING
+    # adds by itself: logged in every TABLE_MAP, yet no statement can name them.
+    period: str | None = None
+
+    @property
+    def hidden(self) -> bool:
+        return self.period is not None and self.period.startswith("hidden")
 
     def renamed(self, name: str) -> Column:
         """This column under `name`, its current name first among its earlier ones."""
@@ -85,8 +94,9 @@ class Table:
         were followed (which `from_json` reads)."""
         data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         for column in data["columns"]:
-            if not column["aliases"]:
-                del column["aliases"]
+            for key in _OPTIONAL_KEYS:
+                if not column[key]:
+                    del column[key]
         return data
 
     @classmethod
@@ -99,6 +109,21 @@ class Table:
             data["database"], data["name"], columns, tuple(data["primary_key"]), data.get("charset"),
             data.get("collation"),
         )  # fmt: skip
+
+
+# Column keys a definition's JSON leaves out when they hold their default (histories written
+# before they existed read back the same).
+_OPTIONAL_KEYS = ("aliases", "compressed", "period")
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A table whose definition a statement changed in a way Sluice could not read: its rows
+    stop the connector until an operator says what the table is (`sluice schema set`)."""
+
+    statement: str
+    position: str  # FILE:POS of the statement's end, where a definition given for it takes effect
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +140,7 @@ class Schema:
 
     tables: dict[tuple[str, str], Table] = field(default_factory=dict)
     databases: dict[str, Database] = field(default_factory=dict)
+    blocked: dict[tuple[str, str], Blocked] = field(default_factory=dict)
 
     def get(self, database: str, name: str) -> Table | None:
         return self.tables.get((database, name))
@@ -129,7 +155,7 @@ class Schema:
         return [t for (db, _), t in self.tables.items() if db == database]
 
     def copy(self) -> Schema:
-        return Schema(dict(self.tables), dict(self.databases))
+        return Schema(dict(self.tables), dict(self.databases), dict(self.blocked))
 
 
 def renamed(table: Table, database: str, name: str) -> Table:
