@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import zlib
 from collections.abc import Callable
 from datetime import date, timedelta
 from decimal import Decimal
@@ -244,6 +245,37 @@ def decode_enum(index: int, labels: tuple[str, ...] | None) -> str | int:
 
 
 _F32 = struct.Struct("<f")
+
+
+# MariaDB's column compression methods by the header's high nibble (sql/field_comp.cc).
+_ZLIB_METHOD = 8
+
+
+def decompress_column(raw: bytes) -> bytes:
+    """A MariaDB COMPRESSED column's value as stored (sql/field_comp.cc): empty, or one header
+    byte then the data. Header method 0: the data follows as is. Method 8 (zlib): bits 0-2 give
+    how many big-endian bytes of original length follow, bit 3 set means a raw deflate stream
+    (no zlib wrapper, column_compression_zlib_wrap=OFF), then the compressed data."""
+    if not raw:
+        return b""
+    header = raw[0]
+    method = header >> 4
+    if method == 0:
+        return raw[1:]
+    if method != _ZLIB_METHOD:
+        raise FormatError(f"compressed column value with unknown method {method} (header 0x{header:02x})")
+    width = header & 0x07
+    if len(raw) < 1 + width:
+        raise FormatError(f"compressed column value of {len(raw)} bytes: its length field needs {width}")
+    length = int.from_bytes(raw[1 : 1 + width], "big")
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS if header & 0x08 else zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(raw[1 + width :], length + 1)
+    except zlib.error as exc:
+        raise FormatError(f"compressed column value does not inflate: {exc}") from exc
+    if len(data) != length or not inflater.eof:
+        raise FormatError(f"compressed column value inflates to {len(data)} bytes, its header says {length}")
+    return data
 
 
 def decode_vector(raw: bytes) -> tuple[float, ...]:
