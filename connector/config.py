@@ -44,6 +44,10 @@ class SourceSection:
     # as Debezium's include.query; a bulk INSERT's text is megabytes. When on, cut to this many bytes.
     include_query: bool = False
     query_max_bytes: int = 4096
+    # A DDL statement Sluice cannot read: "stop" (rows of the tables it names stop the connector
+    # until `sluice schema set` gives their definition) or "refresh" (re-read them from the server
+    # at once: wrong when the stream is behind and they changed since).
+    unreadable_ddl: str = "stop"
 
     def query_text(self) -> QueryText:
         return QueryText(self.include_query, self.query_max_bytes)
@@ -253,6 +257,7 @@ def _validate(config: Config, where: str) -> None:
          f"{MIN_MESSAGE_BYTES}..{MAX_MESSAGE_BYTES} bytes"),
         (kafka.oversized in OVERSIZED_POLICIES, "kafka.oversized", ", ".join(OVERSIZED_POLICIES)),
         (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
+        (src.unreadable_ddl in ("stop", "refresh"), "source.unreadable_ddl", "stop, refresh"),
         (urlsplit(cp.redis_url).scheme in ("redis", "rediss", "unix", ""), "checkpoint.redis_url",
          'redis://host:port/db, or "" for no Redis'),
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",
