@@ -27,8 +27,10 @@ def decimal_size(precision: int, scale: int) -> int:
 
 # A DECIMAL column holds at most 65 digits; a DECIMAL an expression yields (inside a JSON
 # document, as an opaque value) up to DECIMAL_MAX_POSSIBLE_PRECISION, 81 (include/decimal.h).
+# Its scale is at most 30 on MySQL (DECIMAL_MAX_SCALE), 38 on MariaDB (its include/decimal.h).
 COLUMN_MAX_PRECISION = 65
 EXPRESSION_MAX_PRECISION = 81
+MAX_SCALE = 38
 
 
 def decode_decimal(raw: bytes, precision: int, scale: int, max_precision: int = COLUMN_MAX_PRECISION) -> Decimal:
@@ -47,7 +49,7 @@ def decimal_decoder(
     fraction; the sign bit is flipped and negative numbers have every bit inverted. Read
     as one integer, each group is a fixed shift and mask, so the text is one `%` format.
     """
-    if not 0 < precision <= max_precision or scale > precision or scale > 30:
+    if not 0 < precision <= max_precision or scale > precision or scale > MAX_SCALE:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
     intg = precision - scale
     widths = _decimal_groups(intg, scale)
