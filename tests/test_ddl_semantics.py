@@ -239,6 +239,34 @@ def test_blocked_tables_move_with_renames_and_clear_on_drop_or_create() -> None:
     assert shape(schema, "w") == ["b int"]
 
 
+def test_index_statements_change_indexes_and_mariadb_hidden_hash_columns() -> None:
+    statements = ("CREATE TABLE t (a INT NOT NULL, b TEXT, c INT, PRIMARY KEY (a))", "CREATE INDEX ic ON t (c)",
+                  "CREATE UNIQUE INDEX ub ON t (b)", "DROP INDEX ic ON t", "DROP INDEX `PRIMARY` ON t")  # fmt: skip
+    mysql, mariadb = run(*statements[:2]), run(*statements, session=MARIADB)
+    assert [i.name for i in mysql.tables[("d", "t")].indexes] == ["ic"]
+    table = mariadb.tables[("d", "t")]
+    assert [i.name for i in table.indexes] == ["ub"] and table.primary_key == ()
+    assert shape(mariadb, "t") == ["a int NOT NULL", "b text utf8mb4", "c int", "DB_ROW_HASH_1 bigint"]
+
+
+def test_mariadb_long_unique_keys_have_hidden_hash_columns() -> None:
+    schema = run(
+        "CREATE TABLE lu (a INT, b TEXT, c VARCHAR(3073) CHARACTER SET latin1, UNIQUE (b), UNIQUE KEY uc (c),"
+        " d INT UNIQUE)",
+        "ALTER TABLE lu ADD UNIQUE (a, d) USING HASH, ADD COLUMN e INT",
+        session=MARIADB,
+    )  # fmt: skip
+    hashes = [c.name for c in schema.tables[("d", "lu")].columns if c.hidden]
+    assert hashes == ["DB_ROW_HASH_1", "DB_ROW_HASH_2", "DB_ROW_HASH_3"]
+    # a later ALTER rebuilds the keys: USING HASH of one a B-tree holds is forgotten (seen live)
+    for sql, count in (("ALTER TABLE lu DROP INDEX b, MODIFY c VARCHAR(10)", 0), ("ALTER TABLE lu ENGINE=MEMORY", 0),
+                       ("ALTER TABLE lu ENGINE=MyISAM, ADD f TEXT, ADD UNIQUE (f), DROP COLUMN a", 1)):  # fmt: skip
+        assert not isinstance(read_ddl(schema, sql, "d", MARIADB), Unreadable)
+        assert sum(c.hidden for c in schema.tables[("d", "lu")].columns) == count, sql
+    assert [i.name for i in schema.tables[("d", "lu")].indexes] == ["uc", "d", "a", "f"]
+    assert not any(c.hidden for c in run("CREATE TABLE m (b TEXT, UNIQUE (b(10)))").tables[("d", "m")].columns)
+
+
 def test_database_defaults_come_from_the_server_when_unsaid() -> None:
     latin = Session(False, 80400, server_charset="latin1")
     schema = run("CREATE DATABASE e", "CREATE TABLE e.t (a CHAR(1))", "ALTER DATABASE e CHARACTER SET utf8mb4",

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from connector.schema.coldef import CHARACTER_NAMES, PendingColumn, read_column, read_default
-from connector.schema.model import Column, Table
+from connector.schema.keys import follow_columns, named, read_index, with_hash_columns
+from connector.schema.model import Column, Index, Table
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import BINARY_OF, MBMAXLEN, TEXT_TYPES, blob_type, charset_of_collation, normal_charset
 
@@ -68,6 +69,12 @@ class AlterPlan:
     convert: tuple[str, str | None] | None = None  # CONVERT TO CHARACTER SET cs [COLLATE c]
     new_name: tuple[str, str] | None = None
     versioning: str | None = None  # "add" / "drop" SYSTEM VERSIONING
+    engine: str | None = None
+    row_format: str | None = None
+    add_indexes: list[Index] = field(default_factory=list)
+    drop_indexes: set[str] = field(default_factory=set)  # lowered names
+    rename_indexes: dict[str, str] = field(default_factory=dict)  # lowered old name -> new
+    used_edits: set[str] = field(default_factory=set)  # the edits a column took, as applied
 
 
 class AlterReader:
@@ -112,7 +119,7 @@ class AlterReader:
         if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and self._constraint_is_primary()):
             self.plan.add_primary = self._primary_key()
         elif _is_index_element(cur):
-            self._skip_element()
+            self._index()
         elif cur.accept("SYSTEM", "VERSIONING"):
             self.plan.versioning = "add"
         elif _is_period(cur) or cur.is_at("PARTITION"):
@@ -131,7 +138,7 @@ class AlterReader:
             if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and self._constraint_is_primary()):
                 self.plan.add_primary = self._primary_key()
             elif _is_index_element(cur):
-                self._skip_element()
+                self._index()
             else:
                 self._add_one(if_not_exists, placed=False)
             if cur.accept(")"):
@@ -176,6 +183,11 @@ class AlterReader:
     def _skip_element(self) -> None:
         self.cur.skip_to_separator()
 
+    def _index(self) -> None:
+        index = read_index(self.cur)
+        if index is not None:
+            self.plan.add_indexes.append(index)
+
     # -- DROP --------------------------------------------------------------------------
 
     def drop(self) -> None:
@@ -188,8 +200,10 @@ class AlterReader:
             cur.i += 1
             if_exists = cur.accept("IF", "EXISTS")
             name = cur.name("an index name")
+            cur.accept("KEY")  # MariaDB reads DROP CONSTRAINT PRIMARY KEY too
             if name.upper() == "PRIMARY" and (self.table.primary_key or not if_exists):
                 self.plan.drop_primary = True
+            self.plan.drop_indexes.add(name.lower())
         elif _drops_other(cur):
             cur.skip_to_separator()
         else:
@@ -232,7 +246,10 @@ class AlterReader:
             if not if_exists or old.lower() in self._names:
                 self._edit(old).new_name = new
         elif cur.accept("INDEX") or cur.accept("KEY"):
-            cur.skip_to_separator()
+            cur.accept("IF", "EXISTS")
+            old = cur.name("an index name")
+            cur.expect("TO")
+            self.plan.rename_indexes[old.lower()] = cur.name("an index name")
         else:
             cur.accept("TO") or cur.accept("AS")
             self.plan.new_name = cur.qualified(self.default_db)
@@ -282,11 +299,7 @@ class AlterReader:
     def _table_option(self) -> None:
         option = table_option(self.cur)
         if option is not None:
-            kind, value = option
-            if kind == "charset":
-                self.plan.charset = value
-            else:
-                self.plan.collation = value
+            setattr(self.plan, option[0], option[1])
 
     def skip(self) -> None:
         self.cur.skip_to_separator()
@@ -342,15 +355,17 @@ def key_columns(cur: Cursor) -> tuple[str, ...]:
 
 
 def table_option(cur: Cursor) -> tuple[str, str] | None:
-    """One table option: ("charset" | "collation", value) for [DEFAULT] CHARACTER SET / COLLATE;
-    None for the others, which are skipped (ENGINE, COMMENT, ROW_FORMAT, ...)."""
+    """One table option: ("charset" | "collation" | "engine" | "row_format", value); None for
+    the others, which are skipped (COMMENT, AUTO_INCREMENT, ...)."""
     cur.accept("DEFAULT")
     if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET") or cur.accept("CHAR", "SET"):
         cur.accept("=")
         return "charset", normal_charset(cur.name("a charset"))
-    if cur.accept("COLLATE"):
-        cur.accept("=")
-        return "collation", cur.name("a collation").lower()
+    for word, kind in (("COLLATE", "collation"), ("ENGINE", "engine"), ("TYPE", "engine"),
+                       ("ROW_FORMAT", "row_format")):  # fmt: skip
+        if cur.accept(word):
+            cur.accept("=")
+            return kind, cur.name(f"a value of {word}").lower()
     _skip_option(cur)
     return None
 
@@ -391,6 +406,8 @@ def _order_by(reader: AlterReader) -> None:
     reader.cur.expect("BY")
     while True:
         reader.cur.name("a column name")
+        while reader.cur.accept("."):  # table.column, db.table.column
+            reader.cur.name("a column name")
         reader.cur.accept("ASC") or reader.cur.accept("DESC")
         if not (reader.cur.is_punct(",") and not _spec_follows(reader.cur)):
             return
@@ -457,13 +474,42 @@ def apply_plan(table: Table, plan: AlterPlan, session: Session) -> Table:
     names = [p.column.name.lower() for p in placed]
     columns = [_without_aliases(p.column, names) for p in placed]
     columns = [replace(c, nullable=False) if c.name in key else c for c in columns]
-    if plan.versioning != "drop":
-        columns += [c for c in table.columns if c.hidden]
-    if plan.versioning == "add" and not any(c.period for c in columns):
-        columns += hidden_period_columns()
+    versioned = plan.versioning == "add" or (plan.versioning is None and any(c.period for c in table.columns))
+    if versioned and not any(c.period for c in columns):  # implicit row_start/row_end: kept, last
+        columns += [c for c in table.columns if c.hidden and c.period] or hidden_period_columns()
     name = plan.new_name or (table.database, table.name)
-    return replace(table, database=name[0], name=name[1], columns=tuple(columns), primary_key=key,
-                   charset=charset, collation=collation)  # fmt: skip
+    altered = replace(table, database=name[0], name=name[1], columns=tuple(columns),
+                      primary_key=versioned_key(key, columns), charset=charset, collation=collation,
+                      engine=plan.engine or table.engine, row_format=plan.row_format or table.row_format)  # fmt: skip
+    altered = replace(altered, indexes=_indexes(table, plan, placed))
+    return with_hash_columns(altered, session)
+
+
+def _indexes(table: Table, plan: AlterPlan, placed: list[_Placed]) -> tuple[Index, ...]:
+    """Indexes not dropped, renamed, their parts following their columns; then the added ones
+    (named as the server names them), the columns' own UNIQUE ones among them. A kept key
+    forgets USING HASH: MariaDB rebuilds it as a B-tree when one holds it (seen live)."""
+    now: dict[str, str | None] = {c.name.lower(): None for c in table.columns}
+    added = {p.column.name.lower(): p.column.name for p in placed if not p.old_name}
+    now.update({k: added[k] for k in now if k in added})
+    now.update({p.old_name: p.column.name for p in placed if p.old_name})
+    kept = [replace(i, name=plan.rename_indexes.get(i.name.lower(), i.name), using_hash=False)
+            for i in table.indexes if i.name.lower() not in plan.drop_indexes]  # fmt: skip
+    indexes = list(follow_columns(tuple(kept), now))
+    new = [Index("", ((d.pending.name, None),), unique=True) for d in plan.definitions if d.pending.unique]
+    for index in [*plan.add_indexes, *new]:
+        indexes.append(named(indexes, index))
+    return tuple(indexes)
+
+
+def versioned_key(key: tuple[str, ...], columns: list[Column]) -> tuple[str, ...]:
+    """MariaDB adds a system-versioned table's ROW END column to its primary key (and drops it
+    with the versioning): history rows share the key of the row they were. The implicit,
+    hidden row_end is in it too, yet neither SHOW CREATE TABLE nor information_schema shows it:
+    the tracked key leaves it out as they do."""
+    ends = [c.name for c in columns if c.period == "end" and not c.hidden]
+    key = tuple(k for k in key if any(c.name == k and not c.hidden for c in columns))
+    return (*key, ends[0]) if key and ends and ends[0] not in key else key
 
 
 def _check(table: Table, plan: AlterPlan, placed: list[_Placed]) -> None:
@@ -473,8 +519,7 @@ def _check(table: Table, plan: AlterPlan, placed: list[_Placed]) -> None:
     unknown = sorted(plan.drops - names)
     if unknown:
         raise DdlSyntaxError(f"DROP COLUMN `{unknown[0]}`: no such column in `{table.name}`")
-    changed = {d.change.lower() for d in plan.definitions if d.change is not None}
-    stray = sorted(k for k in plan.edits if k not in names or k in plan.drops or k in changed)
+    stray = sorted(set(plan.edits) - plan.used_edits)
     if stray:  # ALTER / RENAME COLUMN of a column another specification drops or changes
         raise DdlSyntaxError(f"ALTER COLUMN `{stray[0]}`: no such unchanged column in `{table.name}`")
     seen: set[str] = set()
@@ -488,7 +533,7 @@ def _check(table: Table, plan: AlterPlan, placed: list[_Placed]) -> None:
 def hidden_period_columns() -> list[Column]:
     """The row_start / row_end that MariaDB adds to a table WITH SYSTEM VERSIONING of its own."""
     return [
-        Column(name, "timestamp", ("6",), nullable=False, invisible=True, period=f"hidden {end}")
+        Column(name, "timestamp", ("6",), nullable=False, invisible=True, period=end, hidden=True)
         for name, end in (("row_start", "start"), ("row_end", "end"))
     ]
 
@@ -518,11 +563,16 @@ def _first_pass(table: Table, plan: AlterPlan) -> list[_Placed]:
     pending = list(plan.definitions)
     for old in table.columns:
         lowered = old.name.lower()
+        if old.period and not old.hidden and lowered in plan.drops and plan.versioning != "drop":
+            # MariaDB keeps the table versioned: its own row_start/row_end take the place of the
+            # declared ROW START/END columns dropped (until a later ALTER moves them last)
+            placed.append(_Placed(hidden_period_columns()[0 if old.period == "start" else 1]))
+            continue
         if old.hidden or lowered in plan.drops:
             continue
         definition = next((d for d in pending if d.change is not None and d.change.lower() == lowered), None)
         if definition is None:
-            placed.append(_Placed(_edited(old, plan.edits.get(lowered)), None, lowered))
+            placed.append(_Placed(_edited(old, plan, lowered), None, lowered))
             continue
         definition.old = old
         assert definition.column is not None
@@ -534,21 +584,41 @@ def _first_pass(table: Table, plan: AlterPlan) -> list[_Placed]:
 
 def _second_pass(table: Table, plan: AlterPlan, placed: list[_Placed]) -> list[_Placed]:
     for definition in plan.definitions:
+        assert definition.column is not None
         if definition.change is not None and definition.old is None:
-            raise DdlSyntaxError(f"unknown column `{definition.change}` in `{table.name}`")
+            _modify_added(table, definition, placed)
         if definition.after is None:
-            if definition.change is None:
-                assert definition.column is not None
-                placed.append(_Placed(_released(definition.column), definition))
+            if definition.old is None:  # an ADD (or MariaDB's MODIFY of one): last
+                placed.append(_Placed(_added(definition.column, plan), definition))
             continue
         entry = next((p for p in placed if p.definition is definition), None)
         if entry is not None:
             placed.remove(entry)
         else:
-            assert definition.column is not None
-            entry = _Placed(_released(definition.column), definition)
+            entry = _Placed(_added(definition.column, plan), definition)
         placed.insert(_position(placed, definition.after, table), entry)
     return placed
+
+
+def _modify_added(table: Table, definition: _Definition, placed: list[_Placed]) -> None:
+    """MariaDB: a MODIFY (or CHANGE to the same name) of a column this statement adds replaces
+    that column's definition; MySQL refuses it (and so never logs it)."""
+    lowered = definition.pending.name.lower()
+    entry = next((p for p in placed if not p.old_name and p.column.name.lower() == lowered), None)
+    if entry is None:
+        raise DdlSyntaxError(f"unknown column `{definition.change}` in `{table.name}`")
+    placed.remove(entry)
+
+
+def _added(column: Column, plan: AlterPlan) -> Column:
+    """A column the statement adds: no earlier names; MariaDB applies an ALTER COLUMN of its name."""
+    lowered = column.name.lower()
+    edit = plan.edits.get(lowered)
+    column = replace(column, aliases=())
+    if edit is None or lowered in plan.used_edits:
+        return column
+    plan.used_edits.add(lowered)
+    return _apply_edit(column, edit)
 
 
 def _position(placed: list[_Placed], after: str, table: Table) -> int:
@@ -561,9 +631,15 @@ def _position(placed: list[_Placed], after: str, table: Table) -> int:
     raise DdlSyntaxError(f"AFTER `{after}`: no such column in `{table.name}`")
 
 
-def _edited(old: Column, edit: _ColumnEdit | None) -> Column:
+def _edited(old: Column, plan: AlterPlan, lowered: str) -> Column:
+    edit = plan.edits.get(lowered)
     if edit is None:
         return old
+    plan.used_edits.add(lowered)
+    return _apply_edit(old, edit)
+
+
+def _apply_edit(old: Column, edit: _ColumnEdit) -> Column:
     column = old
     if edit.new_name is not None:
         column = column.renamed(edit.new_name)
@@ -577,10 +653,6 @@ def _edited(old: Column, edit: _ColumnEdit | None) -> Column:
 def _renamed(old: Column, new: Column) -> Column:
     """A changed column keeps its earlier names (Avro aliases); a MODIFY keeps its name."""
     return replace(new, aliases=old.renamed(new.name).aliases)
-
-
-def _released(column: Column) -> Column:
-    return replace(column, aliases=())
 
 
 def _without_aliases(column: Column, names: list[str]) -> Column:
@@ -601,8 +673,13 @@ def _primary_key(table: Table, plan: AlterPlan, placed: list[_Placed]) -> tuple[
         return (inline[-1],)
     if plan.drop_primary:
         return ()
+    # A key part follows its column by the old name; a column the statement adds under a
+    # dropped key column's name takes its place (sql/sql_table.cc matches key parts to the
+    # new list: changed columns by their old names, added ones by theirs).
     now = {p.old_name: p.column.name for p in placed if p.old_name}
-    return tuple(now[k.lower()] for k in table.primary_key if k.lower() in now)
+    added = {p.column.name.lower(): p.column.name for p in placed if not p.old_name}
+    return tuple(now.get(k.lower()) or added[k.lower()] for k in table.primary_key
+                 if k.lower() in now or k.lower() in added)  # fmt: skip
 
 
 def _converted(column: Column, charset: str, collation: str | None) -> Column:

@@ -11,7 +11,7 @@ is settled with the table's (`PendingColumn.column`), which in CREATE TABLE come
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from connector.schema.model import Column
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
@@ -34,7 +34,9 @@ class PendingColumn:
     charset: str | None = None  # CHARACTER SET x (or ASCII/UNICODE/BYTE)
     collation: str | None = None
     binary: bool = False  # the BINARY attribute: the charset's binary collation
-    nullable: bool | None = None  # None: as the type has it (NULL unless a key or AUTO_INCREMENT says)
+    # None: unsaid. NULL, NOT NULL and AUTO_INCREMENT (NOT NULL) set it in the order they come:
+    # `INT AUTO_INCREMENT NULL` is nullable, `INT NULL AUTO_INCREMENT` is not (both servers).
+    nullable: bool | None = None
     primary: bool = False
     unique: bool = False
     auto_increment: bool = False
@@ -47,7 +49,7 @@ class PendingColumn:
 
     def column(self, table_charset: str | None, table_collation: str | None, session: Session) -> Column:
         charset, collation = self._charset(table_charset, table_collation)
-        declared = sized_type(self.declared, charset)
+        declared = sized_type(self.declared, charset, session.mariadb)
         if declared.name not in CHARACTER_NAMES:
             charset, collation = ("binary", "binary") if declared.name in BINARY_NAMES else (None, None)
         return Column(
@@ -69,7 +71,7 @@ class PendingColumn:
         return charset, collation
 
     def _nullable(self, declared: DeclaredType, session: Session) -> bool:
-        if self.primary or self.auto_increment or declared.serial or self.period is not None:
+        if self.primary or self.period is not None:
             return False
         if self.nullable is None and declared.name == "timestamp" and not session.explicit_defaults_for_timestamp:
             return False  # explicit_defaults_for_timestamp=OFF: TIMESTAMP is NOT NULL unless it says NULL
@@ -80,9 +82,12 @@ def read_column(cur: Cursor, session: Session, name: str | None = None) -> Pendi
     """A column definition (`name` already read: CHANGE and the like read it themselves)."""
     if name is None:
         name = cur.name("a column name")
+        while cur.accept("."):  # field_ident: `t1.name`, `db.t1.name` name the column `name`
+            name = cur.name("a column name")
     column = PendingColumn(name, read_type(cur, session))
     if column.declared.serial:
         column.auto_increment = column.unique = True
+        column.nullable = False
     _Attributes(cur, column).read()
     return column
 
@@ -131,10 +136,12 @@ class _Attributes:
 
     def auto_increment(self) -> None:
         self.col.auto_increment = True
+        self.col.nullable = False
 
     def serial(self) -> None:  # SERIAL DEFAULT VALUE: NOT NULL AUTO_INCREMENT UNIQUE
         self.cur.expect("DEFAULT", "VALUE")
         self.col.auto_increment = self.col.unique = True
+        self.col.nullable = False
 
     def unique(self) -> None:
         self.cur.accept("KEY") or self.cur.accept("INDEX")
@@ -245,8 +252,7 @@ class _Attributes:
 
 
 def _unsigned(declared: DeclaredType) -> DeclaredType:
-    return DeclaredType(declared.name, declared.params, True, declared.charset, declared.collation,
-                        declared.length, declared.serial)  # fmt: skip
+    return replace(declared, unsigned=True)
 
 
 def _charset_name(cur: Cursor) -> str:

@@ -23,9 +23,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from connector.errors import SluiceError
-from connector.schema.alter import AlterReader, apply_plan, hidden_period_columns, key_columns, table_option
+from connector.schema.alter import (
+    AlterReader,
+    apply_plan,
+    hidden_period_columns,
+    key_columns,
+    table_option,
+    versioned_key,
+)
 from connector.schema.coldef import PendingColumn, read_column
-from connector.schema.model import Blocked, Column, Database, Schema, Table, without_aliases
+from connector.schema.keys import (
+    index_options,
+    index_type,
+    key_parts,
+    named,
+    read_index,
+    rebuilt,
+    with_hash_columns,
+)
+from connector.schema.model import Blocked, Column, Database, Index, Schema, Table, without_aliases
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import charset_of_collation, normal_charset
 
@@ -151,7 +167,10 @@ class _Statement:
         replacing = cur.accept("OR", "REPLACE")
         if cur.accept("TEMPORARY"):
             return  # temporary tables are not logged in row format
-        if cur.accept("TABLE"):
+        cur.accept("ONLINE") or cur.accept("OFFLINE")
+        if any(cur.is_at(word) for word in ("UNIQUE", "FULLTEXT", "SPATIAL", "INDEX")):
+            self._create_index()
+        elif cur.accept("TABLE"):
             self._create_table(replacing)
         elif cur.accept("DATABASE") or cur.accept("SCHEMA"):
             self._create_database(replacing)
@@ -188,6 +207,28 @@ class _Statement:
         )
         self.cur.skip_to_end()
         self._put(Table(key[0], key[1], columns))
+
+    def _create_index(self) -> None:
+        """CREATE [UNIQUE|FULLTEXT|SPATIAL] INDEX name [USING t] ON table (parts) [options]."""
+        cur = self.cur
+        unique = cur.accept("UNIQUE")
+        cur.accept("FULLTEXT") or cur.accept("SPATIAL")
+        cur.expect("INDEX")
+        cur.accept("IF", "NOT", "EXISTS")
+        name = cur.name("an index name")
+        using_hash = index_type(cur) == "HASH"
+        cur.expect("ON")
+        key = self._name()
+        index = Index(name, key_parts(cur), unique, index_options(cur) or using_hash)
+        table = self._indexed(key)
+        if table is not None:
+            self._put(with_hash_columns(replace(table, indexes=(*rebuilt(table.indexes), index)), self.session))
+
+    def _indexed(self, key: Key) -> Table | None:
+        """The table an index statement changes: None when it is blocked (its columns unknown)."""
+        if key in self.schema.blocked:
+            return None
+        return self._table(key)
 
     def _exists(self, key: Key) -> bool:
         return self.schema.get(*key) is not None or key in self.schema.blocked
@@ -304,7 +345,7 @@ class _Statement:
             self._drop_database_tables(name)
             self.schema.databases.pop(name, None)
             self.changes.append(DdlChange(name, "", None))
-        elif cur.accept("INDEX"):
+        elif cur.accept("INDEX") or cur.accept("ONLINE", "INDEX") or cur.accept("OFFLINE", "INDEX"):
             self._drop_index()
 
     def _drop_database_tables(self, name: str) -> None:
@@ -314,15 +355,19 @@ class _Statement:
             self._remove(key)
 
     def _drop_index(self) -> None:
-        """DROP INDEX `PRIMARY` ON t drops the primary key; other indexes change no column."""
+        """DROP INDEX name ON t: `PRIMARY` is the primary key; a long UNIQUE key takes its
+        hidden column with it (MariaDB)."""
         cur = self.cur
         cur.accept("IF", "EXISTS")
-        index = cur.name("an index name")
+        name = cur.name("an index name")
         cur.expect("ON")
         key = self._name()
-        table = self.schema.get(*key)
-        if index.upper() == "PRIMARY" and table is not None:
-            self._put(replace(table, primary_key=()))
+        table = self._indexed(key)
+        if table is None:
+            return
+        kept = rebuilt(i for i in table.indexes if i.name.lower() != name.lower())
+        key_columns = () if name.upper() == "PRIMARY" else table.primary_key
+        self._put(with_hash_columns(replace(table, indexes=kept, primary_key=key_columns), self.session))
 
     def _rename(self) -> None:
         cur = self.cur
@@ -371,7 +416,10 @@ class _TableDefinition:
         self.primary: tuple[str, ...] = ()
         self.charset: str | None = None
         self.collation: str | None = None
+        self.engine = ""
+        self.row_format = ""
         self.versioned = False
+        self.indexes: list[Index] = []
 
     def read(self) -> None:
         cur = self.cur
@@ -390,7 +438,13 @@ class _TableDefinition:
         versioned = self.versioned or any("versioned" in p.flags for p in self.pending)
         if versioned and not any(c.period for c in columns):
             columns += hidden_period_columns()
-        self.st._put(Table(self.key[0], self.key[1], tuple(columns), key, charset, collation))
+        key = versioned_key(key, columns) if versioned else key
+        indexes: list[Index] = []
+        for index in self.indexes:
+            indexes.append(named(indexes, index))
+        table = Table(self.key[0], self.key[1], tuple(columns), key, charset, collation, tuple(indexes),
+                      self.engine, self.row_format)  # fmt: skip
+        self.st._put(with_hash_columns(table, session))
 
     def _elements(self) -> None:
         cur = self.cur
@@ -401,9 +455,14 @@ class _TableDefinition:
                 cur.expect("PRIMARY", "KEY")
                 self.primary = key_columns(cur)
             elif _is_element(cur):
-                cur.skip_to_separator()
+                index = read_index(cur)
+                if index is not None:
+                    self.indexes.append(index)
             else:
-                self.pending.append(read_column(cur, self.st.session))
+                column = read_column(cur, self.st.session)
+                self.pending.append(column)
+                if column.unique:
+                    self.indexes.append(Index("", ((column.name, None),), unique=True))
             if cur.accept(")"):
                 return
             cur.expect(",")
@@ -423,10 +482,8 @@ class _TableDefinition:
                 self.versioned = True
                 continue
             option = table_option(cur)
-            if option is not None and option[0] == "charset":
-                self.charset = option[1]
-            elif option is not None:
-                self.collation = option[1]
+            if option is not None:
+                setattr(self, option[0], option[1])
 
     def _charset(self) -> tuple[str | None, str | None]:
         charset, collation = self.charset, self.collation

@@ -37,14 +37,12 @@ class Column:
     # the Avro field carries them as `aliases`, so readers on a newer version find old data.
     aliases: tuple[str, ...] = ()
     compressed: bool = False  # MariaDB's COMPRESSED columns (logged as types 140/141)
-    # MariaDB system versioning: "start" / "end" for declared ROW START / ROW END columns;
-    # "hidden start" / "hidden end" for the row_start / row_end that WITH SYSTEM VERSIONING
-    # adds by itself: logged in every TABLE_MAP, yet no statement can name them.
+    # MariaDB system versioning: "start" / "end" for the ROW START / ROW END columns, declared
+    # or the row_start / row_end WITH SYSTEM VERSIONING adds by itself (those are hidden).
     period: str | None = None
-
-    @property
-    def hidden(self) -> bool:
-        return self.period is not None and self.period.startswith("hidden")
+    # MariaDB's hidden columns: the implicit row_start / row_end, and DB_ROW_HASH_n of long
+    # UNIQUE keys (connector/schema/keys.py). In every TABLE_MAP, yet no statement names them.
+    hidden: bool = False
 
     def renamed(self, name: str) -> Column:
         """This column under `name`, its current name first among its earlier ones."""
@@ -66,6 +64,22 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Index:
+    """A secondary index: its name, whether it is UNIQUE, its parts (column, prefix length),
+    and USING HASH. MariaDB makes a hidden column of a UNIQUE one too long for a B-tree."""
+
+    name: str
+    parts: tuple[tuple[str, int | None], ...]
+    unique: bool = False
+    using_hash: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Index:
+        parts = tuple((str(c), None if n is None else int(n)) for c, n in data["parts"])
+        return cls(data["name"], parts, bool(data.get("unique")), bool(data.get("using_hash")))
+
+
+@dataclass(frozen=True, slots=True)
 class Table:
     database: str
     name: str
@@ -73,6 +87,9 @@ class Table:
     primary_key: tuple[str, ...] = ()
     charset: str | None = None
     collation: str | None = None
+    indexes: tuple[Index, ...] = ()
+    engine: str = ""  # lowercased ENGINE=, "" when unsaid (the server's default)
+    row_format: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,6 +114,9 @@ class Table:
             for key in _OPTIONAL_KEYS:
                 if not column[key]:
                     del column[key]
+        for key in ("indexes", "engine", "row_format"):
+            if not data[key]:
+                del data[key]
         return data
 
     @classmethod
@@ -107,13 +127,14 @@ class Table:
         )
         return cls(
             data["database"], data["name"], columns, tuple(data["primary_key"]), data.get("charset"),
-            data.get("collation"),
+            data.get("collation"), tuple(Index.from_json(i) for i in data.get("indexes", ())),
+            data.get("engine", ""), data.get("row_format", ""),
         )  # fmt: skip
 
 
 # Column keys a definition's JSON leaves out when they hold their default (histories written
 # before they existed read back the same).
-_OPTIONAL_KEYS = ("aliases", "compressed", "period")
+_OPTIONAL_KEYS = ("aliases", "compressed", "period", "hidden")
 
 
 @dataclass(frozen=True, slots=True)

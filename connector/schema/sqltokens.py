@@ -267,6 +267,13 @@ class Cursor:
             else:
                 self.i += 1
 
+    def skip_one(self) -> None:
+        """Step over one token, or one parenthesised group."""
+        if self.is_punct("("):
+            self.skip_balanced()
+        else:
+            self.i += 1
+
     def skip_to_end(self) -> None:
         self.i = len(self.tokens)
 

@@ -13,9 +13,11 @@ known (`sized`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from connector.binlog.charsets import codec_of, collation_id_of_charset
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session, Token
 
 INTEGER_TYPES = {
@@ -50,6 +52,7 @@ class DeclaredType:
     collation: str | None = None
     length: int | None = None  # TEXT(n) / BLOB(n): sized when the charset is known
     serial: bool = False  # SERIAL: BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
+    hex_labels: tuple[bool, ...] = ()  # ENUM/SET labels written as hex or bit literals: bytes, not text
 
 
 def normal_charset(name: str) -> str:
@@ -158,14 +161,14 @@ def _double(cur: Cursor, word: str, session: Session) -> DeclaredType:
 
 def _decimal(cur: Cursor, word: str, session: Session) -> DeclaredType:
     lengths = _lengths(cur)
-    precision = str(lengths[0]) if lengths else "10"
+    precision = str(lengths[0]) if lengths and lengths[0] else "10"  # DECIMAL(0) is DECIMAL(10)
     scale = str(lengths[1]) if len(lengths) > 1 else "0"
     return DeclaredType("decimal", (precision, scale), _sign(cur))
 
 
 def _bit(cur: Cursor, word: str, session: Session) -> DeclaredType:
     lengths = _lengths(cur)
-    return DeclaredType("bit", (str(lengths[0] if lengths else 1),))
+    return DeclaredType("bit", (str(lengths[0] if lengths and lengths[0] else 1),))  # BIT(0): MariaDB's BIT(1)
 
 
 def _char(cur: Cursor, word: str, session: Session) -> DeclaredType:
@@ -218,16 +221,23 @@ def _labels(cur: Cursor, word: str, session: Session) -> DeclaredType:
     """ENUM/SET labels; the servers strip their trailing spaces (sql/sql_table.cc)."""
     cur.expect("(")
     labels: list[str] = []
+    hex_labels: list[bool] = []
     while True:
-        labels.append(cur.string("a label").rstrip(" "))
+        token = cur.peek()
+        hex_labels.append(token is not None and token.kind == "string" and token.raw in ("x", "b"))
+        labels.append(cur.string("a label"))
         if cur.accept(")"):
-            return DeclaredType(word, tuple(labels))
+            return DeclaredType(word, tuple(labels), hex_labels=tuple(hex_labels))
         cur.expect(",")
 
 
 def _temporal(cur: Cursor, word: str, session: Session) -> DeclaredType:
     lengths = _lengths(cur)
-    if word in ("date", "year") or not lengths or lengths[0] == 0:
+    if word == "year":
+        _sign(cur)  # YEAR UNSIGNED: accepted, deprecated, and no different
+        two_digits = session.mariadb and lengths == (2,)  # MySQL 8 makes YEAR(2) YEAR
+        return DeclaredType(word, ("2",) if two_digits else ())
+    if word == "date" or not lengths or lengths[0] == 0:
         return DeclaredType(word)
     return DeclaredType(word, (str(lengths[0]),))
 
@@ -268,17 +278,63 @@ _READERS: dict[str, Callable[[Cursor, str, Session], DeclaredType]] = {
 }  # fmt: skip
 
 
-def sized(declared: DeclaredType, charset: str | None) -> DeclaredType:
+def sized(declared: DeclaredType, charset: str | None, mariadb: bool = False) -> DeclaredType:
     """The type once its column's charset is known: binary counterparts under the `binary`
-    charset, TEXT(n) sized in bytes (n characters of the charset)."""
+    charset, TEXT(n) sized in bytes (n characters of the charset), a VARCHAR too long for 65535
+    bytes made the TEXT type that holds it (as the servers do outside strict mode; in strict
+    mode they refuse it), ENUM/SET labels as the charset holds them."""
     name = declared.name
+    width = MBMAXLEN.get(charset or "", 1)
     if charset == "binary" and name in BINARY_OF:
         declared = replace(declared, name=BINARY_OF[name])
     if declared.length is not None:
         text = declared.name in TEXT_TYPES
-        width = MBMAXLEN.get(charset or "", 1) if text else 1
-        declared = replace(declared, name=blob_type(declared.length * width, text), length=None)
+        declared = replace(declared, name=blob_type(declared.length * (width if text else 1), text), length=None)
+    if declared.name in ("varchar", "varbinary") and declared.params:
+        text = declared.name == "varchar"
+        size = int(declared.params[0]) * (width if text else 1)
+        if size > MAX_VARCHAR_BYTES:
+            declared = replace(declared, name=blob_type(size, text), params=())
+    if declared.name in ("enum", "set"):
+        hexes = declared.hex_labels or (False,) * len(declared.params)
+        labels = tuple(label_in(label, raw, charset, mariadb).rstrip(" ") for label, raw in zip(declared.params, hexes))
+        declared = replace(declared, params=labels)
     return declared
+
+
+MAX_VARCHAR_BYTES = 65535  # MAX_FIELD_VARCHARLENGTH
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def label_in(label: str, raw: bool, charset: str | None, mariadb: bool = False) -> str:
+    """An ENUM/SET label as a column of `charset` stores it. A quoted label (text) is converted,
+    characters the charset lacks becoming '?'; a hex or bit literal is bytes of the charset,
+    kept up to the first that do not form a character (MySQL's well-formed prefix), or with
+    each such byte a '?' (MariaDB). Binary labels are one character per byte, as binary
+    strings are published."""
+    if charset is None or charset == "binary":
+        return label if raw else label.encode("utf-8").decode("latin-1")
+    codec = _codec(charset)
+    if codec is None:
+        return label
+    if raw:
+        data = label.encode("latin-1")
+        if mariadb:
+            text = data.decode(codec, "replace").replace("\ufffd", "?")
+            return _ASTRAL.sub("?", text) if charset in ("utf8mb3", "ucs2") else text
+        try:
+            text = data.decode(codec)
+        except UnicodeDecodeError as exc:
+            text = data[: exc.start].decode(codec)
+        return _ASTRAL.split(text, 1)[0] if charset in ("utf8mb3", "ucs2") else text
+    if charset in ("utf8mb3", "ucs2"):
+        return _ASTRAL.sub("?", label)
+    return label.encode(codec, "replace").decode(codec)
+
+
+def _codec(charset: str) -> str | None:
+    collation = collation_id_of_charset(charset)
+    return None if collation is None else codec_of(collation)
 
 
 def is_type_word(token: Token | None) -> bool:
