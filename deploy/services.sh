@@ -2,7 +2,8 @@
 # Starts and stops the real services Sluice's tests and demo use, on loopback, with all
 # data under the project's run folder (.run/). Idempotent: `up` on a running service is a no-op.
 #
-#   deploy/services.sh up      install what is missing (apt), then start everything
+#   deploy/services.sh up      install what is missing (apt), then start everything; fetch the
+#                              DDL corpus (deploy/ddl-corpus.sh) once per machine
 #   deploy/services.sh down    stop everything this script started
 #   deploy/services.sh status  one line per service
 #   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka   (the tests' outage cases)
@@ -393,7 +394,9 @@ stop_pidfile() {
 }
 
 case "${1:-up}" in
-  up) mariadb_up; mysql_up; redis_up; kafka_up ;;
+  up) mariadb_up; mysql_up; redis_up; kafka_up
+      # the servers' own DDL tests (tests/test_ddl_corpus_live.py), fetched once per machine
+      bash "$ROOT/deploy/ddl-corpus.sh" || log "the DDL corpus could not be fetched; tests/test_ddl_corpus_live.py will fail" ;;
   down) kafka_down; redis_down; mysql_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
   restart-mysql) mysql_down; mysql_up ;;
