@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import zlib
 
 import pytest
@@ -12,7 +14,9 @@ from connector.binlog.reader import Reader
 from connector.binlog.rowcodec import build_rows_decoder
 from connector.binlog.tablemap import decode_table_map
 from connector.binlog.values import decompress_column
+from connector.cli import decode_files
 from connector.errors import FormatError
+from tests import live
 
 # Captured from MariaDB 10.11.19 (binlog_row_metadata=FULL, column_compression_threshold=4) after
 #   CREATE TABLE cz.t (id INT PRIMARY KEY, a VARCHAR(100) COMPRESSED CHARACTER SET utf8mb4, b BLOB COMPRESSED);
@@ -63,3 +67,20 @@ def test_decompress_column(raw: bytes, value: bytes) -> None:
 def test_malformed_compressed_values_are_format_errors(raw: bytes, error: str) -> None:
     with pytest.raises(FormatError, match=error):
         decompress_column(raw)
+
+
+@pytest.mark.live
+@pytest.mark.servers("mariadb")
+def test_sluice_decode_reads_compressed_columns_of_a_binlog_file() -> None:
+    """`sluice decode` on a MariaDB binlog file with COMPRESSED columns (it stopped at their TABLE_MAP)."""
+    conn = live.connect()
+    live.fresh_database("cz", "CREATE TABLE {db}.t (id INT PRIMARY KEY, a VARCHAR(500) COMPRESSED, b TEXT COMPRESSED)")
+    with live.row_metadata("FULL"), conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        file, _ = live.current_binlog(conn)
+        cur.execute("INSERT INTO cz.t VALUES (1, REPEAT('ab', 200), REPEAT('é', 1000)), (2, 'x', NULL)")
+        cur.execute("FLUSH BINARY LOGS")
+    out = io.StringIO()
+    decode_files([str(live.server().binlog_dir / file)], out)
+    rows = [json.loads(line)["data"][0] for line in out.getvalue().splitlines() if '"INSERT"' in line]
+    assert rows == [{"id": "1", "a": "ab" * 200, "b": "é" * 1000}, {"id": "2", "a": "x", "b": None}]

@@ -16,7 +16,7 @@ from dataclasses import replace
 from connector.schema.coldef import CHARACTER_NAMES
 from connector.schema.model import Column, Index, Table
 from connector.schema.sqltokens import Cursor, Session
-from connector.schema.types import BLOB_TYPES, MBMAXLEN, TEXT_TYPES
+from connector.schema.types import BLOB_TYPES, MBMAXLEN, TEXT_TYPES, number
 
 HASH_PREFIX = "DB_ROW_HASH_"
 _UNBOUNDED = frozenset({*TEXT_TYPES, *BLOB_TYPES, "json"})  # geometry keys are B-trees of a fixed part
@@ -88,7 +88,8 @@ def key_parts(cur: Cursor) -> tuple[tuple[str, int | None], ...]:
             name = cur.name("a key column")
             prefix = None
             if cur.accept("("):
-                prefix = int(float(cur.next("a prefix length").text)) if cur.peek() else None
+                token = cur.next("a prefix length")
+                prefix = number(token.text, token.offset)
                 cur.expect(")")
             parts.append((name, prefix))
         cur.accept("ASC") or cur.accept("DESC")

@@ -111,7 +111,7 @@ def _params(cur: Cursor) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _number(text: str, offset: int) -> int:
+def number(text: str, offset: int) -> int:
     """A length as the lexer reads it: `7.4` is a decimal literal whose integer part counts."""
     try:
         return int(float(text))
@@ -121,7 +121,7 @@ def _number(text: str, offset: int) -> int:
 
 def _lengths(cur: Cursor) -> tuple[int, ...]:
     start = cur.offset()
-    return tuple(_number(p, start) for p in _params(cur))
+    return tuple(number(p, start) for p in _params(cur))
 
 
 def _sign(cur: Cursor, unsigned: bool = False) -> bool:
