@@ -152,3 +152,10 @@ CREATE INDEX ic ON ix (c);
 ALTER TABLE ix ADD PRIMARY KEY (a);
 DROP INDEX `PRIMARY` ON ix;
 DROP INDEX ub ON ix;
+
+# -- MariaDB sequences (tables of one row) --------------------------------------------------------------------
+CREATE SEQUENCE seq1;
+CREATE SEQUENCE IF NOT EXISTS seq2 START WITH 10 INCREMENT BY 5 CACHE 0;
+CREATE SEQUENCE seq3 AS INT UNSIGNED;
+ALTER SEQUENCE seq1 RESTART WITH 3;
+DROP SEQUENCE seq2;
