@@ -36,6 +36,7 @@ from connector.position import POSITION_TEXT, Position, position_of_text
 from connector.replica.client import open_connection
 from connector.runner import Connector, checkpoint_stores, presence_key, run_with_lease
 from connector.schema.capture import master_position
+from connector.schema.commands import schema_set, schema_show
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
 from connector.secrets import REDACT, expanded_url
@@ -84,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     snapshot = commands.add_parser("snapshot", help="read tables again as READ messages (a running connector does it)")
     snapshot.add_argument("--config", required=True, metavar="FILE")
     snapshot.add_argument("--tables", required=True, nargs="+", metavar="DB.TABLE")
+    schema = commands.add_parser("schema", help="show the schema history's tables, or give a table's definition")
+    schema.add_argument("action", choices=["show", "set"])
+    schema.add_argument("tables", nargs="*", metavar="DB.TABLE", help="show: these only; set: the one to define")
+    schema.add_argument("--config", required=True, metavar="FILE")
+    schema.add_argument("--from-server", action="store_true", help="set: the server's definition now")
+    schema.add_argument("--ddl", metavar="SQL", help="set: this CREATE TABLE statement")
+    schema.add_argument("--at", metavar="FILE:POS", help="set: where it takes effect (default: the blocking statement)")
     spark = commands.add_parser("spark", help="run a Spark job on the topics: mirror (Delta MERGE) or changelog")
     spark.add_argument("job", choices=["mirror", "changelog"])
     spark.add_argument("--config", required=True, metavar="FILE")
@@ -359,6 +367,15 @@ def _decode(args: argparse.Namespace) -> int | None:
     return None
 
 
+def _schema(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.action == "show":
+        return schema_show(config, args.tables, sys.stdout)
+    if len(args.tables) != 1:
+        raise ConfigError("schema set takes one DB.TABLE")
+    return schema_set(config, args.tables[0], args.from_server, args.ddl, args.at)
+
+
 def _spark(args: argparse.Namespace) -> int | None:
     from spark.jobs import run as run_spark  # noqa: PLC0415  (pyspark loads a JVM: only when asked)
 
@@ -374,6 +391,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "status": lambda a: print(REDACT(json.dumps(status(load_config(a.config)), indent=2))),
     "position": lambda a: position_command(load_config(a.config), a.action, a.value),
     "snapshot": lambda a: request_snapshot(load_config(a.config), a.tables),
+    "schema": _schema,
     "spark": _spark,
     "consume": lambda a: _printed(consume_topics(load_config(a.config), a.max, a.idle_s, sys.stdout)),
 }

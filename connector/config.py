@@ -61,6 +61,10 @@ class SourceSection:
     include_query: bool = False
     query_max_bytes: int = 4096
     key_columns: list[KeyColumns] = field(default_factory=list)
+    # A DDL statement Sluice cannot read: "stop" (rows of the tables it names stop the connector
+    # until `sluice schema set` gives their definition) or "refresh" (re-read them from the server
+    # at once: wrong when the stream is behind and they changed since).
+    unreadable_ddl: str = "stop"
 
     def keys(self) -> dict[tuple[str, str], tuple[str, ...]]:
         return {entry.name(): tuple(entry.columns) for entry in self.key_columns}
@@ -417,6 +421,7 @@ def _validate(config: Config, where: str) -> None:
         (config.avro.subject_name_strategy in SUBJECT_STRATEGIES, "avro.subject_name_strategy",
          ", ".join(SUBJECT_STRATEGIES)),
         (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
+        (src.unreadable_ddl in ("stop", "refresh"), "source.unreadable_ddl", "stop, refresh"),
         (_redis_url_ok(cp.redis_url), "checkpoint.redis_url",
          'redis://[:password@]host:port/db, rediss:// for TLS, unix:///path, or "" for no Redis'),
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",

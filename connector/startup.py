@@ -155,7 +155,8 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     settings = config.source.settings()
     included = config.table_filter()
     store = store or MariadbHistoryStore(checkpoint_connector(config), config.name)
-    tracker = SchemaTracker(store, included, refresher(settings))
+    refresh = refresher(settings) if config.source.unreadable_ddl == "refresh" else None
+    tracker = SchemaTracker(store, included, refresh)
     tracker.keys = config.source.keys()
     with open_connection(settings) as conn:
         info = check_server(conn, settings)

@@ -256,7 +256,7 @@ class TransactionAssembler:
         # Inside a transaction a statement is part of it: CREATE TABLE ... SELECT logs
         # its CREATE between the GTID and the rows. Outside one, DDL commits on its own.
         end = self._position(event.header.log_pos, event, self._gtid_after())
-        changes = self.tracker.on_statement(body.query, body.schema, end)
+        changes = self.tracker.on_statement(body.query, body.schema, end, body.status)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if messages:
             yield Changes(messages, self.file, event.pos)
@@ -458,6 +458,7 @@ class ChangeStream:
         dump_at = replace(xa_from, gtid_set="") if xa_from is not None else start  # a GTID set would skip it
         dump = BinlogDump(self.settings, dump_at, blocking, asked=start)
         info = self.info = dump.open()
+        self.tracker.server = (info.mariadb, info.release)  # how its DDL reads (connector/schema/sqltokens.py)
         try:
             parser = self._parser(dump_at.file, info)
             assembler = self._assembler = TransactionAssembler(

@@ -38,6 +38,7 @@ from tests.live import (
     fresh_database,
     last_gtid,
     live_config,
+    position_now,
     replica_ids,
     replica_listing,
     server,
@@ -427,15 +428,66 @@ def test_table_map_disagreeing_with_the_history_is_an_error_with_both_sides() ->
     assert info.value.file == prepared.start.file and info.value.pos > prepared.start.pos
 
 
-@pytest.mark.servers("mariadb")  # sql_mode=ORACLE
-def test_ddl_the_parser_cannot_read_refreshes_the_table_from_the_server() -> None:
-    fresh_database("oracle", "CREATE TABLE {db}.t (id INT PRIMARY KEY)")
-    prepared = prepare(live_config([r"oracle\..*"]), MemoryHistoryStore())
-    conn = connect("oracle")
+def oracle_alter(conn: pymysql.connections.Connection) -> None:
+    """A statement MariaDB accepts and Sluice does not read: VARCHAR2 is a sql_mode=ORACLE type."""
     with conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = 'ORACLE'")
-        cur.execute("ALTER TABLE t ADD q VARCHAR2(10)")  # VARCHAR2: an Oracle-mode type the parser does not know
+        cur.execute("ALTER TABLE t ADD q VARCHAR2(10)")
         cur.execute("SET SESSION sql_mode = DEFAULT")
+
+
+@pytest.mark.servers("mariadb")  # sql_mode=ORACLE
+def test_ddl_the_parser_cannot_read_stops_only_its_table_until_told(tmp_path: Any) -> None:
+    """The default: the rows of the table it names stop `sluice tail` with one line saying how
+    to go on; the other table's rows before it flow; `sluice schema set --from-server` records
+    the definition at the statement, and a start from before it reads the rows by it."""
+    name = "unreadable-ddl"
+    clear_history(name)
+    fresh_database("oracle", "CREATE TABLE {db}.t (id INT PRIMARY KEY)", "CREATE TABLE {db}.u (id INT PRIMARY KEY)")
+    config = tmp_path / "sluice.toml"
+    config.write_text(f'name = "{name}"\n' + source_toml(6310) + 'include = ["oracle\\\\..*"]\n'
+                      + services_toml(name))  # fmt: skip
+    sluice = str(ROOT / ".venv" / "bin" / "sluice")
+    first = subprocess.Popen([sluice, "tail", "--config", str(config)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_until(lambda: 6310 in replica_ids(), 30, "`sluice tail` to register as replica 6310", every_s=0.2)
+    before = position_now()
+    conn = connect("oracle")
+    oracle_alter(conn)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO u VALUES (1)")
+        cur.execute("INSERT INTO t VALUES (2, 'x')")
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 1
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(m["table"], m["type"], m["data"]) for m in lines] == [("t", "ALTER", None), ("u", "INSERT", [{"id": "1"}])]
+    stop = err.strip().splitlines()[-1]
+    assert stop.startswith("sluice: UnreadableDdlError: ") and "rows of `oracle`.`t`" in stop
+    assert "ADD q VARCHAR2(10)" in stop and "sluice schema set oracle.t --from-server" in stop
+    assert "Traceback" not in err
+
+    told = subprocess.run([sluice, "schema", "set", "oracle.t", "--from-server", "--config", str(config)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert told.returncode == 0, told.stderr
+    assert told.stdout.startswith("oracle.t (id, q) as of ")
+    second = subprocess.Popen([sluice, "tail", "--config", str(config), "--start", f"{before.file}:{before.pos}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert second.stdout is not None
+        rows = [json.loads(second.stdout.readline()) for _ in range(3)]
+    finally:
+        second.terminate()
+        second.wait(10)
+    assert [(r["table"], r["data"]) for r in rows[1:]] == [("u", [{"id": "1"}]), ("t", [{"id": "2", "q": "x"}])]
+
+
+@pytest.mark.servers("mariadb")  # sql_mode=ORACLE
+def test_ddl_the_parser_cannot_read_refreshes_the_table_with_the_opt_in() -> None:
+    fresh_database("oracle", "CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+    prepared = prepare(live_config([r"oracle\..*"], unreadable_ddl="refresh"), MemoryHistoryStore())
+    conn = connect("oracle")
+    oracle_alter(conn)
+    with conn.cursor() as cur:
         cur.execute("INSERT INTO t VALUES (1, 'x')")
     end = master_position(conn)
     messages = collect(stream("oracle", prepared), prepared.start, end)

@@ -96,7 +96,7 @@ def _branches(kind: Any) -> tuple[int, int, Any]:
 def _op(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
     """(op, width, a, b) of one column, if the compiled transcoder writes what Python would."""
     kind = meta.real_type
-    if meta.element_type is not None:
+    if meta.element_type is not None or meta.compressed:  # MariaDB's COMPRESSED: inflated in Python
         return None
     if kind in _INTEGERS:
         return _integer(meta, col, avro)

@@ -128,6 +128,10 @@ class ColumnType(IntEnum):
     MYSQL_TYPE_DATETIME2 = 18
     MYSQL_TYPE_TIME2 = 19
     MYSQL_TYPE_TYPED_ARRAY = 20  # 8.0.18 and later; 244 in 8.0.17
+    # MariaDB's COMPRESSED columns, only ever in TABLE_MAPs (include/mysql_com.h there):
+    # a BLOB or VARCHAR whose values are compressed (sql/field_comp.cc).
+    MYSQL_TYPE_BLOB_COMPRESSED = 140
+    MYSQL_TYPE_VARCHAR_COMPRESSED = 141
     MYSQL_TYPE_VECTOR = 242
     MYSQL_TYPE_INVALID = 243
     MYSQL_TYPE_BOOL = 244  # 8.0.17 wrote MYSQL_TYPE_TYPED_ARRAY under this code

@@ -75,6 +75,7 @@ _HELPERS: dict[str, object] = {
     "_tob": _text_or_bytes,
     "_typed_array": _typed_array,
     "_ifb": int.from_bytes,
+    "_unz": values.decompress_column,
 }
 
 
@@ -134,7 +135,9 @@ def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None
         gen.emit(ind, f"n_ = _ifb(b[p:p + {prefix}], 'little'); p += {prefix}")
     raw = "b[p:p + n_]"
     kind = col.real_type
-    if kind == T.MYSQL_TYPE_JSON:
+    if col.compressed:  # MariaDB's COMPRESSED columns: the value is compressed as stored
+        gen.emit(ind, f"{v} = {_text_expr(gen, col, f'_unz({raw})')}")
+    elif kind == T.MYSQL_TYPE_JSON:
         if json_bit is None:
             gen.emit(ind, f"{v} = _json({raw})")
         elif json_bit < 0:  # before image of a partial update: kept as a tree for the diffs
@@ -389,7 +392,7 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
 
 def _walk(col: ColumnMeta) -> tuple[int, int, int] | None:
     kind, meta = col.real_type, col.meta
-    if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES:
+    if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES or col.compressed:
         return None
     if kind in _WALK_FIXED:
         return _WALK_FIXED[kind], 0, 0

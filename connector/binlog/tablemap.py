@@ -47,6 +47,7 @@ class ColumnMeta:
     visible: bool = True
     element_type: int | None = None  # element type of a typed array (multi-valued index)
     dimensions: int | None = None  # VECTOR
+    compressed: bool = False  # MariaDB's COMPRESSED: logged as 140/141, read as BLOB/VARCHAR (real_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,13 @@ _META_SIZE: dict[int, int] = {
 # two separate bytes, folded here as (first << 8) | second.
 _META_LE = frozenset({T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING})
 
+# MariaDB's compressed types carry the metadata of the type they compress (Field_blob_compressed
+# and Field_varstring_compressed save it as Field_blob / Field_varstring do).
+COMPRESSED_TYPES: dict[int, int] = {
+    T.MYSQL_TYPE_BLOB_COMPRESSED: T.MYSQL_TYPE_BLOB,
+    T.MYSQL_TYPE_VARCHAR_COMPRESSED: T.MYSQL_TYPE_VARCHAR,
+}
+
 
 def _read_meta(r: Reader, type_code: int) -> tuple[int, int, int | None]:
     """Read one column's metadata: (real_type, meta, typed-array element type)."""
@@ -107,6 +115,8 @@ def _read_meta(r: Reader, type_code: int) -> tuple[int, int, int | None]:
             raise FormatError("typed array of typed arrays")
         real, meta, _ = _read_meta(r, element)
         return real, meta, element
+    if type_code in COMPRESSED_TYPES:
+        return _read_meta(r, COMPRESSED_TYPES[type_code])
     size = _META_SIZE.get(type_code, 0)
     if size == 0:
         return type_code, 0, None
@@ -176,9 +186,10 @@ def decode_table_map(
         )
     null_bits = int.from_bytes(r.take((count + 7) // 8, "null bitmap"), "little")
     columns = [
-        ColumnMeta(i, types[i], real, meta, bool(null_bits >> i & 1), element_type=element)
+        ColumnMeta(i, types[i], real, meta, bool(null_bits >> i & 1), element_type=element,
+                   compressed=types[i] in COMPRESSED_TYPES)
         for i, (real, meta, element) in enumerate(metas)
-    ]
+    ]  # fmt: skip
     numeric = WITH_YEAR if (mariadb if year_signed is None else year_signed) else NUMERIC_TYPES
     character = MARIADB_CHARACTER_TYPES if mariadb else CHARACTER_TYPES
     optional = _decode_optional(r, columns, numeric, character) if r.remaining() else _Optional()

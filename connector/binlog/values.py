@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import zlib
 from collections.abc import Callable
 from datetime import date, timedelta
 from decimal import Decimal
@@ -26,8 +27,10 @@ def decimal_size(precision: int, scale: int) -> int:
 
 # A DECIMAL column holds at most 65 digits; a DECIMAL an expression yields (inside a JSON
 # document, as an opaque value) up to DECIMAL_MAX_POSSIBLE_PRECISION, 81 (include/decimal.h).
+# Its scale is at most 30 on MySQL (DECIMAL_MAX_SCALE), 38 on MariaDB (its include/decimal.h).
 COLUMN_MAX_PRECISION = 65
 EXPRESSION_MAX_PRECISION = 81
+MAX_SCALE = 38
 
 
 def decode_decimal(raw: bytes, precision: int, scale: int, max_precision: int = COLUMN_MAX_PRECISION) -> Decimal:
@@ -46,7 +49,7 @@ def decimal_decoder(
     fraction; the sign bit is flipped and negative numbers have every bit inverted. Read
     as one integer, each group is a fixed shift and mask, so the text is one `%` format.
     """
-    if not 0 < precision <= max_precision or scale > precision or scale > 30:
+    if not 0 < precision <= max_precision or scale > precision or scale > MAX_SCALE:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
     intg = precision - scale
     widths = _decimal_groups(intg, scale)
@@ -244,6 +247,37 @@ def decode_enum(index: int, labels: tuple[str, ...] | None) -> str | int:
 
 
 _F32 = struct.Struct("<f")
+
+
+# MariaDB's column compression methods by the header's high nibble (sql/field_comp.cc).
+_ZLIB_METHOD = 8
+
+
+def decompress_column(raw: bytes) -> bytes:
+    """A MariaDB COMPRESSED column's value as stored (sql/field_comp.cc): empty, or one header
+    byte then the data. Header method 0: the data follows as is. Method 8 (zlib): bits 0-2 give
+    how many big-endian bytes of original length follow, bit 3 set means a raw deflate stream
+    (no zlib wrapper, column_compression_zlib_wrap=OFF), then the compressed data."""
+    if not raw:
+        return b""
+    header = raw[0]
+    method = header >> 4
+    if method == 0:
+        return raw[1:]
+    if method != _ZLIB_METHOD:
+        raise FormatError(f"compressed column value with unknown method {method} (header 0x{header:02x})")
+    width = header & 0x07
+    if len(raw) < 1 + width:
+        raise FormatError(f"compressed column value of {len(raw)} bytes: its length field needs {width}")
+    length = int.from_bytes(raw[1 : 1 + width], "big")
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS if header & 0x08 else zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(raw[1 + width :], length + 1)
+    except zlib.error as exc:
+        raise FormatError(f"compressed column value does not inflate: {exc}") from exc
+    if len(data) != length or not inflater.eof:
+        raise FormatError(f"compressed column value inflates to {len(data)} bytes, its header says {length}")
+    return data
 
 
 def decode_vector(raw: bytes) -> tuple[float, ...]:

@@ -64,6 +64,9 @@ def disagreements(table: Table, table_map: TableMapEvent) -> list[str]:
             problems.append(
                 f"column {meta.index + 1} `{col.name}`: tracked {col.sql_type()}, TABLE_MAP type {meta.real_type}"
             )
+        if meta.compressed != col.compressed:
+            problems.append(f"column {meta.index + 1} `{col.name}`: tracked {'' if col.compressed else 'not '}"
+                            f"COMPRESSED, TABLE_MAP type {meta.type_code}")  # fmt: skip
         if meta.name is not None and meta.name.lower() != col.name.lower():
             problems.append(f"column {meta.index + 1}: tracked name `{col.name}`, TABLE_MAP name `{meta.name}`")
     return problems

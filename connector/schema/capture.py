@@ -16,6 +16,7 @@ from connector.filters import SYSTEM_DATABASES, TableFilter
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Database, Schema, Table
+from connector.schema.sqltokens import Session
 
 log = logging.getLogger("sluice.schema")
 
@@ -76,8 +77,16 @@ def read_table(conn: pymysql.connections.Connection, database: str, table: str, 
     if len(row) > 2:  # a view: SHOW CREATE TABLE answers with View, Create View, ...
         return None
     schema.drop(database, table)
-    apply_ddl(schema, str(row[1]), database)
+    apply_ddl(schema, str(row[1]), database, server_session(conn))
     return schema.get(database, table)
+
+
+def server_session(conn: pymysql.connections.Connection) -> Session:
+    """How the server's own SHOW CREATE TABLE reads: its flavour and version decide its
+    executable comments (MariaDB's `/*M!100301 COMPRESSED*/`) and what JSON is."""
+    numbers = [int(n) for n in re.findall(r"\d+", _version(conn).split("-")[0])[:3]]
+    version = numbers[0] * 10000 + numbers[1] * 100 + numbers[2] if len(numbers) == 3 else 0
+    return Session(is_mariadb(conn), version)
 
 
 def capture(conn: pymysql.connections.Connection, included: TableFilter) -> Schema:

@@ -17,13 +17,17 @@ from typing import Any, Protocol
 import pymysql
 
 from connector.position import Position
-from connector.schema.model import Database, Schema, Table
+from connector.schema.model import Blocked, Database, Schema, Table
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryRecord:
     position: Position  # where the change takes effect (the end of its event)
-    kind: str  # "snapshot" (captured from the server), "ddl", "refresh" (re-read after unreadable DDL)
+    # "snapshot" (captured from the server at the first start), "ddl" (a statement applied),
+    # "unreadable" (a statement Sluice could not read: the table is blocked, `definition` holds
+    # {"blocked": ...}), "refresh" (re-read from the server after one, [source] unreadable_ddl =
+    # "refresh"), "override" (a definition an operator gave: `sluice schema set`)
+    kind: str
     database: str
     table: str  # "" for a database record
     definition: dict[str, Any] | None  # Table/Database as JSON; None: removed
@@ -35,8 +39,14 @@ class HistoryRecord:
                 schema.databases.pop(self.database, None)
             else:
                 schema.databases[self.database] = Database(**self.definition)
-        elif self.definition is None:
-            schema.drop(self.database, self.table)
+            return
+        key = (self.database, self.table)
+        schema.blocked.pop(key, None)
+        if self.definition is None:
+            schema.drop(*key)
+        elif self.kind == "unreadable":
+            schema.drop(*key)
+            schema.blocked[key] = Blocked(**self.definition["blocked"])
         else:
             schema.put(Table.from_json(self.definition))
 
@@ -48,10 +58,12 @@ class HistoryStore(Protocol):
 
 
 def rebuild(records: Sequence[HistoryRecord], as_of: Position | None) -> Schema:
-    """The schema at `as_of` (a transaction end): every record at or before it, in order."""
+    """The schema at `as_of` (a transaction end): every record at or before it, in position
+    order (records of one position in the order they were written: an operator's definition
+    for a blocked table comes after the block, and before any later statement's record)."""
     schema = Schema()
     limit = as_of.sort_key() if as_of is not None else None
-    for record in records:
+    for record in sorted(records, key=lambda r: r.position.sort_key()):
         if limit is None or record.position.sort_key() <= limit:
             record.apply(schema)
     return schema

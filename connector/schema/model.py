@@ -36,6 +36,13 @@ class Column:
     # Earlier names, newest first, from RENAME COLUMN / CHANGE COLUMN (connector/schema/ddl.py):
     # the Avro field carries them as `aliases`, so readers on a newer version find old data.
     aliases: tuple[str, ...] = ()
+    compressed: bool = False  # MariaDB's COMPRESSED columns (logged as types 140/141)
+    # MariaDB system versioning: "start" / "end" for the ROW START / ROW END columns, declared
+    # or the row_start / row_end WITH SYSTEM VERSIONING adds by itself (those are hidden).
+    period: str | None = None
+    # MariaDB's hidden columns: the implicit row_start / row_end, and DB_ROW_HASH_n of long
+    # UNIQUE keys (connector/schema/keys.py). In every TABLE_MAP, yet no statement names them.
+    hidden: bool = False
 
     def renamed(self, name: str) -> Column:
         """This column under `name`, its current name first among its earlier ones."""
@@ -57,6 +64,22 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Index:
+    """A secondary index: its name, whether it is UNIQUE, its parts (column, prefix length),
+    and USING HASH. MariaDB makes a hidden column of a UNIQUE one too long for a B-tree."""
+
+    name: str
+    parts: tuple[tuple[str, int | None], ...]
+    unique: bool = False
+    using_hash: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Index:
+        parts = tuple((str(c), None if n is None else int(n)) for c, n in data["parts"])
+        return cls(data["name"], parts, bool(data.get("unique")), bool(data.get("using_hash")))
+
+
+@dataclass(frozen=True, slots=True)
 class Table:
     database: str
     name: str
@@ -64,6 +87,9 @@ class Table:
     primary_key: tuple[str, ...] = ()
     charset: str | None = None
     collation: str | None = None
+    indexes: tuple[Index, ...] = ()
+    engine: str = ""  # lowercased ENGINE=, "" when unsaid (the server's default)
+    row_format: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -85,8 +111,12 @@ class Table:
         were followed (which `from_json` reads)."""
         data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         for column in data["columns"]:
-            if not column["aliases"]:
-                del column["aliases"]
+            for key in _OPTIONAL_KEYS:
+                if not column[key]:
+                    del column[key]
+        for key in ("indexes", "engine", "row_format"):
+            if not data[key]:
+                del data[key]
         return data
 
     @classmethod
@@ -97,8 +127,24 @@ class Table:
         )
         return cls(
             data["database"], data["name"], columns, tuple(data["primary_key"]), data.get("charset"),
-            data.get("collation"),
+            data.get("collation"), tuple(Index.from_json(i) for i in data.get("indexes", ())),
+            data.get("engine", ""), data.get("row_format", ""),
         )  # fmt: skip
+
+
+# Column keys a definition's JSON leaves out when they hold their default (histories written
+# before they existed read back the same).
+_OPTIONAL_KEYS = ("aliases", "compressed", "period", "hidden")
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A table whose definition a statement changed in a way Sluice could not read: its rows
+    stop the connector until an operator says what the table is (`sluice schema set`)."""
+
+    statement: str
+    position: str  # FILE:POS of the statement's end, where a definition given for it takes effect
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +161,7 @@ class Schema:
 
     tables: dict[tuple[str, str], Table] = field(default_factory=dict)
     databases: dict[str, Database] = field(default_factory=dict)
+    blocked: dict[tuple[str, str], Blocked] = field(default_factory=dict)
 
     def get(self, database: str, name: str) -> Table | None:
         return self.tables.get((database, name))
@@ -129,7 +176,7 @@ class Schema:
         return [t for (db, _), t in self.tables.items() if db == database]
 
     def copy(self) -> Schema:
-        return Schema(dict(self.tables), dict(self.databases))
+        return Schema(dict(self.tables), dict(self.databases), dict(self.blocked))
 
 
 def renamed(table: Table, database: str, name: str) -> Table:

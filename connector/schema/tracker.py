@@ -1,9 +1,14 @@
 """The schema at the stream's position: DDL applied as it passes, TABLE_MAPs checked against it.
 
 Names and keys of every captured table come from here, not from the live server, so
-replaying events from before an ALTER gives the names those rows had. When a statement
-cannot be parsed, the stream does not stop: the statement is logged with its position,
-and the tables it names that Sluice captures are re-read from the server and recorded.
+replaying events from before an ALTER gives the names those rows had. A statement the
+parser cannot read never stops the stream for other tables. The captured tables it names
+are `blocked` (recorded in the history with the statement and its position, one warning
+logged): the first row of one of them stops the connector with one line saying how to go
+on (`sluice schema set`), instead of a guess. The server's definition *now* is no answer
+while the stream is behind: the table may have been altered or dropped since. With
+`[source] unreadable_ddl = "refresh"` (opt-in) those tables are re-read from the server
+at once instead, as Sluice did before.
 """
 
 from __future__ import annotations
@@ -11,26 +16,46 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
+from typing import Any
 
+from connector.binlog.charsets import charset_of
+from connector.binlog.events import QueryStatus
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import SchemaMismatchError
 from connector.filters import TableFilter
 from connector.flat import mysql_type
 from connector.position import Position
 from connector.schema.binlogmatch import disagreements, named
-from connector.schema.ddl import DdlChange, UntrackedTableError, apply_ddl
+from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl
 from connector.schema.history import HistoryRecord, HistoryStore, rebuild
-from connector.schema.model import Schema, Table
-from connector.schema.sqltokens import DdlSyntaxError
+from connector.schema.model import Blocked, Schema, Table
+from connector.schema.sqltokens import Session
 
 log = logging.getLogger("sluice.schema")
 
 # Reads one table from the server into the given schema (None: it does not exist).
 Refresher = Callable[[str, str, Schema], Table | None]
 
-# Names after TABLE/TABLES/INTO/LIKE/TO/ON: a rough net for statements the parser could not read.
-_NAMES = re.compile(r"(?:`((?:[^`]|``)+)`|(\w+))(?:\s*\.\s*(?:`((?:[^`]|``)+)`|(\w+)))?")
+
+class UnreadableDdlError(SchemaMismatchError):
+    """Rows of a table whose definition an unreadable statement left unknown."""
+
+
+def session_of(status: QueryStatus | None, mariadb: bool, release: tuple[int, ...]) -> Session:
+    """What the server knew when it ran a statement, from the QUERY event's status variables."""
+    version = release[0] * 10000 + release[1] * 100 + release[2] if len(release) >= 3 else 0
+    if status is None:
+        return Session(mariadb, version)
+    server_charset = charset_of(status.collation_server) if status.collation_server is not None else None
+    explicit = status.explicit_defaults_for_timestamp
+    return Session(mariadb, version, status.sql_mode or 0, server_charset, explicit is None or bool(explicit))
+
+
+def statement_text(sql: str, limit: int = 300) -> str:
+    """A statement on one line, cut to `limit` characters (error messages and logs)."""
+    flat = re.sub(r"\s+", " ", sql).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 class SchemaTracker:
@@ -43,10 +68,15 @@ class SchemaTracker:
         self.schema = Schema()
         self.seeded_at: Position | None = None
         self.source = source  # the current binlog file, for error messages
+        # The server's flavour and version numbers (MariaDB?, (10, 11, 6)): how its DDL reads.
+        self.server: tuple[bool, tuple[int, ...]] = (False, ())
         self._named: dict[bytes, tuple[Table, TableMapEvent]] = {}
         # (position, database, table) of every record in the store: a replay after a restart
         # passes the same DDL again and must not record it twice.
         self._recorded: set[tuple[tuple[str, int, int], str, str]] = set()
+        # Definitions operators gave (`sluice schema set`), by the position they take effect at: a
+        # replay that passes the statement again applies them after it, as a restart past it does.
+        self._overrides: dict[tuple[str, int, int], list[HistoryRecord]] = {}
         self._from_binlog: dict[bytes, Table] = {}
         # definition()'s answers by TABLE_MAP object, while the tracked table is the same object
         # (a DDL makes a new one): every rows event asks, so no column-name tuples per event.
@@ -64,6 +94,10 @@ class SchemaTracker:
             return False
         self.schema = rebuild(records, as_of if as_of.file else None)  # a GTID start: the latest
         self._recorded = {(r.position.sort_key(), r.database, r.table) for r in records}
+        self._overrides = {}
+        for record in records:
+            if record.kind == "override":
+                self._overrides.setdefault(record.position.sort_key(), []).append(record)
         self.seeded_at = min((r.position for r in records if r.kind == "snapshot"), key=Position.sort_key, default=None)
         self._named.clear()
         return True
@@ -85,19 +119,31 @@ class SchemaTracker:
 
     # -- DDL -----------------------------------------------------------------------------
 
-    def on_statement(self, sql: str, default_db: str, end: Position) -> list[DdlChange]:
+    def on_statement(
+        self, sql: str, default_db: str, end: Position, status: QueryStatus | None = None
+    ) -> list[DdlChange]:
         """Apply a statement that ended at `end`; records and returns what it changed."""
         if self.seeded_at is not None and end.sort_key() <= self.seeded_at.sort_key():
             return []  # the snapshot already holds its effect
-        before = self.schema.copy()
-        try:
-            changes = apply_ddl(self.schema, sql, default_db)
-        except (DdlSyntaxError, UntrackedTableError) as exc:
-            self.schema = before
-            return self._unreadable(sql, default_db, end, exc)
-        changes = [c for c in changes if self._captured(c)]
-        self._forget_excluded()
-        self._record(changes, end, "ddl", sql)
+        result = read_ddl(self.schema, sql, default_db, session_of(status, *self.server))
+        if isinstance(result, Unreadable):
+            changes = self._unreadable(sql, end, result)
+        else:
+            changes = [c for c in result if self._captured(c)]
+            self._forget_excluded()
+            self._record(changes, end, "ddl", sql)
+        return self._overridden(end, changes)
+
+    def _overridden(self, end: Position, changes: list[DdlChange]) -> list[DdlChange]:
+        """Operators' definitions for this position, over what the statement left."""
+        records = self._overrides.get(end.sort_key(), [])
+        for record in records:
+            record.apply(self.schema)
+            definition = None if record.definition is None else Table.from_json(record.definition)
+            changes = [c for c in changes if (c.database, c.table) != (record.database, record.table)]
+            changes.append(DdlChange(record.database, record.table, definition))
+        if records:
+            self._named.clear()
         return changes
 
     def _captured(self, change: DdlChange) -> bool:
@@ -110,37 +156,78 @@ class SchemaTracker:
     def _forget_excluded(self) -> None:
         for key in [k for k in self.schema.tables if not self.included(*k)]:
             del self.schema.tables[key]
+        for key in [k for k in self.schema.blocked if not self.included(*k)]:
+            del self.schema.blocked[key]
 
     def _record(self, changes: list[DdlChange], end: Position, kind: str, sql: str) -> None:
         records = []
         for change in changes:
-            if change.table:
-                definition = None if change.definition is None else change.definition.to_json()
-            else:
-                db = self.schema.databases.get(change.database)
-                definition = None if db is None else {"name": db.name, "charset": db.charset, "collation": db.collation}
+            definition = self._definition_json(change)
             key = (end.sort_key(), change.database, change.table)
             if key not in self._recorded:
                 self._recorded.add(key)
-                records.append(HistoryRecord(end, kind, change.database, change.table, definition, sql))
+                blocked = change.blocked is not None
+                records.append(HistoryRecord(end, "unreadable" if blocked else kind, change.database, change.table,
+                                             definition, sql))  # fmt: skip
         self.store.append(records)
         if changes:
             self._named.clear()
 
-    def _unreadable(self, sql: str, default_db: str, end: Position, exc: Exception) -> list[DdlChange]:
-        targets = [t for t in _mentioned_tables(sql, default_db) if self.included(*t)]
-        if isinstance(exc, UntrackedTableError) and not self.included(exc.database, exc.table):
-            return []  # a table Sluice does not capture: nothing to follow
-        log.warning("DDL at %s not understood (%s); re-reading %s from the server: %s", end, exc,
-                    targets or "no captured table", sql[:500])  # fmt: skip
+    def _definition_json(self, change: DdlChange) -> dict[str, Any] | None:
+        if change.blocked is not None:
+            return {"blocked": asdict(change.blocked)}
+        if change.table:
+            return None if change.definition is None else change.definition.to_json()
+        db = self.schema.databases.get(change.database)
+        return None if db is None else {"name": db.name, "charset": db.charset, "collation": db.collation}
+
+    def _unreadable(self, sql: str, end: Position, result: Unreadable) -> list[DdlChange]:
+        targets = [t for t in result.tables if self.included(*t)]
+        untracked = result.untracked
+        if untracked is not None:
+            # A table the history does not hold: captured, its definition is unknown from here
+            # on; not captured, only what the statement makes of it (a RENAME into a captured name).
+            known = (untracked.database, untracked.table)
+            targets = [t for t in (known, *untracked.targets) if self.included(*t)]
+        if not targets:
+            log.warning("DDL at %s not understood (%s); it names no captured table: %s", end, result.reason,
+                        statement_text(sql))  # fmt: skip
+            return []
+        if self.refresh is not None:
+            return self._refreshed(sql, end, result, targets)
+        blocked = Blocked(statement_text(sql, 2000), f"{end.file}:{end.pos}", result.reason)
         changes = []
-        for database, table in targets:
-            definition = self.refresh(database, table, self.schema) if self.refresh else None
+        for key in dict.fromkeys(targets):
+            self.schema.drop(*key)
+            self.schema.blocked[key] = blocked
+            changes.append(DdlChange(key[0], key[1], None, blocked))
+        log.warning(
+            "DDL at %s:%d not understood (%s): %s; rows of %s stop the connector until their definition is given: "
+            "sluice schema set DB.TABLE --from-server|--ddl SQL --config FILE", end.file, end.pos, result.reason,
+            statement_text(sql), ", ".join(f"{d}.{t}" for d, t in dict.fromkeys(targets)),
+        )  # fmt: skip
+        self._record(changes, end, "unreadable", sql)
+        return changes
+
+    def _refreshed(
+        self, sql: str, end: Position, result: Unreadable, targets: list[tuple[str, str]]
+    ) -> list[DdlChange]:
+        """[source] unreadable_ddl = "refresh": the tables as the server has them now."""
+        assert self.refresh is not None
+        log.warning("DDL at %s not understood (%s); re-reading %s from the server: %s", end, result.reason,
+                    ", ".join(f"{d}.{t}" for d, t in targets), statement_text(sql))  # fmt: skip
+        changes = []
+        for database, table in dict.fromkeys(targets):
+            self.schema.blocked.pop((database, table), None)
+            definition = self.refresh(database, table, self.schema)
             if definition is None:
                 self.schema.drop(database, table)
             changes.append(DdlChange(database, table, definition))
         self._record(changes, end, "refresh", sql)
         return changes
+
+    def blocked(self, database: str, table: str) -> Blocked | None:
+        return self.schema.blocked.get((database, table))
 
     # -- TABLE_MAP -------------------------------------------------------------------------
 
@@ -152,6 +239,9 @@ class SchemaTracker:
         hit = self._named.get(table_map.raw)
         if hit is not None and hit[0] is tracked:
             return hit[1]
+        blocked = self.schema.blocked.get((table_map.schema, table_map.table))
+        if blocked is not None and not (self.before_seed(pos) and all(c.name is not None for c in table_map.columns)):
+            raise self._blocked(table_map, pos, blocked)
         problems = ["the table is not in the schema history"] if tracked is None else disagreements(tracked, table_map)
         if problems and self.before_seed(pos) and all(c.name is not None for c in table_map.columns):
             # Older than the snapshot the history starts with: the server's own column
@@ -213,6 +303,17 @@ class SchemaTracker:
     def before_seed(self, pos: int) -> bool:
         return self.seeded_at is not None and Position(self.source, pos).sort_key() < self.seeded_at.sort_key()
 
+    def _blocked(self, table_map: TableMapEvent, pos: int, blocked: Blocked) -> UnreadableDdlError:
+        name = f"{table_map.schema}.{table_map.table}"
+        return UnreadableDdlError(
+            f"rows of `{table_map.schema}`.`{table_map.table}`, whose definition is unknown since the statement at "
+            f"{blocked.position} Sluice could not read ({blocked.reason}): {statement_text(blocked.statement, 200)}; "
+            f"to go on, say what the table was after it: `sluice schema set {name} --from-server --config FILE` "
+            f"(the server's definition now, right if the table has not changed since) or `sluice schema set {name} "
+            "--ddl 'CREATE TABLE ...' --config FILE`, then start again",
+            file=self.source, pos=pos, event_type="TABLE_MAP_EVENT",
+        )  # fmt: skip
+
     def _mismatch(self, table_map: TableMapEvent, pos: int, problems: list[str]) -> SchemaMismatchError:
         return SchemaMismatchError(
             f"TABLE_MAP of `{table_map.schema}`.`{table_map.table}` disagrees with the tracked schema: "
@@ -232,18 +333,3 @@ def table_from_table_map(table_map: TableMapEvent) -> Table:
     apply_ddl(schema, f"CREATE TABLE t ({columns}{', PRIMARY KEY (' + keys + ')' if keys else ''})", "d")
     table = schema.tables[("d", "t")]
     return replace(table, database=table_map.schema, name=table_map.table)
-
-
-def _mentioned_tables(sql: str, default_db: str) -> list[tuple[str, str]]:
-    """Tables a statement names after TABLE, TO, LIKE or ON (for statements the parser refused)."""
-    found = []
-    for m in re.finditer(r"\b(?:TABLE|TABLES|TO|LIKE|ON)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?", sql, re.IGNORECASE):
-        name = _NAMES.match(sql, m.end())
-        if name is None:
-            continue
-        first = (name[1] or name[2] or "").replace("``", "`")
-        second = (name[3] or name[4] or "").replace("``", "`")
-        key = (first, second) if second else (default_db, first)
-        if key not in found:
-            found.append(key)
-    return found
