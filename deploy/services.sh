@@ -6,7 +6,8 @@
 #                              DDL corpus (deploy/ddl-corpus.sh) once per machine
 #   deploy/services.sh down    stop everything this script started
 #   deploy/services.sh status  one line per service
-#   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka   (the tests' outage cases)
+#   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka|restart-registry
+#                                  (the tests' outage cases)
 #
 # Besides the plaintext services, secured ones as companies run them, all with a private CA
 # made here (.run/tls/ca.pem): Kafka listeners with SASL_SSL (SCRAM-SHA-512, PLAIN) and with
@@ -19,6 +20,9 @@
 # it is Debian sid's mysql-server-core, installed into a private sid root made with
 # debootstrap (cached under ~/.cache/sluice, shared read-only by every run folder) and run
 # straight from there through that root's own dynamic loader, so its data stays in .run/.
+# The schema registry is Apicurio Registry 2.4 (its Confluent-compatible API at /apis/ccompat/v7),
+# built once per machine from Maven Central by deploy/registry/pom.xml into one runnable jar
+# (cached under ~/.cache/sluice/registry) and run with `java -jar`, its store an H2 file in .run/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,6 +44,9 @@ MYSQL_DIR="$RUN/mysql"
 MYSQL_SOCK="$MYSQL_DIR/mysqld.sock"
 CACHE="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 SID_ROOT="$CACHE/mysql-sid-root"
+REGISTRY_PORT="${SLUICE_REGISTRY_PORT:-8081}"
+REGISTRY_DIR="$RUN/registry"
+REGISTRY_API="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
 SID_MIRROR="${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[services] %s\n' "$*" >&2; }
@@ -487,6 +494,64 @@ kafka_down() {
   rm -f "$KAFKA_DIR/started"
 }
 
+# -- Schema registry (Apicurio Registry 2.4, Confluent's REST API at /apis/ccompat/v7) ------
+
+registry_jar() {
+  # The runnable jar of this deploy/registry/pom.xml (built by registry_build).
+  printf '%s\n' "$CACHE/registry/apicurio-registry-$(md5sum "$ROOT/deploy/registry/pom.xml" | cut -c1-8)-runner.jar"
+}
+
+registry_build() {
+  # Builds the runnable jar once per pom (flock: concurrent runs wait for the first), in the
+  # cache, not the work tree; ~/.m2 keeps the downloads.
+  local jar; jar="$(registry_jar)"
+  [ -f "$jar" ] && return 0
+  command -v mvn >/dev/null || apt_install maven
+  mkdir -p "$CACHE/registry"
+  (
+    flock 9
+    [ -f "$jar" ] && exit 0
+    local build="${jar%-runner.jar}.build"
+    rm -rf "$build" && mkdir -p "$build"
+    cp "$ROOT/deploy/registry/pom.xml" "$build/pom.xml"
+    log "building the schema registry from Maven Central (deploy/registry/pom.xml, once per machine)"
+    # The app's own application.properties asks its prod profile for a legacy jar: one jar here.
+    mvn -q -B -f "$build/pom.xml" -DskipTests '-D%prod.quarkus.package.type=uber-jar' package \
+      >"$build.log" 2>&1 \
+      || { log "maven failed; see $build.log"; tail -20 "$build.log" >&2; exit 1; }
+    mv "$build/target/sluice-schema-registry-1-runner.jar" "$jar.partial" && mv "$jar.partial" "$jar"
+    rm -rf "$build" "$build.log"
+  ) 9>"$CACHE/registry.lock"
+}
+
+registry_alive() {
+  [ -f "$REGISTRY_DIR/registry.pid" ] && curl -sf -m 2 -o /dev/null "$REGISTRY_API/subjects"
+}
+
+registry_up() {
+  if registry_alive; then log "schema registry already up on 127.0.0.1:$REGISTRY_PORT"; return 0; fi
+  command -v java >/dev/null || apt_install openjdk-17-jre-headless
+  command -v curl >/dev/null || apt_install curl
+  registry_build
+  local jar; jar="$(registry_jar)"
+  mkdir -p "$REGISTRY_DIR"
+  # H2 in a file: schema ids outlive a restart, as the messages in Kafka that name them do.
+  (setsid bash -c 'echo $$ >"$1/registry.pid"; exec "${@:2}"' _ "$REGISTRY_DIR" \
+     env REGISTRY_DATASOURCE_URL="jdbc:h2:file:$REGISTRY_DIR/data/registry" \
+     java -Xms64m -Xmx384m -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" -jar "$jar" \
+     >"$REGISTRY_DIR/registry.log" 2>&1 &)
+  for _ in $(seq 1 120); do registry_alive && break; sleep 0.5; done
+  registry_alive || { log "schema registry did not start; see $REGISTRY_DIR/registry.log"; tail -20 "$REGISTRY_DIR/registry.log" >&2; exit 1; }
+  # Apicurio starts with no global rule (NONE); Confluent's default level is BACKWARD.
+  curl -sf -m 5 -o /dev/null -X PUT -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+    --data '{"compatibility": "BACKWARD"}' "$REGISTRY_API/config"
+  log "schema registry up on $REGISTRY_API"
+}
+
+registry_down() {
+  stop_pidfile "$REGISTRY_DIR/registry.pid" "schema registry"
+}
+
 stop_pidfile() {
   # $1: pid file, $2: name. SIGTERM, then wait for the process to go.
   [ -f "$1" ] || return 0
@@ -500,19 +565,22 @@ stop_pidfile() {
 }
 
 case "${1:-up}" in
-  up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up
+  up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up; registry_up
       # the servers' own DDL tests (tests/test_ddl_corpus_live.py), fetched once per machine
       bash "$ROOT/deploy/ddl-corpus.sh" || log "the DDL corpus could not be fetched; tests/test_ddl_corpus_live.py will fail" ;;
-  down) kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;
+  down) registry_down; kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
   restart-mysql) mysql_down; mysql_up ;;
   restart-redis) redis_down; redis_up ;;
   restart-kafka) kafka_down; kafka_up ;;
+  restart-registry) registry_down; registry_up ;;
   status)
     if mariadb_alive; then echo "mariadb: up 127.0.0.1:$MARIADB_PORT"; else echo "mariadb: down"; fi
     if mysql_alive; then echo "mysql: up 127.0.0.1:$MYSQL_PORT"; else echo "mysql: down"; fi
     if redis_alive; then echo "redis: up 127.0.0.1:$REDIS_PORT"; else echo "redis: down"; fi
     if redis_tls_alive; then echo "redis (TLS): up 127.0.0.1:$REDIS_TLS_PORT"; else echo "redis (TLS): down"; fi
-    if kafka_alive; then echo "kafka: up 127.0.0.1:$KAFKA_PORT"; else echo "kafka: down"; fi ;;
-  *) echo "usage: $0 up|down|status|restart-mariadb|restart-mysql|restart-redis|restart-kafka" >&2; exit 2 ;;
+    if kafka_alive; then echo "kafka: up 127.0.0.1:$KAFKA_PORT"; else echo "kafka: down"; fi
+    if registry_alive; then echo "registry: up $REGISTRY_API"; else echo "registry: down"; fi ;;
+  *) echo "usage: $0 up|down|status|restart-mariadb|restart-mysql|restart-redis|restart-kafka|restart-registry" >&2
+     exit 2 ;;
 esac

@@ -31,6 +31,8 @@ HOST = "127.0.0.1"
 # Kafka and Redis as deploy/services.sh started them (its port variables give a second set).
 KAFKA = f"{HOST}:{os.environ.get('SLUICE_KAFKA_PORT', '9092')}"
 REDIS_URL = f"redis://{HOST}:{os.environ.get('SLUICE_REDIS_PORT', '6379')}/0"
+# The schema registry deploy/services.sh started: Apicurio Registry, Confluent's REST API under this path.
+REGISTRY_URL = f"http://{HOST}:{os.environ.get('SLUICE_REGISTRY_PORT', '8081')}/apis/ccompat/v7"
 # The secured services (deploy/services.sh): Kafka with SASL_SSL and with mutual TLS, a Redis
 # that takes only TLS and a password, a checkpoint user that must use TLS; one private CA.
 KAFKA_SASL = f"{HOST}:{os.environ.get('SLUICE_KAFKA_SASL_PORT', '9094')}"

@@ -123,7 +123,8 @@ class ConfluentFraming:
             hit = self._serializers[(id(schema), field)] = (schema, serializer)
         serializer = hit[1]
         kind = MessageField.KEY if field == "key" else MessageField.VALUE
-        data = self._asking(f"topic {topic} {field}", lambda: serializer(record, SerializationContext(topic, kind)))
+        what = _described(schema, field, subject_name(self.strategy, topic, field, schema))
+        data = self._asking(what, lambda: serializer(record, SerializationContext(topic, kind)))
         assert data is not None
         return data
 
@@ -133,11 +134,11 @@ class ConfluentFraming:
         if hit is None or hit[0] is not schema:
             subject = subject_name(self.strategy, topic, field, schema)
             schema_id = self._asking(
-                f"subject {subject}", lambda: self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+                _described(schema, field, subject),
+                lambda: self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO")),
             )
             hit = self._prefixes[(id(schema), topic, field)] = (schema, b"\x00" + schema_id.to_bytes(4, "big"))
         return hit[1]
-
 
     def check(self) -> None:
         self._asking("listing subjects", self.client.get_subjects)
@@ -148,11 +149,24 @@ class ConfluentFraming:
         try:
             return request()
         except SchemaRegistryError as exc:
-            raise RegistryError(f"{self.where}: {what}: HTTP {exc.http_status_code}: {exc.error_message}") from exc
+            reason = " ".join(str(exc.error_message).split())  # Apicurio's reasons span lines
+            raise RegistryError(f"{self.where}: {what}: HTTP {exc.http_status_code}: {reason}") from exc
         except Exception as exc:  # the client raises httpx's HTTP errors, vendored under another name
             if not isinstance(exc, OSError) and not any(c.__name__ == "HTTPError" for c in type(exc).__mro__):
                 raise
             raise RegistryError(f"{self.where}: {what}: cannot reach it ({type(exc).__name__}: {exc})") from exc
+
+
+def _described(schema: dict[str, Any], field: str, subject: str) -> str:
+    """`value schema of db.table version 2 under subject 't-value'`; the DDL and heartbeat topics'
+    schemas by their record's full name."""
+    database, table, version = (schema.get(k) for k in ("sluice.database", "sluice.table", "sluice.version"))
+    if database is None or table is None:
+        namespace = schema.get("namespace")
+        named = f"{field} schema {namespace + '.' if namespace else ''}{schema.get('name')}"
+    else:
+        named = f"{field} schema of {database}.{table} version {version}"
+    return f"{named} under subject {subject!r}"
 
 
 def _subject(strategy: str, schema: dict[str, Any], ctx: SerializationContext | None, record_name: str | None) -> str:
