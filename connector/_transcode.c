@@ -242,6 +242,8 @@ static int epoch_days(int64_t year, unsigned month, unsigned day, int64_t *days)
 static int64_t fraction_micros(const unsigned char *p, int fsp) {
     if (fsp <= 0)
         return 0;
+    if (fsp > 6) /* programs are checked at the boundary (program_ok); this keeps POW10 in bounds anyway */
+        return -1;
     uint64_t frac = be(p, (fsp + 1) / 2);
     if (fsp % 2)
         frac /= 10;
@@ -564,6 +566,24 @@ PyDoc_STRVAR(transcode_doc,
              "Every row of a rows event's images as (key or None, value) Avro bytes; None to decline.\n"
              "See connector/avro/transcode.py for the arguments.");
 
+/* Every column of a program can be walked: a known op, no negative width or length, a length
+   prefix of 1-4 bytes, a fraction of at most 6 digits; and at least one column, since a row of
+   none takes no bytes and a walk over it would never move. */
+static int program_ok(const column_t *cols, Py_ssize_t ncols) {
+    if (ncols == 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        const column_t *c = &cols[i];
+        if (c->op < OP_INT || c->op > OP_BYTES || c->width < 0 || c->width > 255 || c->a < 0 || c->b < 0)
+            return 0;
+        if ((c->op == OP_UTF8 || c->op == OP_BYTES) && (c->a < 1 || c->a > 4))
+            return 0;
+        if ((c->op == OP_DATETIME2 || c->op == OP_TIMESTAMP2) && c->a > 6)
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *transcode(PyObject *self, PyObject *args) {
     args_t a;
     int kind;
@@ -574,7 +594,7 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     if (a.program.len % (Py_ssize_t)sizeof(column_t) || a.keys.len % (Py_ssize_t)sizeof(key_t_) || kind < 0 ||
-        kind > 2) {
+        kind > 2 || !program_ok((const column_t *)a.program.buf, a.program.len / (Py_ssize_t)sizeof(column_t))) {
         PyErr_SetString(PyExc_ValueError, "malformed transcode program");
     } else {
         result = run(&a, kind, base);
@@ -603,6 +623,10 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
     const unsigned char *s = body.buf;
     Py_ssize_t p = 0, end = body.len, rows = 0;
     int ok = layout.len % (Py_ssize_t)sizeof(walk_t) == 0 && (images == 1 || images == 2);
+    for (Py_ssize_t i = 0; ok && i < ncols; i++) /* no negative width or prefix: every step moves on */
+        ok = cols[i].width >= 0 && cols[i].prefix >= 0;
+    if (ncols == 0 && end > 0)
+        ok = 0; /* images of no columns take no bytes: these bytes fit nothing */
     while (ok && p < end) {
         for (int img = 0; ok && img < images; img++) {
             if (end - p < nbytes) {
