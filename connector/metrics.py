@@ -41,6 +41,10 @@ class Metrics:
         self.delivery_errors = Counter("sluice_delivery_errors", "Messages Kafka gave up on", registry=r)
         self.oversized = Counter("sluice_oversized", "Messages over their topic's limit, by what became of them",
                                  ["database", "table", "policy"], registry=r)  # fmt: skip
+        self.statement_logged = Counter(
+            "sluice_statement_logged_changes", "Row-changing statements of captured tables the server logged as "
+            "statements, not rows (not published)", ["database", "table"], registry=r,
+        )  # fmt: skip
         self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
                                     ["store"], registry=r)  # fmt: skip
         self.bytes_total = 0.0

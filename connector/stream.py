@@ -80,6 +80,33 @@ StreamItem = Changes | Commit | Heartbeat
 _TXN_END = ("COMMIT", "ROLLBACK")
 _IN_TXN_CONTROL = re.compile(r"^(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+TO|XA\s+END)\b", re.IGNORECASE)
 _XA_DECISION = re.compile(r"^XA\s+(COMMIT|ROLLBACK)\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+# A row change the server logged as its statement (binlog_format STATEMENT or MIXED in the
+# writing session; MariaDB's emptying of a MEMORY table at a restart): no rows event follows.
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_DML = re.compile(
+    r"(?:/\*.*?\*/\s*)*(?:"
+    r"(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*(?:\s+INTO)?"
+    r"|UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*"
+    r"|DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM"
+    r"|LOAD\s+DATA\b.*?\bINTO\s+TABLE"
+    rf")\s+({_NAME})(?:\s*\.\s*({_NAME}))?",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def statement_logged_change(sql: str, database: str) -> tuple[str, str] | None:
+    """The table a row-changing statement logged as text names first ((database, table); the
+    table "" when the statement's shape hides it), or None for any other statement."""
+    match = _DML.match(sql)
+    if match is None:
+        head = sql.lstrip()[:8].upper()
+        return (database, "") if head.startswith(("INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD")) else None
+    first, second = (_unquoted(n) if n else None for n in match.groups())
+    return (first or database, second) if second is not None else (database, first or "")
+
+
+def _unquoted(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
 # An xid as the servers log it: X'gtrid',X'bqual',formatID (or quoted strings, as typed).
 _XID_PART = r"\s*(?:X'([0-9a-fA-F]*)'|'((?:[^'\\]|\\.|'')*)')\s*"
 _XID = re.compile(rf"^{_XID_PART}(?:,{_XID_PART}(?:,\s*(\d+)\s*)?)?$")
@@ -149,8 +176,10 @@ class TransactionAssembler:
         prepared: dict[Xid, _Prepared] | None = None,
         quiet_until: Position | None = None,
         query: QueryText = NO_QUERIES,
+        on_statement_rows: Callable[[str, str], None] = lambda database, table: None,
     ) -> None:
         self.file = start.file
+        self.on_statement_rows = on_statement_rows  # a captured table's rows logged as a statement
         self.tracker = tracker
         self.included = included
         self.builder = FlatMessageBuilder(start.file, query=query)
@@ -257,11 +286,21 @@ class TransactionAssembler:
         # its CREATE between the GTID and the rows. Outside one, DDL commits on its own.
         end = self._position(event.header.log_pos, event, self._gtid_after())
         changes = self.tracker.on_statement(body.query, body.schema, end, body.status)
+        if not changes and self.quiet_until is None:
+            self._statement_rows(sql, body.schema, event)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if messages:
             yield Changes(messages, self.file, event.pos)
         if not self.began:
             yield self._commit(event, feed_builder=False)
+
+    def _statement_rows(self, sql: str, database: str, event: Event) -> None:
+        target = statement_logged_change(sql, database)
+        if target is None:
+            return
+        db, table = target
+        if self.included(db, table) if table else self.included.database(db):
+            self.on_statement_rows(db, table)
 
     def _xa_prepare(self, event: Event) -> Iterator[StreamItem]:
         body = event.body
@@ -400,6 +439,10 @@ class ChangeStream:
         # The connector's stop: a wait to reconnect ends there (items end, as at a clean stop).
         self.stop: threading.Event | None = None
         self.on_source: Callable[[bool], None] = lambda up: None  # reachable or not: /ready
+        # Rows of a captured table that the server logged as a statement: not in the binlog as
+        # rows, so not published. Each table is warned of once; the caller counts every one.
+        self.on_statement_rows: Callable[[str, str], None] = lambda database, table: None
+        self._warned: set[tuple[str, str]] = set()
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
@@ -433,6 +476,18 @@ class ChangeStream:
                 if self._stopping(delay):
                     return
 
+    def _statement_rows(self, database: str, table: str) -> None:
+        if (database, table) not in self._warned:
+            self._warned.add((database, table))
+            log.warning(
+                "%s.%s: the server logged a row change as its statement (binlog_format STATEMENT or MIXED in the "
+                "writing session): its rows are not in the binlog and are not published; set binlog_format = ROW "
+                "for every session (SET GLOBAL, and no session override), then re-snapshot the table "
+                "(sluice snapshot); counted in sluice_statement_logged_changes_total",
+                database, table or "(a table the statement hides)",
+            )  # fmt: skip
+        self.on_statement_rows(database, table)
+
     def _stopping(self, delay: float) -> bool:
         """Wait `delay` before reconnecting; True when the connector stops meanwhile."""
         if self.stop is None:
@@ -464,6 +519,7 @@ class ChangeStream:
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.query,
+                on_statement_rows=self._statement_rows,
             )  # fmt: skip
             self.tracker.source = dump_at.file
             skipping = handed is not None

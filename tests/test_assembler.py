@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from connector.binlog import constants as c
+from connector.binlog.events import Event, EventHeader, QueryEvent, QueryStatus
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
@@ -9,7 +13,7 @@ from connector.flat import NO_QUERIES, QueryText
 from connector.position import MysqlGtidSet, Position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.stream import Changes, Commit, StreamItem, TransactionAssembler
+from connector.stream import Changes, Commit, StreamItem, TransactionAssembler, statement_logged_change
 from tests.corpus import CORPUS
 
 
@@ -80,3 +84,40 @@ def test_positions_carry_the_files_history_and_tagged_gtids() -> None:
     assert [c.gtid for c in commits] == ["55778904-0299-11f1-b1b8-4ef0c4956feb:mytag:3"]
     held = MysqlGtidSet.parse(commits[0].position.gtid_set)
     assert str(held) == "55778904-0299-11f1-b1b8-4ef0c4956feb:1-13:mytag:1-3"
+
+
+@pytest.mark.parametrize(
+    ("sql", "target"),
+    [
+        ("INSERT INTO t VALUES (1)", ("shop", "t")),
+        ("insert low_priority ignore into `odd``name` (a) values (1)", ("shop", "odd`name")),
+        ("REPLACE other.t SET a = 1", ("other", "t")),
+        ("/* app */ UPDATE IGNORE `other` . `t` SET a = 2", ("other", "t")),
+        ("DELETE QUICK FROM t WHERE a = 1", ("shop", "t")),
+        ("LOAD DATA INFILE '/tmp/x' REPLACE INTO TABLE d.t", ("d", "t")),
+        ("DELETE t1, t2 FROM t1 JOIN t2", ("shop", "")),  # several tables: the database decides
+        ("UPDATE (SELECT 1) x SET a = 1", ("shop", "")),
+        ("CREATE TABLE t (a INT)", None),
+        ("SELECT 1", None),
+    ],
+)
+def test_a_row_change_logged_as_a_statement_names_its_table(sql: str, target: tuple[str, str] | None) -> None:
+    assert statement_logged_change(sql, "shop") == target
+
+
+def test_rows_logged_as_a_statement_are_reported_for_captured_tables_only() -> None:
+    included = TableFilter(include=(r"shop\.orders",))
+    seen: list[tuple[str, str]] = []
+    tracker = SchemaTracker(MemoryHistoryStore(), included)
+    assembler = TransactionAssembler(Position("binlog.000001", 4), tracker, included, mariadb=False,
+                                     on_statement_rows=lambda d, t: seen.append((d, t)))  # fmt: skip
+    pos = 4
+    for sql in ("BEGIN", "INSERT INTO orders VALUES (1)", "UPDATE shop.other SET a = 1", "COMMIT",
+                "DELETE FROM `orders` WHERE id = 2", "CREATE TABLE orders2 (id INT)"):  # fmt: skip
+        body = QueryEvent(thread_id=1, exec_time=0, error_code=0, schema="shop", query=sql, status=QueryStatus())
+        header = EventHeader(timestamp=1, type_code=c.EventType.QUERY_EVENT, server_id=1, event_length=50,
+                             log_pos=pos + 50, flags=0)  # fmt: skip
+        items = list(assembler.feed(Event(pos, header, body)))
+        assert not [i for i in items if isinstance(i, Changes)]  # no row message can be made of the text
+        pos += 50
+    assert seen == [("shop", "orders"), ("shop", "orders")]

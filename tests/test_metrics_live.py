@@ -46,7 +46,7 @@ def metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_metrics_follow_the_workload(tmp_path: Path) -> None:
+def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     db = "metered"
     fresh(db)
     port = free_port()
@@ -76,6 +76,22 @@ def test_metrics_follow_the_workload(tmp_path: Path) -> None:
         assert metric(text, "sluice_events_total", type=written) >= 1
 
         assert metric(text, "sluice_bytes_read_total") > 0
+
+        # A session that logs its row changes as statements: not publishable, so warned and counted.
+        with connect(db).cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("INSERT INTO order_lines VALUES (1000, 1, 'x', 1)")
+            cur.execute("UPDATE order_lines SET qty = 3 WHERE order_id = 1000")
+
+        def statements_counted() -> bool:
+            text = scrape(port, "/metrics")[1]
+            return metric(text, "sluice_statement_logged_changes_total", database=db, table="order_lines") >= 2
+
+        wait_until(statements_counted, 30, "sluice_statement_logged_changes_total", every_s=0.3)
+        warned = [r.getMessage() for r in caplog.records if "logged a row change as its statement" in r.getMessage()]
+        assert len(warned) == 1 and warned[0].startswith(f"{db}.order_lines: "), warned
+        _, text = scrape(port, "/metrics")
+        assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="INSERT") == 50
         time.sleep(2.5)  # a sample of lag and checkpoint age
         _, text = scrape(port, "/metrics")
         assert metric(text, "sluice_binlog_lag_bytes") == 0
