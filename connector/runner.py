@@ -319,6 +319,7 @@ class Connector:
     def run(self, blocking: bool = True) -> None:
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
+        self.encoder.directory.claim(self.config.name)
         self.sink.check()
         self.encoder.check()
         if self.sole_job:
@@ -334,6 +335,9 @@ class Connector:
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
+        self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
+            database, table
+        ).inc()
         self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
         self.stream.on_source = self._source_up
         configure_pipeline(self.pipeline, self.config)

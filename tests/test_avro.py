@@ -18,7 +18,7 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, key_schema, value_schema
 from connector.avro.values import converter
-from connector.errors import EncodingError, UnreadableMessageError
+from connector.errors import ConfigError, EncodingError, UnreadableMessageError
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table, without_aliases
 
@@ -303,3 +303,10 @@ def test_registry_framing_registers_a_version_that_differs_only_in_aliases() -> 
     latest = framing.client.get_latest_version("cdc.db.t-value")
     assert json.loads(latest.schema.schema_str or "{}")["fields"][0]["aliases"] == ["a"]
     assert framing.encode(aliased, fingerprint_of(aliased), "cdc.db.t", "value", {"b": 1})[:5] == second
+
+
+def test_a_schema_directory_belongs_to_one_connector(tmp_path: Path) -> None:
+    SchemaDirectory(tmp_path).claim("orders-eu")
+    SchemaDirectory(tmp_path).claim("orders-eu")  # its own again: a restart
+    with pytest.raises(ConfigError, match=r"holds connector 'orders-eu'.*give connector 'orders-us' a directory"):
+        SchemaDirectory(tmp_path).claim("orders-us")

@@ -71,6 +71,24 @@ class SchemaDirectory:
             raise ConfigError(f"[avro] schemas_dir {root}: cannot make it ({exc.strerror or exc})") from exc
         self._known: dict[tuple[str, str, str], SchemaVersion] = {}
 
+    def claim(self, connector: str) -> None:
+        """The directory is this connector's: two connectors writing one directory would number
+        their versions of a same-named table as one table's (two servers' `shop.orders`, say)."""
+        owner = self.root / ".owner"
+        try:
+            with self._locked_index():  # the first connector's claim stands
+                if not owner.exists():
+                    _write(owner, {"connector": connector})
+                    return
+                held = json.loads(owner.read_text()).get("connector")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"[avro] schemas_dir {self.root}: cannot read or write {owner.name} ({exc})") from exc
+        if held != connector:
+            raise ConfigError(
+                f"[avro] schemas_dir {self.root} holds connector {held!r}'s schemas; give connector {connector!r} a "
+                "directory of its own (two connectors' versions of one table would be numbered as one's)"
+            )
+
     def version_of(self, table: Table) -> SchemaVersion:
         """The version for this definition, written to the directory the first time it is seen."""
         probe = json.dumps(value_schema(table, 0), sort_keys=True)  # with the columns' aliases
