@@ -21,7 +21,19 @@ import pytest
 
 from connector.config import load_config
 from connector.runner import checkpoint_stores
-from tests.live import HOST, KAFKA, REDIS_URL, ROOT, connect, fresh_database, server, services_toml, source_toml
+from tests.live import (
+    HOST,
+    KAFKA,
+    KAFKA_SASL,
+    REDIS_URL,
+    ROOT,
+    TLS,
+    connect,
+    fresh_database,
+    server,
+    services_toml,
+    source_toml,
+)
 
 pytestmark = pytest.mark.live
 
@@ -85,10 +97,21 @@ def wrong_password(text: str) -> str:
     return swap(f'password = "{server().password}"', 'password = "not-the-password"')(text)
 
 
+def wrong_kafka_password(text: str) -> str:
+    """The SASL_SSL listener with a SCRAM user's wrong password: a refusal, not an outage to wait out."""
+    security = (
+        '[kafka.security]\nprotocol = "sasl_ssl"\nsasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "sluice"\n'
+        f'sasl_password = "not-the-password"\nssl_ca = "{TLS / "ca.pem"}"\n'
+    )
+    return swap(f'bootstrap_servers = "{KAFKA}"', f'bootstrap_servers = "{KAFKA_SASL}"')(text) + security
+
+
 CASES = [
     Case("kafka unreachable at start",
          run_with(swap(f'bootstrap_servers = "{KAFKA}"', 'bootstrap_servers = "127.0.0.1:1"\ndelivery_timeout_s = 3')),
          1, r"^sluice: SinkError: cannot .*: Kafka unreachable"),
+    Case("wrong Kafka password", run_with(wrong_kafka_password), 1,
+         r"^sluice: SinkError: .*Kafka refused the login \(.*SASL authentication error.*\); check \[kafka.security\]"),
     Case("metrics port in use", busy_port, 2, r"^sluice: configuration: \[metrics\] port \d+ on 127.0.0.1: "),
     Case("missing ssl_ca", run_with(swap("[source]\n", '[source]\nssl_ca = "/nonexistent/ca.pem"\n')), 2,
          r"^sluice: configuration: .*source.ssl_ca = '/nonexistent/ca.pem': no such file"),

@@ -144,6 +144,10 @@ def check_client_properties(props: dict[str, str], producer: bool) -> str | None
 class KafkaSink:
     def __init__(self, settings: KafkaSettings) -> None:
         self.settings = settings
+        # A refusal no wait will cure, reported by the clients' error callbacks: a login Kafka
+        # refused (at any time), a TLS handshake that failed before Kafka ever answered.
+        self.refused: str | None = None
+        self.answered = False
         self.producer = Producer(
             {
                 "bootstrap.servers": settings.bootstrap_servers,
@@ -160,9 +164,12 @@ class KafkaSink:
                 "message.max.bytes": settings.max_message_bytes + RECORD_OVERHEAD,
                 **settings.extra,
                 **_LOGGED,
+                "error_cb": self._client_error,
             }
         )
-        self.admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED})
+        admin: Any = {"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED}
+        admin["error_cb"] = self._client_error  # (the stubs type no callbacks)
+        self.admin = AdminClient(admin)
         self._topics: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
@@ -301,6 +308,12 @@ class KafkaSink:
         if self._waiting_out_outages(f"cannot create topic {topic}", create):
             log.info("created topic %s (%d partition%s)", topic, partitions, "" if partitions == 1 else "s")
 
+    def _client_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTHENTICATION:
+            self.refused = f"Kafka refused the login ({error.str()}); check [kafka.security]'s user and password"
+        elif error.code() == KafkaError._SSL and not self.answered:
+            self.refused = f"no TLS connection to Kafka ({error.str()}); check [kafka.security]'s CA and certificate"
+
     def _waiting_out_outages(self, what: str, request: Callable[[], T]) -> T:
         """`request`, retried with backoff while the broker is unreachable (up to `outage_s`, or
         until the connector stops); a refusal that retrying will not fix is a SinkError at once."""
@@ -310,6 +323,9 @@ class KafkaSink:
             try:
                 result = request()
             except KafkaException as exc:
+                self.admin.poll(0)  # the clients' error callbacks: a refused login says so here
+                if self.refused is not None:
+                    raise SinkError(f"{what}: {self.refused}") from exc
                 error = _kafka_error(exc)
                 reason = error.str() if error is not None else str(exc)
                 patience = _patience(error, self.settings.outage_s)
@@ -325,6 +341,7 @@ class KafkaSink:
                 continue
             if waited:
                 log.info("Kafka answers again")
+            self.answered = True
             return result
 
 
