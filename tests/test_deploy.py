@@ -2,24 +2,34 @@
 
 No container engine runs here, so these tests read the files and check what can be checked:
 every service the configuration names exists with the port it uses, the mounted
-configuration is valid, and MySQL is started with the settings `sluice run` checks for.
+configuration is valid, MySQL is started with the settings `sluice run` checks for, and no
+password is written where it would be committed.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from connector.config import Config, load_config, parse_config
+from connector.secrets import CREDENTIALS, URL_CREDENTIALS, url_password
 from tests.live import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DATA_SERVICES = ("mysql", "checkpoint-db", "redis", "kafka")  # reached on the compose network only
+
+
+# --- docker-compose.yml -------------------------------------------------------------------
 
 
 def mounted_config(service: str) -> Path:
@@ -39,7 +49,37 @@ def container_port(service: str) -> int:
     return defaults[service]
 
 
-def test_compose_config_names_real_services_and_ports() -> None:
+def env_files(service: str) -> list[str]:
+    files = SERVICES[service].get("env_file", [])
+    return [files] if isinstance(files, str) else list(files)
+
+
+def env_file_values(path: str) -> dict[str, str]:
+    """An env file's variables, read from its committed example (the real file is the user's)."""
+    lines = (ROOT / f"{path}.example").read_text().splitlines()
+    pairs = [line.split("=", 1) for line in lines if line.strip() and not line.startswith("#")]
+    return {name: value for name, value in pairs}
+
+
+def service_env(service: str) -> dict[str, str]:
+    """What a service's container is given: its env files, then its `environment:`."""
+    env: dict[str, str] = {}
+    for path in env_files(service):
+        env.update(env_file_values(path))
+    env.update(SERVICES[service].get("environment") or {})
+    return env
+
+
+@pytest.fixture
+def compose_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The connector container's environment, which its sluice.toml's ${VARIABLES} come from."""
+    env = service_env("connector")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def test_compose_config_names_real_services_and_ports(compose_env: dict[str, str]) -> None:
     config = load_config(mounted_config("connector"))
     assert (config.source.host, config.source.port) in {(s, container_port(s)) for s in ("mysql",)}
     host, _, port = config.kafka.bootstrap_servers.partition(":")
@@ -48,17 +88,26 @@ def test_compose_config_names_real_services_and_ports() -> None:
     assert redis.hostname in SERVICES and (redis.port or 6379) == container_port(str(redis.hostname))
     meta = config.checkpoint_settings()
     assert meta.host in SERVICES and meta.port == container_port(meta.host)
-    environment = SERVICES[meta.host]["environment"]
-    assert (meta.user, meta.password, config.meta_database()) == (
-        environment["MARIADB_USER"], environment["MARIADB_PASSWORD"], environment["MARIADB_DATABASE"])  # fmt: skip
-    mysql_env = SERVICES["mysql"]["environment"]
-    assert (config.source.user, config.source.password) == (mysql_env["MYSQL_USER"], mysql_env["MYSQL_PASSWORD"])
     assert config.avro.schemas_dir in [v.split(":")[1] for v in SERVICES["connector"]["volumes"]]
-    assert f"{config.metrics.port}:{config.metrics.port}" in SERVICES["connector"]["ports"]
+    assert config.metrics.host == "0.0.0.0"  # the published port reaches the container's address
+    assert f"127.0.0.1:{config.metrics.port}:{config.metrics.port}" in SERVICES["connector"]["ports"]
     assert f":{config.metrics.port}/health" in " ".join(SERVICES["connector"]["healthcheck"]["test"])
 
 
-def test_mysql_is_started_for_cdc_and_the_user_is_granted() -> None:
+def test_the_connector_logs_in_with_the_users_the_servers_create(compose_env: dict[str, str]) -> None:
+    config = load_config(mounted_config("connector"))
+    meta = config.checkpoint_settings()
+    env = service_env(meta.host)
+    assert (meta.user, meta.password, config.meta_database()) == (
+        env["MARIADB_USER"], env["MARIADB_PASSWORD"], env["MARIADB_DATABASE"])  # fmt: skip
+    mysql_env = service_env("mysql")
+    assert (config.source.user, config.source.password) == (mysql_env["MYSQL_USER"], mysql_env["MYSQL_PASSWORD"])
+    # Redis takes its password as configuration on stdin, from the variable the connector's URL uses.
+    assert url_password(config.checkpoint.redis_url) == service_env("redis")["REDIS_PASSWORD"]
+    assert "requirepass $$REDIS_PASSWORD" in " ".join(SERVICES["redis"]["command"])
+
+
+def test_mysql_is_started_for_cdc_and_the_user_is_granted(compose_env: dict[str, str]) -> None:
     flags = dict(f.lstrip("-").split("=", 1) for f in SERVICES["mysql"]["command"])
     assert flags["binlog-format"] == "ROW" and flags["binlog-row-image"] == "FULL"
     assert flags["binlog-row-metadata"] == "FULL" and flags["gtid-mode"] == "ON" and "log-bin" in flags
@@ -71,15 +120,96 @@ def test_mysql_is_started_for_cdc_and_the_user_is_granted() -> None:
     assert f"'{config.source.user}'@" in grants
 
 
-def test_services_the_connector_and_spark_job_use() -> None:
+def test_services_the_connector_and_spark_job_use(compose_env: dict[str, str]) -> None:
     for name in ("mysql", "kafka", "redis", "checkpoint-db", "connector", "spark-mirror"):
         assert name in SERVICES, name
     assert SERVICES["connector"]["build"]["dockerfile"] == "deploy/Dockerfile"
     assert SERVICES["connector"]["command"][0] == "run"
     assert SERVICES["spark-mirror"]["command"][:2] == ["spark", "mirror"]
     assert load_config(mounted_config("spark-mirror")) == load_config(mounted_config("connector"))
+    assert env_files("spark-mirror") == env_files("connector")  # the same ${VARIABLES}
     kafka_env = SERVICES["kafka"]["environment"]
     assert kafka_env["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft
+
+
+def strings(node: object) -> Iterator[str]:
+    """Every string in a parsed YAML document, keys included."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(key)
+            yield from strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from strings(item)
+
+
+def test_compose_file_holds_no_password() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    for path in {p for name in SERVICES for p in env_files(name)}:
+        for variable, value in env_file_values(path).items():
+            assert value not in text, f"{variable}'s value is written in docker-compose.yml"
+    for name, service in SERVICES.items():
+        for variable in service.get("environment") or {}:
+            assert not re.search(r"PASSWORD|SECRET|TOKEN", variable), f"{name}: {variable} in environment:"
+    for line in strings(COMPOSE):
+        # A password on a command line: mysqladmin -pX, --password=X, redis-server --requirepass X.
+        assert not re.search(r"(^|\s)-p\S|--password|--requirepass", line), line
+
+
+def test_compose_passwords_come_from_git_ignored_env_files() -> None:
+    ignored = [p for p in (ROOT / ".gitignore").read_text().splitlines() if p and not p.startswith(("#", "!"))]
+    with_passwords = ("mysql", "checkpoint-db", "redis", "connector", "spark-mirror")
+    for name in with_passwords:
+        assert env_files(name), f"{name} has no env_file"
+    for path in {p for name in with_passwords for p in env_files(name)}:
+        assert any(fnmatch(path, pattern) for pattern in ignored), f"{path} is not git-ignored"
+        assert not any(fnmatch(f"{path}.example", pattern) for pattern in ignored), f"{path}.example is ignored"
+        for variable, value in env_file_values(path).items():
+            assert value.startswith("change-me"), f"{path}.example: {variable} is not a placeholder"
+    # The connector is not given the servers' root passwords.
+    assert not [v for v in service_env("connector") if "ROOT" in v]
+
+
+def test_no_database_port_is_published() -> None:
+    for name in DATA_SERVICES:
+        assert "ports" not in SERVICES[name], f"{name} publishes a port"
+    for name, service in SERVICES.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond the host's loopback"
+
+
+def credentials(raw: dict[str, Any]) -> dict[str, str]:
+    """The credential keys a raw TOML configuration sets, dotted, with their values as written."""
+    found = {}
+    for section, key in CREDENTIALS:
+        table: Any = raw
+        for part in section.split("."):
+            table = table.get(part, {}) if isinstance(table, dict) else {}
+        if isinstance(table, dict) and key in table:
+            found[f"{section}.{key}"] = table[key]
+    return found
+
+
+def assert_only_placeholders(raw: dict[str, Any], where: str) -> set[str]:
+    """Every credential of `raw` is a ${VARIABLE} (a URL's password part): the variables named."""
+    found = credentials(raw)
+    assert {"source.password", "checkpoint.db_url", "checkpoint.redis_url"} <= set(found), where
+    for dotted, value in found.items():
+        section, _, key = dotted.rpartition(".")
+        secret = urlsplit(value).password if (section, key) in URL_CREDENTIALS else value
+        assert secret is not None and PLACEHOLDER.fullmatch(secret), f"{where}: {dotted} = {value!r}"
+    return {name for value in found.values() for name in PLACEHOLDER.findall(value)}
+
+
+def test_compose_config_takes_every_credential_from_the_connectors_env_file() -> None:
+    raw = tomllib.loads(mounted_config("connector").read_text())
+    variables = assert_only_placeholders(raw, "deploy/compose/sluice.toml")
+    assert variables <= set(service_env("connector")), variables - set(service_env("connector"))
+
+
+# --- deploy/Dockerfile --------------------------------------------------------------------
 
 
 def test_dockerfile_targets_and_entrypoint() -> None:
@@ -90,6 +220,9 @@ def test_dockerfile_targets_and_entrypoint() -> None:
     assert 'ENTRYPOINT ["sluice"]' in dockerfile and "USER sluice" in dockerfile
     for copied in re.findall(r"^COPY (\S+)", dockerfile, re.MULTILINE):
         assert (ROOT / copied).exists(), copied
+
+
+# --- deploy/k8s/sluice.yaml ---------------------------------------------------------------
 
 
 def test_kubernetes_manifest() -> None:
