@@ -2,8 +2,9 @@
 
 No container engine runs here, so these tests read the files and check what can be checked:
 every service the configuration names exists with the port it uses, the mounted
-configuration is valid, MySQL is started with the settings `sluice run` checks for, and no
-password is written where it would be committed.
+configuration is valid, MySQL is started with the settings `sluice run` checks for, no
+password is written where it would be committed, and the image is built where a compiler is
+and run where none is.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -212,14 +214,82 @@ def test_compose_config_takes_every_credential_from_the_connectors_env_file() ->
 # --- deploy/Dockerfile --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Stage:
+    base: str
+    instructions: list[tuple[str, str]]  # (INSTRUCTION, its arguments), continuation lines joined
+
+    def args(self, instruction: str) -> list[str]:
+        return [args for name, args in self.instructions if name == instruction]
+
+
+def dockerfile_stages() -> dict[str, Stage]:
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    lines = [ln for ln in re.sub(r"\\\n", " ", text).splitlines() if ln.strip() and not ln.startswith("#")]
+    stages: dict[str, Stage] = {}
+    current: Stage | None = None
+    for line in lines:
+        instruction, _, args = line.strip().partition(" ")
+        if instruction == "FROM":
+            base, _, name = args.partition(" AS ")
+            current = stages[name] = Stage(base, [])
+        elif current is not None:
+            current.instructions.append((instruction, args))
+    return stages
+
+
+def lineage(stages: dict[str, Stage], name: str) -> list[str]:
+    """A stage, the stage it is built FROM, and so on, down to an image."""
+    chain = [name]
+    while chain[-1] in stages:
+        chain.append(stages[chain[-1]].base)
+    return chain
+
+
+BUILDERS = ("builder", "spark-builder")
+RUNTIMES = ("connector", "spark")
+COMPILERS = re.compile(r"\b(gcc|g\+\+|clang|cc|build-essential|libc6-dev|python3?-dev)\b")
+USER_ID = 10001
+
+
 def test_dockerfile_targets_and_entrypoint() -> None:
-    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
-    targets = re.findall(r"^FROM \S+ AS (\S+)$", dockerfile, re.MULTILINE)
-    assert targets == ["connector", "spark"]
-    assert {SERVICES["connector"]["build"]["target"], SERVICES["spark-mirror"]["build"]["target"]} == set(targets)
-    assert 'ENTRYPOINT ["sluice"]' in dockerfile and "USER sluice" in dockerfile
-    for copied in re.findall(r"^COPY (\S+)", dockerfile, re.MULTILINE):
-        assert (ROOT / copied).exists(), copied
+    stages = dockerfile_stages()
+    assert list(stages) == ["builder", "spark-builder", "connector", "spark"]
+    assert {SERVICES["connector"]["build"]["target"], SERVICES["spark-mirror"]["build"]["target"]} == set(RUNTIMES)
+    assert stages["connector"].args("ENTRYPOINT") == ['["sluice"]']
+    for stage in stages.values():
+        for copied in stage.args("COPY"):
+            assert (ROOT / copied.split()[0]).exists(), copied
+
+
+def test_dockerfile_builds_wheels_and_the_runtime_installs_only_them() -> None:
+    stages = dockerfile_stages()
+    builder = " ".join(stages["builder"].args("RUN"))
+    assert COMPILERS.search(builder), "the builder installs no C compiler"
+    assert "pip wheel --wheel-dir /wheels ." in builder
+    assert {"pyproject.toml", "connector"} <= {c.split()[0] for c in stages["builder"].args("COPY")}
+    # The wheel is built for the runtime's Python: the same image under both.
+    assert lineage(stages, "builder")[-1] == lineage(stages, "connector")[-1]
+    for name in RUNTIMES:
+        assert not set(lineage(stages, name)) & set(BUILDERS), f"{name} is built FROM a builder"
+        for run in stages[name].args("RUN"):
+            assert not COMPILERS.search(run), f"{name} installs a compiler: {run}"
+            if "pip install" in run:
+                assert "--no-index --find-links /wheels" in run, run
+                mount = re.search(r"--mount=type=bind,from=(\S+),source=/wheels,target=/wheels", run)
+                assert mount is not None and mount[1] in BUILDERS, run
+        assert not [c for c in stages[name].args("COPY") if c.split()[0] in ("connector", "spark", ".")]
+    assert any("pip install" in run for run in stages["connector"].args("RUN"))
+
+
+def test_dockerfile_runs_as_a_user_that_is_not_root() -> None:
+    stages = dockerfile_stages()
+    created = " ".join(stages["connector"].args("RUN"))
+    assert f"useradd --system --uid {USER_ID} --gid {USER_ID}" in created
+    assert f"install -d -o {USER_ID} -g {USER_ID} /var/lib/sluice/schemas" in created  # a volume's owner
+    for name in RUNTIMES:
+        users = [u for stage in reversed(lineage(stages, name)[:-1]) for u in stages[stage].args("USER")]
+        assert users and users[-1] == f"{USER_ID}:{USER_ID}", f"{name} runs as {users[-1:]}"
 
 
 # --- deploy/k8s/sluice.yaml ---------------------------------------------------------------
