@@ -1,4 +1,5 @@
-"""The deployment files agree with the connector: docker-compose.yml, deploy/Dockerfile, the Kubernetes manifest.
+"""The deployment files agree with the connector: docker-compose.yml, deploy/Dockerfile, the
+Kubernetes manifest, and the README's words about them.
 
 No container engine runs here, so these tests read the files and check what can be checked:
 every service the configuration names exists with the port it uses, the mounted
@@ -295,20 +296,93 @@ def test_dockerfile_runs_as_a_user_that_is_not_root() -> None:
 # --- deploy/k8s/sluice.yaml ---------------------------------------------------------------
 
 
-def test_kubernetes_manifest() -> None:
+def manifest() -> dict[str, dict[str, Any]]:
     documents = list(yaml.safe_load_all((ROOT / "deploy" / "k8s" / "sluice.yaml").read_text()))
-    kinds = {d["kind"]: d for d in documents}
-    assert set(kinds) == {"ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"}
-    config: Config = parse_config(tomllib.loads(kinds["ConfigMap"]["data"]["sluice.toml"]), "k8s ConfigMap")
+    return {d["kind"]: d for d in documents}
+
+
+def secret_refs(container: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The container's environment variables set from a Secret: name -> secretKeyRef."""
+    return {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", []) if "valueFrom" in e}
+
+
+def container_of(kinds: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = kinds["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return containers[0]
+
+
+@pytest.fixture
+def k8s_config(monkeypatch: pytest.MonkeyPatch) -> Config:
+    """The ConfigMap's configuration, with the environment the Deployment gives it from the Secret."""
+    kinds = manifest()
+    values = kinds["Secret"]["stringData"]
+    for name, ref in secret_refs(container_of(kinds)).items():
+        assert ref["key"] in values, f"{name}: the Secret has no key {ref['key']}"
+        monkeypatch.setenv(name, values[ref["key"]])
+    return parse_config(tomllib.loads(kinds["ConfigMap"]["data"]["sluice.toml"]), "k8s ConfigMap")
+
+
+def test_kubernetes_manifest(k8s_config: Config) -> None:
+    kinds = manifest()
+    assert set(kinds) == {"Secret", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"}
     deployment = kinds["Deployment"]["spec"]
-    # More than one replica only with the lease: one writer per connector name.
-    assert deployment["replicas"] == 1 or config.ha.enabled
-    container = deployment["template"]["spec"]["containers"][0]
+    # More than one replica, or a rollout's overlap, only with the lease: one writer per connector name.
+    assert deployment["replicas"] == 1 or k8s_config.ha.enabled
+    assert deployment["strategy"]["type"] == "Recreate" or k8s_config.ha.enabled
+    pod = deployment["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == pod["securityContext"]["fsGroup"] == USER_ID
+    container = container_of(kinds)
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["config"] == "/etc/sluice" and container["args"][-1] == "/etc/sluice/sluice.toml"
-    assert mounts["schemas"] == config.avro.schemas_dir
+    assert mounts["schemas"] == k8s_config.avro.schemas_dir
     port = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
-    assert port == config.metrics.port
+    assert port == k8s_config.metrics.port and k8s_config.metrics.host == "0.0.0.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "metrics"}
+    # A standby is never /ready: with one, a Deployment would never be available nor finish a rollout.
+    ready = "/ready" if deployment["replicas"] == 1 else "/health"
+    assert container["readinessProbe"]["httpGet"] == {"path": ready, "port": "metrics"}
     assert kinds["Service"]["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_kubernetes_credentials_come_from_the_secret(k8s_config: Config) -> None:
+    kinds = manifest()
+    secret = kinds["Secret"]
+    values: dict[str, str] = secret["stringData"]
+    assert values and all(v.startswith("change-me") for v in values.values())
+    text = kinds["ConfigMap"]["data"]["sluice.toml"]
+    variables = assert_only_placeholders(tomllib.loads(text), "k8s ConfigMap")
+    assert not [v for v in values.values() if v in text]
+    container = container_of(kinds)
+    refs = secret_refs(container)
+    assert variables <= set(refs), variables - set(refs)
+    for name in variables:
+        assert refs[name]["name"] == secret["metadata"]["name"] and refs[name]["key"] in values, name
+    assert not [e for e in container.get("env", []) if "value" in e and e["name"] in variables]
+    assert k8s_config.source.password == values[refs["SLUICE_SOURCE_PASSWORD"]["key"]]
+
+
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4}
+
+
+def readme_statements() -> list[str]:
+    """The README's paragraphs and list items that say what the Kubernetes manifest runs."""
+    readme = (ROOT / "README.md").read_text()
+    pieces = re.split(r"\n\s*\n|\n(?=- )", readme)
+    return [" ".join(p.split()) for p in pieces if "deploy/k8s/sluice.yaml" in p and "replica" in p]
+
+
+def test_readme_says_what_the_manifest_runs(k8s_config: Config) -> None:
+    deployment = manifest()["Deployment"]["spec"]
+    strategy = deployment["strategy"]
+    container = deployment["template"]["spec"]["containers"][0]
+    statements = readme_statements()
+    assert len(statements) >= 2, statements  # the Deploying section and the high-availability item
+    for said in statements:
+        counts = re.findall(r"\b(one|two|three|four|\d+) replicas?\b", said)
+        assert counts and {NUMBERS.get(c) or int(c) for c in counts} == {deployment["replicas"]}, said
+        assert set(re.findall(r"\b(Recreate|RollingUpdate)\b", said)) <= {strategy["type"]}, said
+        assert ("[ha] enabled" in said) == k8s_config.ha.enabled, said
+        for key, value in re.findall(r"\b(maxSurge|maxUnavailable) (\d+)", said):
+            assert strategy["rollingUpdate"][key] == int(value), said
+        for probe in re.findall(r"readiness probe is `(/\w+)`", said):
+            assert container["readinessProbe"]["httpGet"]["path"] == probe, said
