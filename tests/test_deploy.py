@@ -1,17 +1,19 @@
 """The deployment files agree with the connector: docker-compose.yml, deploy/Dockerfile, the
-Kubernetes manifest, and the README's words about them.
+Kubernetes manifest, the README's words about them, and deploy/sluice.example.toml.
 
 No container engine runs here, so these tests read the files and check what can be checked:
 every service the configuration names exists with the port it uses, the mounted
 configuration is valid, MySQL is started with the settings `sluice run` checks for, no
-password is written where it would be committed, and the image is built where a compiler is
-and run where none is.
+password is written where it would be committed, and the example configuration names
+every key the configuration classes accept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -386,3 +388,95 @@ def test_readme_says_what_the_manifest_runs(k8s_config: Config) -> None:
             assert strategy["rollingUpdate"][key] == int(value), said
         for probe in re.findall(r"readiness probe is `(/\w+)`", said):
             assert container["readinessProbe"]["httpGet"]["path"] == probe, said
+
+
+# --- deploy/sluice.example.toml -----------------------------------------------------------
+
+EXAMPLE = ROOT / "deploy" / "sluice.example.toml"
+# Set for `make run`'s demo rather than left at their defaults (the example says so).
+DEMO_VALUES = {"name", "source.include"}
+HEADER = re.compile(r"^(?:# )?\[\[?([\w.]+)\]\]?")
+KEY = re.compile(r"^(?:# )?([A-Za-z_]\w*) = ")
+
+
+def _dataclass(hint: Any) -> type[Any] | None:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            return item  # an array of tables: [[section.key]]
+    return None
+
+
+def config_keys(cls: type[Any] = Config, prefix: str = "") -> set[str]:
+    """Every key the parser accepts, dotted: a section's fields under its name (as connector/config.py
+    walks them: a dataclass field is a table, a list of dataclasses an array of tables)."""
+    keys: set[str] = set()
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        table = _dataclass(hints[field.name])
+        keys |= config_keys(table, f"{prefix}{field.name}.") if table else {prefix + field.name}
+    return keys
+
+
+ACCEPTED = config_keys() | {f"{section}.{key}_file" for section, key in CREDENTIALS}
+
+
+def example_lines() -> dict[str, str]:
+    """Each key the example names, set or commented out ("# key = "), dotted by its [section]."""
+    section, found = "", {}
+    for line in EXAMPLE.read_text().splitlines():
+        if header := HEADER.match(line):
+            section = header[1] + "."
+        elif key := KEY.match(line):
+            assert section + key[1] not in found, f"{section}{key[1]} twice"
+            found[section + key[1]] = line
+    return found
+
+
+def toml_keys(raw: dict[str, Any], prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for name, value in raw.items():
+        if prefix + name in ACCEPTED or not isinstance(value, (dict, list)):
+            keys.add(prefix + name)
+        else:
+            for table in value if isinstance(value, list) else [value]:
+                keys |= toml_keys(table, f"{prefix}{name}.")
+    return keys
+
+
+def test_example_names_every_key_and_only_real_ones() -> None:
+    named = set(example_lines())
+    assert not ACCEPTED - named, f"missing from the example: {sorted(ACCEPTED - named)}"
+    assert not named - ACCEPTED, f"not keys Sluice accepts: {sorted(named - ACCEPTED)}"
+    # What TOML reads is what the lines above were read as (the header and key patterns miss nothing).
+    assert toml_keys(tomllib.loads(EXAMPLE.read_text())) <= named
+    assert {"source.connect_timeout_s", "metrics.host", "spark.packages", "kafka.security.sasl_password"} <= named
+
+
+def test_example_keys_each_have_a_comment_and_commented_ones_parse() -> None:
+    for key, line in example_lines().items():
+        assert re.search(r"\s#\s", line[2:] if line.startswith("# ") else line), f"{key} has no comment"
+        if line.startswith("# "):
+            tomllib.loads(line[2:])  # a commented-out key is valid TOML once uncommented
+
+
+def differing(config: object, default: object, prefix: str = "") -> set[str]:
+    """The keys whose values differ between two configurations (sections walked, not compared)."""
+    keys: set[str] = set()
+    for field in dataclasses.fields(config):  # type: ignore[arg-type]
+        ours, theirs = getattr(config, field.name), getattr(default, field.name)
+        if dataclasses.is_dataclass(ours):
+            keys |= differing(ours, theirs, f"{prefix}{field.name}.")
+        elif ours != theirs:
+            keys.add(prefix + field.name)
+    return keys
+
+
+def test_example_is_valid_and_holds_the_defaults() -> None:
+    config = load_config(EXAMPLE)
+    assert differing(config, Config()) == DEMO_VALUES
+    lines = example_lines()
+    for key in DEMO_VALUES:
+        assert "(default: " in lines[key], f"{key}: the example does not give its default"
