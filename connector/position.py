@@ -170,6 +170,9 @@ class MysqlGtidSet:
         key, gno = self.split(gtid)
         return any(a <= gno <= b for a, b in dict(self.sets).get(key, ()))
 
+    def issubset(self, other: MysqlGtidSet) -> bool:
+        return self.union(other).sets == MysqlGtidSet().union(other).sets
+
     def union(self, other: MysqlGtidSet) -> MysqlGtidSet:
         merged = dict(self.sets)
         for key, intervals in other.sets:

@@ -150,3 +150,15 @@ def test_tagged_gtid_sets_encode_as_the_server_writes_previous_gtids() -> None:
 def test_varlen_writes_what_the_reader_reads() -> None:
     for value in (0, 1, 31, 127, 128, 300, 1 << 20, (1 << 56) - 1, 1 << 56, (1 << 64) - 1):
         assert Reader(varlen(value)).varlen("value") == value
+
+
+def test_mysql_gtid_set_subsets() -> None:
+    big = MysqlGtidSet.parse(
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-100:tag_a:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:7"
+    )
+    assert MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:3-9:50").issubset(big)
+    assert MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:tag_a:5").issubset(big)
+    assert MysqlGtidSet().issubset(big)
+    assert not MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:100-101").issubset(big)
+    assert not MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:tag_b:1").issubset(big)
+    assert not MysqlGtidSet.parse("4e11fa47-71ca-11e1-9e33-c80aa9429562:6").issubset(big)

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from connector.errors import Disposition, SluiceError, classify
+from connector.errors import Disposition, PositionError, SluiceError, classify
 from connector.flat import FlatMessage
-from connector.position import Position
+from connector.position import MysqlGtidSet, Position
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.snapshot.reader import ChunkSource, Rendered, Window, image_key
@@ -67,6 +67,17 @@ class _Open:
 
 def _behind(a: Position, b: Position) -> bool:
     return a.sort_key() < b.sort_key()
+
+
+def _whole(at: Position, window: Window) -> bool:
+    """MySQL: the read view holds every transaction up to `at` (the stream at or past `high`):
+    all of them were committed before it opened (see Window.committed)."""
+    if not window.committed or not at.gtid_set:
+        return False
+    try:
+        return MysqlGtidSet.parse(at.gtid_set).issubset(MysqlGtidSet.parse(window.committed))
+    except PositionError:
+        return False
 
 
 class Snapshotter:
@@ -183,7 +194,7 @@ class Snapshotter:
             self._finish(at, out, None, True, 0)
             return
         keyed = bool(table.primary_key)
-        if not keyed and read.touched_any:
+        if not keyed and read.touched_any and not _whole(at, read.window):
             self._close()  # MySQL: rows of a keyless table changed inside the window; read again
             return
         limit = self.chunk_size if keyed else None

@@ -2,8 +2,9 @@
 
 A chunk is read inside `START TRANSACTION WITH CONSISTENT SNAPSHOT`. MariaDB reports the
 binlog position of that read view exactly (`Binlog_snapshot_file/position`, see
-sql/log.cc), so its window is one point; MySQL has no such status, so the window is the
-binlog positions read just before and just after the read view opens.
+sql/log.cc), so its window is one point; MySQL has no such status, so the window runs from
+the stream's position (everything up to it is committed in the engine before the view
+opens) to the binlog position read just after the view opens.
 
 Values come back as the server's text protocol gives them (no pymysql conversion) and are
 rendered like `connector/flat.py` renders the same column from a rows event, so a READ
@@ -55,6 +56,10 @@ class Window:
 
     low: Position
     high: Position
+    # MySQL: gtid_executed read just before the view opened. Every transaction in it was
+    # committed in the engine, so is in the view: when it holds every transaction up to `high`
+    # (which the stream tells once it gets there), the view is exactly the binlog up to `high`.
+    committed: str = ""
 
     @property
     def exact(self) -> bool:
@@ -208,7 +213,11 @@ class ServerChunks:
             conn = self._connection()
             # MariaDB reports the read view's exact position; MySQL needs the window around it.
             before = None if is_mariadb(conn) else self._settled(conn, after)
+            committed = ""
             with conn.cursor() as cur:
+                if before is not None and after.gtid_set:
+                    cur.execute("SELECT @@GLOBAL.gtid_executed")
+                    committed = str((cur.fetchone() or ("",))[0] or "")
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
                 self._open = True
                 cur.execute("SHOW STATUS LIKE 'binlog\\_snapshot\\_%'")
@@ -218,7 +227,13 @@ class ServerChunks:
                 return Window(exact, exact)
             if before is None:
                 raise SnapshotReadError(f"{self._where()}: the server reports no binlog_snapshot_file status")
-            return Window(before, self._at(master_position(conn)))
+            # The window starts where the stream is, not at `before`: a transaction logged between
+            # the two may still be uncommitted in the engine when the read view opens (binlog
+            # first, engine second), so it is not known to be in the view. With `before` as the
+            # low end, a window of one point (nothing logged while the view opened) passed for
+            # exact, no key the stream changed after `after` was left out, and a READ older than
+            # such a change overwrote it (and a keyless table lost it).
+            return Window(self._at(after), self._at(master_position(conn)), committed)
         except (pymysql.err.MySQLError, SluiceError) as exc:
             self._lost(exc)
             raise SnapshotReadError(f"{self._where()}: cannot open a consistent read: {exc}") from exc
@@ -228,8 +243,8 @@ class ServerChunks:
         return replace(position, server_id=self._server_id)
 
     def _settled(self, conn: pymysql.connections.Connection, after: Position) -> Position:
-        """MySQL: the position before the read view opens, once every transaction the stream handed
-        on (up to `after`) is committed in the engine, so the read view sees them all.
+        """MySQL: once every transaction the stream handed on (up to `after`) is committed in the
+        engine, so the read view sees them all, the position then (at or after `after`).
 
         The binlog is written before the engine commits: a transaction the stream already handed
         on can still be invisible to a read view opened a moment later, and its key then read as
