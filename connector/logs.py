@@ -86,5 +86,7 @@ def configure(log_format: str = "text", debug: bool = False) -> None:
     if not any(isinstance(f, Deduplicated) for f in LIBRDKAFKA.filters):
         LIBRDKAFKA.addFilter(Deduplicated())
     # httpx (the schema registry client) logs every request at INFO, its URL included.
-    logging.getLogger("httpx").setLevel(logging.DEBUG if debug else logging.WARNING)
+    # confluent-kafka vendors its own copy of httpx, which logs as "httpx2".
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.INFO if debug else logging.WARNING)

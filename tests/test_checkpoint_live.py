@@ -62,7 +62,7 @@ def test_redis_down_for_a_minute_then_a_restart_resumes_at_the_databases_newer_p
         caught_up(config)
         with redis_unreachable():
             until = time.monotonic() + 60
-            seed = 62
+            seed = 1000
             while time.monotonic() < until:  # rows flow for a minute, positions go to the database alone
                 workload(db, 5, seed=seed, pause_s=0.05)
                 seed += 1

@@ -11,8 +11,10 @@ httpx's included), /metrics or process arguments holds any secret.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -56,8 +58,8 @@ def secrets(tmp_path: Path) -> Iterator[dict[str, str]]:
         for user in ("leak_src", "leak_ck"):
             cur.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
         cur.execute("CREATE USER 'leak_src'@'127.0.0.1' IDENTIFIED BY %s", (planted["source"],))
-        for grant in grants:
-            cur.execute(grant.split(" IDENTIFIED ")[0].replace("'sluice'@", "'leak_src'@"))
+        for grant in grants:  # MySQL quotes the user with '', MariaDB with ``
+            cur.execute(re.sub(r"TO [`']sluice[`']@", "TO 'leak_src'@", grant.split(" IDENTIFIED ")[0]))
         cur.execute("CREATE USER 'leak_ck'@'127.0.0.1' IDENTIFIED BY %s", (planted["checkpoint"],))
         cur.execute("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER ON leak_meta.* TO 'leak_ck'@'127.0.0.1'")
         cur.execute(f"GRANT {quiet} ON *.* TO 'leak_ck'@'127.0.0.1'")
@@ -84,7 +86,7 @@ def config_text(name: str, tmp: Path, metrics_port: int, log_format: str = "text
     return (
         f'name = "{name}"\n'
         f'[source]\nhost = "{HOST}"\nport = {port}\nuser = "leak_src"\npassword = "${{SLUICE_LEAK_SOURCE}}"\n'
-        f"server_id = {7000 + abs(hash(name)) % 1000}\nheartbeat_s = 1\ninclude = ['leaky\\\\..*']\n"
+        f"server_id = {7000 + abs(hash(name)) % 1000}\nheartbeat_s = 1\ninclude = ['leaky\\..*']\n"
         f'[kafka]\nbootstrap_servers = "{KAFKA_SASL}"\ntopic_prefix = "{name}"\n'
         f'[kafka.security]\nprotocol = "sasl_ssl"\nsasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "leak"\n'
         f'sasl_password_file = "{tmp / "kafka.secret"}"\nssl_ca = "{TLS / "ca.pem"}"\n'
@@ -112,7 +114,8 @@ class Outputs:
         return self.seen[label]
 
     def leaks(self, planted: dict[str, str]) -> list[str]:
-        pieces = [MARK, *planted.values(), *(s[-12:] for s in planted.values())]
+        basic = base64.b64encode(f"leak:{planted['registry']}".encode()).decode()  # an Authorization header
+        pieces = [MARK, basic, *planted.values(), *(s[-12:] for s in planted.values())]
         return [f"{label}: {piece}" for label, text in self.seen.items() for piece in pieces if piece in text]
 
 
@@ -179,11 +182,16 @@ def test_a_secret_planted_in_every_credential_is_never_shown(tmp_path: Path, sec
     outputs.command("status (stopped)", "status", "--config", str(config))
     outputs.command("consume", "consume", "--config", str(config), "--max", "20", "--idle-s", "10")
     tail_log = tmp_path / "tail.log"
-    process = running(outputs, "tail", ["tail", "--config", str(config), "--start", "current"], tail_log,
-                      "streaming from")  # fmt: skip
-    workload(db, 3, seed=83, pause_s=0.01)
-    time.sleep(2)
-    stopped(process)
+    with tail_log.open("ab") as out:
+        process = subprocess.Popen([SLUICE, "tail", "--config", str(config), "--start", "current"], stdout=out,
+                                   stderr=out, env=outputs.env)  # fmt: skip
+    try:
+        time.sleep(3)  # connected
+        outputs.seen["tail arguments"] = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode(errors="replace")
+        workload(db, 3, seed=83, pause_s=0.01)
+        wait_until(lambda: '"database"' in tail_log.read_text(errors="replace"), 60, "tail's JSON lines")
+    finally:
+        stopped(process)
     outputs.seen["tail output"] = tail_log.read_text(errors="replace")
     binlogs = sorted((RUN / server().name / "binlog").glob("*.[0-9]*"))
     schema_from = f"mysql://leak_src:${{SLUICE_LEAK_SOURCE}}@{HOST}:{server().port}"

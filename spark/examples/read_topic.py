@@ -41,15 +41,19 @@ def read_topic(spark: SparkSession, bootstrap: str, topic: str, avsc: str, schem
     framed = raw.select(
         F.lower(F.hex(F.substring("value", 3, 8))).alias("fingerprint"),
         F.expr("substring(value, 11, length(value) - 10)").alias("body"),  # drop C3 01 + fingerprint
+        "partition",
+        "offset",
     )
     parts = []
     for row in framed.select("fingerprint").distinct().collect():
         writer = (root / index["fingerprints"][row["fingerprint"]]).read_text()
         decoded = from_avro("body", writer, {"avroSchema": reader}).alias("m")
-        parts.append(framed.filter(F.col("fingerprint") == row["fingerprint"]).select(decoded))
-    if not parts:
-        return framed.select(from_avro("body", reader).alias("m")).select("m.*")  # an empty topic
-    return reduce(DataFrame.unionByName, parts).select("m.*")
+        parts.append(framed.filter(F.col("fingerprint") == row["fingerprint"]).select(decoded, "partition", "offset"))
+    if not parts:  # an empty topic
+        parts.append(framed.select(from_avro("body", reader).alias("m"), "partition", "offset"))
+    # Decoded a writer schema at a time: the union is not in the topic's order. A key's changes
+    # are in one partition, in offset order: order by those (or by source) to apply them.
+    return reduce(DataFrame.unionByName, parts).select("m.*", "partition", "offset")
 
 
 if __name__ == "__main__":
