@@ -29,7 +29,13 @@ from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.checkpoint import BlockingNotes, redis_client
 from connector.config import Config, load_config
-from connector.errors import CheckpointUnavailableError, ConfigError, OversizedMessageError, SluiceError
+from connector.errors import (
+    CheckpointUnavailableError,
+    ConfigError,
+    OversizedMessageError,
+    SluiceError,
+    UnreadableMessageError,
+)
 from connector.filters import TableFilter
 from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder
 from connector.position import POSITION_TEXT, Position, position_of_text
@@ -325,7 +331,11 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
                     break
                 continue
             quiet_since = time.monotonic()
-            version, record = _decoded(reader, message.value())
+            try:
+                version, record = _decoded(reader, message.value())
+            except UnreadableMessageError as exc:
+                where = f"{message.topic()}[{message.partition()}]@{message.offset()}"
+                raise UnreadableMessageError(f"{where}: {exc}") from exc
             out.write(dumps({"topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
                              "version": version, "value": record}) + "\n")  # fmt: skip
             out.flush()

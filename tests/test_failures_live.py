@@ -8,9 +8,11 @@ position did not move.
 
 from __future__ import annotations
 
+import http.server
 import re
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from connector.config import load_config
 from connector.runner import checkpoint_stores
@@ -106,6 +111,49 @@ def wrong_kafka_password(text: str) -> str:
     return swap(f'bootstrap_servers = "{KAFKA}"', f'bootstrap_servers = "{KAFKA_SASL}"')(text) + security
 
 
+def consume_without_schemas(folder: Path, text: str) -> list[str]:
+    """A single-object framed message on one of the connector's topics, read with a schema
+    directory no connector wrote (the wrong volume mounted, say)."""
+    name = re.search(r'topic_prefix = "([^"]+)"', text)
+    assert name is not None
+    topic = f"{name[1]}.failing.t"
+    admin = AdminClient({"bootstrap.servers": KAFKA})  # held: its requests end with it
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": KAFKA})
+    producer.produce(topic, b"\xc3\x01" + bytes(8) + b"\x02")
+    assert producer.flush(30) == 0
+    return ["consume", "--config", str(config_file(folder, text)), "--max", "1", "--idle-s", "10"]
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """A registry that refuses every request's login, as Confluent's does (401, error code 40101)."""
+
+    def do_GET(self) -> None:
+        body = b'{"error_code": 40101, "message": "Unauthorized"}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PUT = do_GET
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def refusing_registry(folder: Path, text: str) -> list[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    SERVERS.append(server)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    registry = f'[avro]\nschema_registry_url = "{url}"\nschema_registry_user = "sluice"\n'
+    return run_with(swap("[avro]\n", registry + 'schema_registry_password = "wrong"\n'))(folder, text)
+
+
+SERVERS: list[http.server.ThreadingHTTPServer] = []
+
 CASES = [
     Case("kafka unreachable at start",
          run_with(swap(f'bootstrap_servers = "{KAFKA}"', 'bootstrap_servers = "127.0.0.1:1"\ndelivery_timeout_s = 3')),
@@ -125,6 +173,10 @@ CASES = [
          r"^sluice: configuration: .*checkpoint.redis_url = 'redis:/x' is out of range"),
     Case("decode of a missing file", lambda folder, text: ["decode", str(folder / "missing-bin.000001")], 1,
          r"^sluice: .*missing-bin.000001: No such file or directory"),
+    Case("consume with an empty schema directory", consume_without_schemas, 1,
+         r"^sluice: UnreadableMessageError: .*failing\.t\[0\]@0: \[avro\] schemas_dir .*schemas holds no index\.json"),
+    Case("registry refuses the login", refusing_registry, 1,
+         r"^sluice: RegistryError: schema registry http://127.0.0.1:\d+: listing subjects: HTTP 401: Unauthorized"),
     Case("registry unreachable", run_with(swap("[avro]\n", '[avro]\nschema_registry_url = "http://127.0.0.1:1"\n')), 1,
          r"^sluice: RegistryError: schema registry http://127.0.0.1:1: .*cannot reach it"),
     Case("wrong source password", run_with(wrong_password), 1,
@@ -154,6 +206,8 @@ def test_a_failure_ends_with_one_line_its_status_and_nothing_lost(tmp_path: Path
     finally:
         while HELD:
             HELD.pop().close()
+        while SERVERS:
+            SERVERS.pop().shutdown()
     took = time.monotonic() - began
     lines = [line for line in done.stderr.splitlines() if line.startswith("sluice:")]
     assert done.returncode == case.status, done.stderr[-3000:]

@@ -40,7 +40,7 @@ from connector.avro.schemas import (
     key_schema,
     value_schema,
 )
-from connector.errors import ConfigError
+from connector.errors import ConfigError, UnreadableMessageError
 from connector.schema.model import Table, without_aliases
 
 
@@ -150,9 +150,23 @@ class SchemaDirectory:
                 index["fingerprints"][fingerprint_of(schema).hex()] = name
         return value, key
 
+    def _index(self) -> dict[str, Any]:
+        """For readers: the index, or an UnreadableMessageError that says why there is none."""
+        path = self.root / "index.json"
+        try:
+            index: dict[str, Any] = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise UnreadableMessageError(
+                f"[avro] schemas_dir {self.root} holds no index.json: not the directory a connector writes its "
+                "schemas to (the one its [avro] schemas_dir names, shared with readers), or none written yet"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise UnreadableMessageError(f"{path}: cannot be read ({exc})") from exc
+        return index
+
     def schema_by_fingerprint(self, fp: bytes) -> dict[str, Any]:
         """For readers: the writer schema of a single-object encoded message."""
-        index = json.loads((self.root / "index.json").read_text())
+        index = self._index()
         file = index["fingerprints"].get(fp.hex())
         if file is None:
             raise KeyError(f"no schema with fingerprint {fp.hex()} in {self.root}")
@@ -160,7 +174,7 @@ class SchemaDirectory:
         return schema
 
     def latest_schema(self, database: str, table: str) -> dict[str, Any]:
-        index = json.loads((self.root / "index.json").read_text())
+        index = self._index()
         versions = index["tables"].get(f"{database}.{table}")
         if not versions:
             raise KeyError(f"no schema for `{database}`.`{table}` in {self.root}")
@@ -169,7 +183,7 @@ class SchemaDirectory:
 
     def key_columns(self, database: str, table: str) -> list[str]:
         """Field names of the newest key schema; empty for a table without a primary key."""
-        index = json.loads((self.root / "index.json").read_text())
+        index = self._index()
         newest = index["tables"][f"{database}.{table}"][-1]
         if "key_file" not in newest:
             return []
