@@ -287,14 +287,14 @@ class TransactionAssembler:
         end = self._position(event.header.log_pos, event, self._gtid_after())
         changes = self.tracker.on_statement(body.query, body.schema, end, body.status)
         if not changes and self.quiet_until is None:
-            self._statement_rows(sql, body.schema, event)
+            self._statement_rows(sql, body.schema)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if messages:
             yield Changes(messages, self.file, event.pos)
         if not self.began:
             yield self._commit(event, feed_builder=False)
 
-    def _statement_rows(self, sql: str, database: str, event: Event) -> None:
+    def _statement_rows(self, sql: str, database: str) -> None:
         target = statement_logged_change(sql, database)
         if target is None:
             return
@@ -476,7 +476,7 @@ class ChangeStream:
                 if self._stopping(delay):
                     return
 
-    def _statement_rows(self, database: str, table: str) -> None:
+    def _warn_statement_rows(self, database: str, table: str) -> None:
         if (database, table) not in self._warned:
             self._warned.add((database, table))
             log.warning(
@@ -519,7 +519,7 @@ class ChangeStream:
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.query,
-                on_statement_rows=self._statement_rows,
+                on_statement_rows=self._warn_statement_rows,
             )  # fmt: skip
             self.tracker.source = dump_at.file
             skipping = handed is not None

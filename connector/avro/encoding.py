@@ -123,8 +123,10 @@ class ConfluentFraming:
             hit = self._serializers[(id(schema), field)] = (schema, serializer)
         serializer = hit[1]
         kind = MessageField.KEY if field == "key" else MessageField.VALUE
-        what = _described(schema, field, subject_name(self.strategy, topic, field, schema))
-        data = self._asking(what, lambda: serializer(record, SerializationContext(topic, kind)))
+        data = self._asking(
+            lambda: _described(schema, field, subject_name(self.strategy, topic, field, schema)),
+            lambda: serializer(record, SerializationContext(topic, kind)),
+        )
         assert data is not None
         return data
 
@@ -134,27 +136,28 @@ class ConfluentFraming:
         if hit is None or hit[0] is not schema:
             subject = subject_name(self.strategy, topic, field, schema)
             schema_id = self._asking(
-                _described(schema, field, subject),
+                lambda: _described(schema, field, subject),
                 lambda: self.client.register_schema(subject, Schema(json.dumps(schema), "AVRO")),
             )
             hit = self._prefixes[(id(schema), topic, field)] = (schema, b"\x00" + schema_id.to_bytes(4, "big"))
         return hit[1]
 
     def check(self) -> None:
-        self._asking("listing subjects", self.client.get_subjects)
+        self._asking(lambda: "listing subjects", self.client.get_subjects)
 
-    def _asking(self, what: str, request: Callable[[], T]) -> T:
+    def _asking(self, what: Callable[[], str], request: Callable[[], T]) -> T:
         """A registry request; its refusal (401, 409 an incompatible schema, ...) or its absence is a
-        RegistryError that names the registry, the subject and the reason."""
+        RegistryError that names the registry, `what` was asked (described only then: encode runs
+        per message) and the reason."""
         try:
             return request()
         except SchemaRegistryError as exc:
             reason = " ".join(str(exc.error_message).split())  # Apicurio's reasons span lines
-            raise RegistryError(f"{self.where}: {what}: HTTP {exc.http_status_code}: {reason}") from exc
+            raise RegistryError(f"{self.where}: {what()}: HTTP {exc.http_status_code}: {reason}") from exc
         except Exception as exc:  # the client raises httpx's HTTP errors, vendored under another name
             if not isinstance(exc, OSError) and not any(c.__name__ == "HTTPError" for c in type(exc).__mro__):
                 raise
-            raise RegistryError(f"{self.where}: {what}: cannot reach it ({type(exc).__name__}: {exc})") from exc
+            raise RegistryError(f"{self.where}: {what()}: cannot reach it ({type(exc).__name__}: {exc})") from exc
 
 
 def _described(schema: dict[str, Any], field: str, subject: str) -> str:

@@ -212,10 +212,12 @@ class ServerChunks:
         try:
             conn = self._connection()
             # MariaDB reports the read view's exact position; MySQL needs the window around it.
-            before = None if is_mariadb(conn) else self._settled(conn, after)
+            mysql = not is_mariadb(conn)
+            if mysql:
+                self._settle(conn, after)
             committed = ""
             with conn.cursor() as cur:
-                if before is not None and after.gtid_set:
+                if mysql and after.gtid_set:
                     cur.execute("SELECT @@GLOBAL.gtid_executed")
                     committed = str((cur.fetchone() or ("",))[0] or "")
                 cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -225,14 +227,14 @@ class ServerChunks:
             if "binlog_snapshot_file" in status:  # MariaDB, and Percona Server
                 exact = self._at(Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
                 return Window(exact, exact)
-            if before is None:
+            if not mysql:
                 raise SnapshotReadError(f"{self._where()}: the server reports no binlog_snapshot_file status")
-            # The window starts where the stream is, not at `before`: a transaction logged between
-            # the two may still be uncommitted in the engine when the read view opens (binlog
-            # first, engine second), so it is not known to be in the view. With `before` as the
-            # low end, a window of one point (nothing logged while the view opened) passed for
-            # exact, no key the stream changed after `after` was left out, and a READ older than
-            # such a change overwrote it (and a keyless table lost it).
+            # The window starts where the stream is, not at the binlog position as the view opens:
+            # a transaction logged after `after` may still be uncommitted in the engine when the
+            # read view opens (binlog first, engine second), so it is not known to be in the view.
+            # With that position as the low end, a window of one point passed for exact, no key the
+            # stream changed after `after` was left out, and a READ older than such a change
+            # overwrote it (and a keyless table lost it).
             return Window(self._at(after), self._at(master_position(conn)), committed)
         except (pymysql.err.MySQLError, SluiceError) as exc:
             self._lost(exc)
@@ -242,9 +244,9 @@ class ServerChunks:
         """With the server's id, which READ messages carry in `source.server_id` as the binlog's do."""
         return replace(position, server_id=self._server_id)
 
-    def _settled(self, conn: pymysql.connections.Connection, after: Position) -> Position:
-        """MySQL: once every transaction the stream handed on (up to `after`) is committed in the
-        engine, so the read view sees them all, the position then (at or after `after`).
+    def _settle(self, conn: pymysql.connections.Connection, after: Position) -> None:
+        """MySQL: wait until every transaction the stream handed on (up to `after`) is committed in
+        the engine, so the read view sees them all.
 
         The binlog is written before the engine commits: a transaction the stream already handed
         on can still be invisible to a read view opened a moment later, and its key then read as
@@ -267,7 +269,6 @@ class ServerChunks:
                 "to commit in the engine, so a row changed in the instant before a chunk is read can be read as it "
                 "was before that change; set gtid_mode=ON (with enforce_gtid_consistency) to close it", self._where()
             )  # fmt: skip
-        return self._at(master_position(conn))
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
         sql, params = chunk_query(table, after, limit)
