@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.config import Config
+from connector.config import Config, load_config
 from connector.position import Position, binlog_sort_key
 from connector.runner import Connector, checkpoint_stores
 from tests.live import RUN, TLS, checkpoint_user_settings, position_now, wait_until
@@ -97,7 +97,9 @@ def test_redis_down_for_a_minute_then_a_restart_resumes_at_the_databases_newer_p
     assert all(binlog_sort_key(file, pos) >= floor for file, pos, _, _ in replay.duplicates), replay.duplicates[:5]
 
 
-def test_an_idle_connector_adds_no_binlog_bytes_with_redis_up_or_down(tmp_path: Path) -> None:
+def test_an_idle_connector_adds_no_binlog_bytes_with_redis_up_or_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The checkpoint database on the source server, its least-privilege TLS user (who may SET
     sql_log_bin = 0), the connector's own least-privilege user: an idle connector writes positions
     and nothing of that reaches the binlog it reads, with Redis up and with Redis unreachable
@@ -105,32 +107,28 @@ def test_an_idle_connector_adds_no_binlog_bytes_with_redis_up_or_down(tmp_path: 
     name, db = f"ckidle{uuid.uuid4().hex[:6]}", "ckidle"
     fresh(db)
     url, password = checkpoint_user_settings()
-    os.environ["SLUICE_TEST_CHECKPOINT_PASSWORD"] = password
+    monkeypatch.setenv("SLUICE_TEST_CHECKPOINT_PASSWORD", password)  # the connector's and this process's
+    base = config_for(name, db, tmp_path)
+    path = tmp_path / "sluice.toml"
+    write_config(replace(base, checkpoint=replace(base.checkpoint, db_url=url)), path)
+    path.write_text(path.read_text().replace("[checkpoint]\n", f'[checkpoint]\ndb_ssl_ca = "{TLS / "ca.pem"}"\n'))
+    config = load_config(path)
+    process = sluice_run(path, streaming=True)
     try:
-        base = config_for(name, db, tmp_path)
-        config = replace(base, checkpoint=replace(base.checkpoint, db_url=url.replace(
-            "${SLUICE_TEST_CHECKPOINT_PASSWORD}", password), db_ssl_ca=str(TLS / "ca.pem")))  # fmt: skip
-        path = tmp_path / "sluice.toml"
-        write_config(replace(config, checkpoint=replace(config.checkpoint, db_url=url)), path)
-        path.write_text(path.read_text().replace("[checkpoint]\n", f'[checkpoint]\ndb_ssl_ca = "{TLS / "ca.pem"}"\n'))
-        process = sluice_run(path, streaming=True)
-        try:
-            workload(db, 10, seed=71, pause_s=0.01)
-            caught_up(config)
-            time.sleep(2)  # the last flush of the workload's positions
-            quiet = position_now()
-            time.sleep(8)  # idle, Redis up: positions keep being written (flush_interval_s 0.5)
+        workload(db, 10, seed=71, pause_s=0.01)
+        caught_up(config)
+        time.sleep(2)  # the last flush of the workload's positions
+        quiet = position_now()
+        time.sleep(8)  # idle, Redis up: positions keep being written (flush_interval_s 0.5)
+        assert position_now() == quiet
+        with redis_unreachable():
+            time.sleep(15)  # idle, Redis unreachable: the database takes every position
             assert position_now() == quiet
-            with redis_unreachable():
-                time.sleep(15)  # idle, Redis unreachable: the database takes every position
-                assert position_now() == quiet
-            time.sleep(3)  # Redis back
-            assert position_now() == quiet
-        finally:
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(60) == 0
-        log = path.with_suffix(".log").read_text()
-        assert "Traceback" not in log and "writing positions to the" in log, log[-3000:]
-        assert password not in log
+        time.sleep(3)  # Redis back
+        assert position_now() == quiet
     finally:
-        del os.environ["SLUICE_TEST_CHECKPOINT_PASSWORD"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    log = path.with_suffix(".log").read_text()
+    assert "Traceback" not in log and "writing positions to the" in log, log[-3000:]
+    assert password not in log

@@ -29,7 +29,7 @@ from connector.stream import Changes, ChangeStream
 from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, server, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_differential_live import COLUMNS, _placeholder
-from tests.test_pipeline_live import caught_up, config_for, sluice_run, write_config
+from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 
 pytestmark = pytest.mark.live
 
@@ -172,6 +172,11 @@ def _snapshot_left(config: Any) -> SnapshotState:
     return SnapshotState.of_text(saved.snapshot if saved else "")
 
 
+def _snapshot_done(config: Any) -> bool:
+    """A position is saved and no table is left to read."""
+    return checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables
+
+
 def test_snapshot_under_writes_and_a_kill_replays_to_the_final_tables(tmp_path: Path) -> None:
     rows = 200_000
     name, db = f"snap{uuid.uuid4().hex[:6]}", "snapbig"
@@ -223,8 +228,7 @@ def test_sluice_snapshot_re_reads_a_table_on_demand(tmp_path: Path) -> None:
     write_config(config, path)
     process = sluice_run(path)
     try:
-        wait_until(lambda: checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables,
-                    120, "the initial snapshot")  # fmt: skip
+        wait_until(lambda: _snapshot_done(config), 120, "the initial snapshot")
         done = subprocess.run(
             [str(ROOT / ".venv" / "bin" / "sluice"), "snapshot", "--config", str(path), "--tables", f"{db}.entries"],
             check=False, capture_output=True, text=True, timeout=60,
@@ -303,8 +307,7 @@ def test_a_keyless_table_written_by_four_writers_snapshots_exactly(tmp_path: Pat
         process = sluice_run(path, streaming=True)
         try:
             if round_ == 0:  # the first start: the initial snapshot
-                wait_until(lambda: checkpoint_stores(config).durable.get() is not None
-                           and not _snapshot_left(config).tables, 120, "the initial snapshot")  # fmt: skip
+                wait_until(lambda: _snapshot_done(config), 120, "the initial snapshot")
             else:
                 sluice = str(ROOT / ".venv" / "bin" / "sluice")
                 requested = subprocess.run([sluice, "snapshot", "--config", str(path), "--tables", f"{db}.bag"],
@@ -363,8 +366,7 @@ def test_a_keyless_table_keyed_by_configured_columns_snapshots_in_chunks_under_w
         w.start()
     process = sluice_run(path, streaming=True)
     try:
-        wait_until(lambda: checkpoint_stores(config).durable.get() is not None and not _snapshot_left(config).tables,
-                   120, "the initial snapshot")  # fmt: skip
+        wait_until(lambda: _snapshot_done(config), 120, "the initial snapshot")
         time.sleep(1)
         stop.set()
         for w in writers:
@@ -424,8 +426,7 @@ def test_chunks_read_while_commits_linger_between_binlog_and_engine_are_exact(tm
             w.start()
         process = sluice_run(path)
         try:
-            wait_until(lambda: checkpoint_stores(config).durable.get() is not None
-                       and not _snapshot_left(config).tables, 300, "the snapshot to finish")  # fmt: skip
+            wait_until(lambda: _snapshot_done(config), 300, "the snapshot to finish")
         finally:
             stop.set()
             for w in writers:
@@ -438,11 +439,4 @@ def test_chunks_read_while_commits_linger_between_binlog_and_engine_are_exact(tm
         with connect().cursor() as cur:
             cur.execute("SET GLOBAL binlog_group_commit_sync_delay = 0")
     assert sum(writes) > 100
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
-    replay = Replay(reader)
-    replay.apply_all(consume(config.kafka.topic_prefix))
-    for table in ("accounts", "entries"):
-        sets = set_columns(reader, db, table)
-        got = comparable(replay.tables.get((db, table), {}), sets)
-        want = comparable(source_rows(db, table, reader), sets)
-        assert got == want, f"{db}.{table}: replay differs from SELECT * ({len(got)} vs {len(want)} rows)"
+    assert_replay_equals_source(config, db, ("accounts", "entries"))
