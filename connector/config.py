@@ -213,6 +213,7 @@ class SparkSection:
     shuffle_partitions: int = 4
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
     ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
+    conf: dict[str, str] = field(default_factory=dict)  # any Spark or Delta setting, applied last
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
@@ -60,14 +60,27 @@ def session(config: Config, app: str) -> SparkSession:
         .config("spark.sql.shuffle.partitions", str(spark_cfg.shuffle_partitions))
         # Delta rebuilds table state with 50 tasks by default: most of a small batch's time.
         .config("spark.databricks.delta.snapshotPartitions", str(spark_cfg.shuffle_partitions))
+        # The batch a MERGE reads is persisted by the job: Delta's own copy of it is a second one.
+        .config("spark.databricks.delta.merge.materializeSource", "none")
+        # A MERGE that updates or deletes a few rows of a file marks them deleted instead of
+        # rewriting the file: what keeps a mirror's small, scattered changes cheap.
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
     if spark_cfg.ivy_settings and Path(spark_cfg.ivy_settings).exists():
         builder = builder.config("spark.jars.ivySettings", str(Path(spark_cfg.ivy_settings).resolve()))
+    for key, value in spark_cfg.conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def under(base: str, *names: str) -> str:
+    """A path below `base`, which may be a URL (`s3a://bucket/lake`, `hdfs://nn:8020/x`): joined
+    with "/", as pathlib would fold the URL's "//"."""
+    return "/".join([base.rstrip("/"), *names])
 
 
 def row_topics_pattern(prefix: str) -> str:
@@ -111,26 +124,27 @@ class WriterSchemas:
 
 
 def decode(batch: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], DataFrame]:
-    """Per source table, the batch's messages as rows of the table's newest value schema."""
+    """Per source table, the batch's messages as rows of the table's newest value schema.
+
+    One pass over the batch finds its writer schemas; each table's messages are then decoded
+    in one projection that picks the writer schema by fingerprint (every branch resolves to
+    the table's newest schema, so they share one type)."""
     directory = schemas.directory
     framed = schemas.frame(batch)
-    fingerprints = [r["fp"] for r in framed.select("fp").distinct().collect()]
-    by_table: dict[tuple[str, str], list[DataFrame]] = {}
-    for fp in fingerprints:
-        writer = schemas.writer(fp)
-        key = (writer["sluice.database"], writer["sluice.table"])
-        newest = directory.latest_schema(*key)
-        options = {"mode": "FAILFAST", "avroSchema": json.dumps(newest)}
-        decoded = framed.filter(F.col("fp") == fp).select(
-            from_avro(F.col("body"), json.dumps(writer), options).alias("m"), "partition", "offset"
-        )
-        by_table.setdefault(key, []).append(decoded)
+    writers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in framed.select("fp").distinct().collect():
+        writer = schemas.writer(row["fp"])
+        writers.setdefault((writer["sluice.database"], writer["sluice.table"]), {})[row["fp"]] = writer
     out = {}
-    for key, parts in by_table.items():
-        frame = parts[0]
-        for part in parts[1:]:
-            frame = frame.unionByName(part)
-        out[key] = frame
+    for key, by_fp in writers.items():
+        options = {"mode": "FAILFAST", "avroSchema": json.dumps(directory.latest_schema(*key))}
+        branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
+        message = branches[0][1]
+        if len(branches) > 1:
+            message = F.when(*branches[0])
+            for condition, value in branches[1:]:
+                message = message.when(condition, value)
+        out[key] = framed.filter(F.col("fp").isin(list(by_fp))).select(message.alias("m"), "partition", "offset")
     return out
 
 
@@ -181,6 +195,31 @@ def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]])
         log.info("mirror %s: column %s renamed to %s, as in the source", path, old, new)
 
 
+def newest_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
+    """Per key, the batch's newest change (source position, then row) as the row's columns,
+    `_sluice_type` and the position: one aggregation, no sort of the batch."""
+    columns = [f.name for f in changes.schema["_data"].dataType.fields]  # type: ignore[attr-defined]
+    row = F.struct(*[F.col(f"_data.{c}").alias(c) for c in columns], "_sluice_type", *POSITION)
+    newest = F.max_by(row, F.struct(*POSITION)).alias("_newest")
+    by_key = changes.groupBy(*[F.col(f"_data.{k}").alias(f"_key{i}") for i, k in enumerate(keys)])
+    return by_key.agg(newest).select("_newest.*")
+
+
+def merge(target: DeltaTable, latest: DataFrame, keys: list[str]) -> None:
+    """Apply each key's newest change where it is newer than the row's position in the table."""
+    columns = [c for c in latest.columns if c != "_sluice_type"]
+    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
+    values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in columns}
+    (
+        target.alias("t").merge(latest.alias("s"), on)
+        .whenMatchedDelete(f"s._sluice_type = 'DELETE' AND {newer}")
+        .whenMatchedUpdate(f"s._sluice_type <> 'DELETE' AND {newer}", values)
+        .whenNotMatchedInsert("s._sluice_type <> 'DELETE'", values)
+        .execute()
+    )  # fmt: skip
+
+
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
 
@@ -193,34 +232,23 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
 
     def _merge_all(batch: DataFrame, batch_id: int) -> None:
         for (database, table), messages in decode(batch, schemas).items():
-            changes = _changes(messages)
             keys = directory.key_columns(database, table)
             if not keys:
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
-            columns = [f.name for f in changes.schema["_data"].dataType.fields]  # type: ignore[attr-defined]
-            newest = Window.partitionBy(*[F.col(f"_data.{k}") for k in keys]).orderBy(
-                F.col("_sluice_id").desc(), F.col("_sluice_row").desc()
-            )
-            latest = (
-                changes.withColumn("_n", F.row_number().over(newest)).filter("_n = 1")
-                .select(*[F.col(f"_data.{c}").alias(c) for c in columns], "_sluice_type", *POSITION)
-            )  # fmt: skip
-            path = str(Path(config.spark.lake_dir) / "mirror" / database / table)
+            latest = newest_per_key(_changes(messages), keys)
+            path = under(config.spark.lake_dir, "mirror", database, table)
             if not DeltaTable.isDeltaTable(spark, path):
-                latest.limit(0).drop("_sluice_type").write.format("delta").save(path)
-            else:
-                follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
-            target = DeltaTable.forPath(spark, path)
-            on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-            newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
-            values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in [*columns, *POSITION]}
-            (
-                target.alias("t").merge(latest.alias("s"), on)
-                .whenMatchedDelete(f"s._sluice_type = 'DELETE' AND {newer}")
-                .whenMatchedUpdate(f"s._sluice_type <> 'DELETE' AND {newer}", values)
-                .whenNotMatchedInsert("s._sluice_type <> 'DELETE'", values)
-                .execute()
-            )  # fmt: skip
+                # A new table holds nothing to merge with: its rows are the batch's newest
+                # non-deleted ones. Run again (a crash before the checkpoint), it merges.
+                latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type").write.format("delta").save(path)
+                log.info("batch %d: created the mirror of %s.%s", batch_id, database, table)
+                continue
+            follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
+            latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
+            try:
+                merge(DeltaTable.forPath(spark, path), latest, keys)
+            finally:
+                latest.unpersist()
             log.info("batch %d: merged %s.%s", batch_id, database, table)
 
     return apply
@@ -249,9 +277,11 @@ def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas)
                 F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
                 F.current_timestamp().alias("ingested_at"),
             ).dropDuplicates(["sluice_id", "source_row", "op"])  # fmt: skip
-            path = str(Path(config.spark.lake_dir) / "changelog" / database / table)
-            if not DeltaTable.isDeltaTable(spark, path):
-                entries.limit(0).write.format("delta").partitionBy("event_date").save(path)
+            path = under(config.spark.lake_dir, "changelog", database, table)
+            if not DeltaTable.isDeltaTable(spark, path):  # nothing there yet to be exactly-once against
+                entries.write.format("delta").partitionBy("event_date").save(path)
+                log.info("batch %d: created the changelog of %s.%s", batch_id, database, table)
+                continue
             on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
             (
                 DeltaTable.forPath(spark, path).alias("t").merge(entries.alias("s"), on)
@@ -279,7 +309,7 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
     writer = (
         read_changes(spark, config).writeStream.foreachBatch(JOBS[job](spark, config, schemas))
-        .option("checkpointLocation", str(Path(config.spark.checkpoint_dir) / config.name / job))
+        .option("checkpointLocation", under(config.spark.checkpoint_dir, config.name, job))
     )  # fmt: skip
     trigger: dict[str, Any] = (
         {"availableNow": True} if once else {"processingTime": f"{config.spark.trigger_s} seconds"}
