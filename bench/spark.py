@@ -1,14 +1,27 @@
-"""The mirror job's rate beside the connector's, for the same workload, in one run.
+"""The Spark jobs beside their ceiling and the connector, for the same changes, in one run.
 
-Writes `--rows` inserts (plus a tenth updated and a tenth deleted) to a table on the local
-MariaDB, streams them into Kafka with the connector (rows/s, acknowledged, checkpoints on),
-then runs `mirror --once` on local[2] over those topics (rows/s applied to Delta, Spark's
-start-up excluded). Run with `make bench`.
+Two workloads on a table of the local server, each streamed into Kafka by the connector
+(rows/s, acknowledged, checkpoints on): an initial load of `--rows` inserts, then `--rows`
+more inserts with a tenth of the first rows updated and a tenth deleted (1.2 x `--rows`
+changes, a fifth of them to rows the mirror holds). In one Spark session on local[2]
+(warmed up first on the initial load), for each workload in turn:
+
+- ceiling: the batch read from Kafka and appended to a Delta table as it is (no decoding,
+  no merge): what reading Kafka and writing Delta cost here;
+- mirror: `mirror --once` (decode per writer schema, newest change per key; a new table is
+  written, an existing one MERGEd into);
+- changelog: `changelog --once`.
+
+Each figure is rows/s from the job's start to its end (Spark's start-up excluded); the
+mirror's ratio to the ceiling for the second workload is the figure that counts.
+`--profile` prints each Spark job of the mirror with its wall time (Spark's event log).
+Run with `make bench`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -16,58 +29,133 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server, fresh_table, insert
-from connector.config import AvroSection, SparkSection
+from connector.config import AvroSection, Config, SparkSection
 from connector.runner import Connector
-from spark.jobs import run, session
+from spark.jobs import read_changes, run, session
 from tests.live import ROOT, connect, live_config
 
 DB = "sluice_bench_lake"
 
 
+def bench_config(tmp: str, conf: dict[str, str]) -> Config:
+    name = f"benchlake{uuid.uuid4().hex[:6]}"
+    base = live_config([rf"{DB}\..*"], name=name, server_id=4700)
+    return replace(
+        base,
+        kafka=replace(base.kafka, topic_prefix=name),
+        avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
+        spark=SparkSection(master="local[2]", lake_dir="", checkpoint_dir="", shuffle_partitions=2,
+                           ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml"), conf=conf),
+    )  # fmt: skip
+
+
+def in_round(config: Config, tmp: str, label: str) -> Config:
+    """The config of one job in one round: its own lake and checkpoints, so each starts from nothing."""
+    spark = replace(config.spark, lake_dir=os.path.join(tmp, label, "lake"),
+                    checkpoint_dir=os.path.join(tmp, label, "ckpt"))  # fmt: skip
+    return replace(config, spark=spark)
+
+
+def ceiling(spark: Any, config: Config) -> None:
+    """The topics' messages appended to one Delta table as they are: Kafka in, Delta out, nothing between."""
+    path = os.path.join(config.spark.lake_dir, "raw")
+
+    def append(batch: Any, _batch_id: int) -> None:
+        batch.write.format("delta").mode("append").save(path)
+
+    query = (
+        read_changes(spark, config).writeStream.foreachBatch(append)
+        .option("checkpointLocation", os.path.join(config.spark.checkpoint_dir, "raw"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+
+
+def timed(what: Any) -> float:
+    started = time.perf_counter()
+    what()
+    return time.perf_counter() - started
+
+
+def feed(config: Config, rows: int, first: bool) -> float:
+    """A workload into the topics; the connector's seconds to publish it, acknowledged."""
+    with connect().cursor() as cur:
+        if first:
+            insert(cur, DB, 1, rows, at="'2024-01-02 03:04:05.678901'")
+        else:
+            insert(cur, DB, rows + 1, 2 * rows, at="'2024-01-03 03:04:05.678901'")
+            cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE id <= {rows} AND id % 10 = 0")
+            cur.execute(f"DELETE FROM {DB}.t WHERE id <= {rows} AND id % 10 = 5")
+    return timed(lambda: Connector(config).run(blocking=False))
+
+
+def spark_jobs(events: str, app: str = "") -> list[tuple[str, float]]:
+    """(description, seconds) of every SQL execution in the newest event log under `events`
+    (of an application whose name holds `app`)."""
+    logs = [log for log in Path(events).glob("*/events_*") if app in log.read_text()[:20_000]]
+    log = max(logs, key=os.path.getmtime)
+    started: dict[int, tuple[int, str]] = {}
+    out = []
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        kind = event["Event"].rpartition(".")[2]
+        if kind == "SparkListenerSQLExecutionStart":
+            said = [line for line in event["description"].splitlines() if " = " not in line]
+            plan = event.get("physicalPlanDescription", "").splitlines()[1:2]
+            started[event["executionId"]] = (event["time"], " ".join(said + plan))
+        elif kind == "SparkListenerSQLExecutionEnd" and event["executionId"] in started:
+            at, what = started.pop(event["executionId"])
+            out.append((what, (event["time"] - at) / 1000))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--profile", action="store_true", help="each Spark job of the mirror with its seconds")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
-        name = f"benchlake{uuid.uuid4().hex[:6]}"
-        base = live_config([rf"{DB}\..*"], name=name, server_id=4700)
-        config = replace(
-            base,
-            kafka=replace(base.kafka, topic_prefix=name),
-            avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
-            spark=SparkSection(master="local[2]", lake_dir=os.path.join(tmp, "lake"),
-                               checkpoint_dir=os.path.join(tmp, "ckpt"), shuffle_partitions=2,
-                               ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml")),
-        )  # fmt: skip
+        events = os.path.join(tmp, "events")
+        os.makedirs(events)
+        conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + events,
+                "spark.eventLog.compress": "false"} if args.profile else {}  # fmt: skip
+        conf.update(setting.split("=", 1) for setting in args.conf)
+        config = bench_config(tmp, conf)
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position
-        conn = connect()
-        with conn.cursor() as cur:
-            insert(cur, DB, 1, args.rows, at="'2024-01-02 03:04:05.678901'")
-            cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE id % 10 = 0")
-            cur.execute(f"DELETE FROM {DB}.t WHERE id % 10 = 5")
-        changes = args.rows + args.rows // 5
-        connector = Connector(config)
-        started = time.perf_counter()
-        connector.run(blocking=False)
-        connector_s = time.perf_counter() - started
-        spark = session(config, "bench")  # started before timing: the job reuses it
-        started = time.perf_counter()
-        run(config, "mirror", once=True)
-        mirror_s = time.perf_counter() - started
-        mirrored = spark.read.format("delta").load(os.path.join(tmp, "lake", "mirror", DB, "t")).count()
-        assert mirrored == args.rows - args.rows // 10, mirrored
-        print(f"{changes:,} row changes")
-        print(f"connector (binlog -> Kafka, acked): {changes / connector_s:10,.0f} rows/s ({connector_s:.1f} s)")
-        print(
-            f"mirror --once on local[2] (Kafka -> Delta MERGE): {changes / mirror_s:10,.0f} rows/s ({mirror_s:.1f} s)"
-        )
+        spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it
+        rows = args.rows
+        # (what, row changes, rows in the mirror after it)
+        workloads = [("initial load", rows, rows), ("changes", rows * 6 // 5, 2 * rows - rows // 10)]
+        for number, (label, changes, mirrored) in enumerate(workloads):
+            connector_s = feed(config, args.rows, first=number == 0)
+            print(f"{label}: {changes:,} row changes; connector (binlog -> Kafka, acked) "
+                  f"{changes / connector_s:,.0f} rows/s ({connector_s:.1f} s)")  # fmt: skip
+            if number == 0:
+                ceiling(spark, in_round(config, tmp, "warm-up"))  # the JVM's first jobs: not timed
+            figures = {}
+            for job in ("ceiling", "mirror", "changelog"):
+                cfg = in_round(config, tmp, job)
+                mark = len(spark_jobs(events)) if args.profile else 0
+                figures[job] = timed(
+                    lambda cfg=cfg, job=job: ceiling(spark, cfg) if job == "ceiling" else run(cfg, job, once=True)
+                )
+                if args.profile and job == "mirror":
+                    for what, seconds in spark_jobs(events)[mark:]:
+                        print(f"    {seconds:6.2f} s  {what[:100]}")
+            table = spark.read.format("delta").load(os.path.join(tmp, "mirror", "lake", "mirror", DB, "t"))
+            assert table.count() == mirrored, (table.count(), mirrored)
+            line = ", ".join(f"{job} {changes / s:,.0f} rows/s ({s:.1f} s)" for job, s in figures.items())
+            print(f"  local[2]: {line}; mirror/ceiling {figures['ceiling'] / figures['mirror']:.2f}")
+        spark.stop()  # before the temporary folder goes: the event log is written there
 
 
 if __name__ == "__main__":
