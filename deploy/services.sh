@@ -4,7 +4,8 @@
 #
 #   deploy/services.sh up      install what is missing (apt), then start everything; fetch the
 #                              DDL corpus (deploy/ddl-corpus.sh) once per machine
-#   deploy/services.sh down    stop everything this script started
+#   deploy/services.sh down    stop everything this script started, and the Spark cluster of
+#                              deploy/spark/cluster.sh if it runs
 #   deploy/services.sh status  one line per service
 #   deploy/services.sh restart-mariadb|restart-mysql|restart-redis|restart-kafka|restart-registry
 #                                  (the tests' outage cases)
@@ -568,7 +569,7 @@ case "${1:-up}" in
   up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up; registry_up
       # the servers' own DDL tests (tests/test_ddl_corpus_live.py), fetched once per machine
       bash "$ROOT/deploy/ddl-corpus.sh" || log "the DDL corpus could not be fetched; tests/test_ddl_corpus_live.py will fail" ;;
-  down) registry_down; kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;
+  down) bash "$ROOT/deploy/spark/cluster.sh" down; registry_down; kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;
   restart-mariadb) mariadb_down; mariadb_up ;;  # the tests' "server restarts" case
   restart-mysql) mysql_down; mysql_up ;;
   restart-redis) redis_down; redis_up ;;

@@ -46,13 +46,15 @@ POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was
 
 
 def session(config: Config, app: str) -> SparkSession:
-    """A session with Kafka, Avro and Delta, UTC, and the driver bound to loopback by default."""
+    """A session with Kafka, Avro and Delta, UTC, and the driver bound to loopback by default.
+
+    Under spark-submit (its JVM is already up: pyspark finds it by PYSPARK_GATEWAY_PORT), its
+    --master and --packages stand: `[spark] master` set here would override the first, and
+    packages named once the JVM runs are never fetched."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark_cfg = config.spark
     builder = (
-        SparkSession.builder.master(spark_cfg.master)
-        .appName(f"sluice-{app}-{config.name}")
-        .config("spark.jars.packages", ",".join(spark_cfg.packages))
+        SparkSession.builder.appName(f"sluice-{app}-{config.name}")
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "true")  # new columns from DDL
@@ -68,6 +70,8 @@ def session(config: Config, app: str) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
+        builder = builder.master(spark_cfg.master).config("spark.jars.packages", ",".join(spark_cfg.packages))
     if spark_cfg.ivy_settings and Path(spark_cfg.ivy_settings).exists():
         builder = builder.config("spark.jars.ivySettings", str(Path(spark_cfg.ivy_settings).resolve()))
     for key, value in spark_cfg.conf.items():

@@ -82,14 +82,12 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
     run(config, "mirror", once=True)
     spark = session(config, "test")
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
-    versions = {}
-    for table in ("orders", "order_lines"):
-        path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
-        sets = set_columns(reader, db, table)
-        got = comparable(mirror_rows(spark, path), sets)
-        want = comparable(source_rows(db, table, reader), sets)
-        assert got == want, f"mirror of {db}.{table} differs from SELECT * ({len(got)} vs {len(want)} rows)"
-        versions[table] = DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+    assert_mirror_equals_source(spark, config, db, reader)
+    versions = {
+        table: DeltaTable.forPath(spark, str(Path(config.spark.lake_dir) / "mirror" / db / table))
+        .history(1).collect()[0]["version"]
+        for table in ("orders", "order_lines")
+    }  # fmt: skip
     amounts = [r["amount"] for r in mirror_rows(spark, str(Path(config.spark.lake_dir) / "mirror" / db / "orders"))]
     assert amounts and all(isinstance(a, Decimal) and a.as_tuple().exponent == -2 for a in amounts)  # exact
     assert (
@@ -108,16 +106,7 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr[-2000:]
-    replay = Replay(reader)
-    messages = [m for m in consume(config.kafka.topic_prefix) if not m[0].endswith("._ddl")]
-    replay.apply_all(messages)
-    for table in ("orders", "order_lines", "events"):
-        path = str(Path(config.spark.lake_dir) / "changelog" / db / table)
-        entries = spark.read.format("delta").load(path).select("sluice_id", "source_row", "op").collect()
-        keys = [(r["sluice_id"], r["source_row"], r["op"]) for r in entries]
-        assert len(keys) == len(set(keys)), f"duplicate changelog entries in {table}"
-        expected = {(_id(f, p), row, op) for f, p, row, op in replay.seen if replay.table_of[(f, p, row, op)] == table}
-        assert set(keys) == expected, f"changelog of {table}: {len(keys)} entries, {len(expected)} changes"
+    replay = assert_changelog_has_each_change_once(spark, config, db, reader)
 
     # A plain Spark user: strip the framing, from_avro with a .avsc from schemas/ (spark/examples).
     avsc = str(Path(config.avro.schemas_dir) / db / "order_lines" / "v1.avsc")
@@ -129,10 +118,32 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
     workload(db, 20, seed=13, pause_s=0)
     Connector(config).run(blocking=False)
     run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+
+
+def assert_mirror_equals_source(spark: Any, config: Config, db: str, reader: MessageReader) -> None:
+    """Each mirrored table (the workload's keyed ones) holds what SELECT * on the source does."""
     for table in ("orders", "order_lines"):
         path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
         sets = set_columns(reader, db, table)
-        assert comparable(mirror_rows(spark, path), sets) == comparable(source_rows(db, table, reader), sets)
+        got = comparable(mirror_rows(spark, path), sets)
+        want = comparable(source_rows(db, table, reader), sets)
+        assert got == want, f"mirror of {db}.{table} differs from SELECT * ({len(got)} vs {len(want)} rows)"
+
+
+def assert_changelog_has_each_change_once(spark: Any, config: Config, db: str, reader: MessageReader) -> Replay:
+    """Each change in the row topics is in its table's changelog, once; returns the topics' replay."""
+    replay = Replay(reader)
+    messages = [m for m in consume(config.kafka.topic_prefix) if not m[0].endswith("._ddl")]
+    replay.apply_all(messages)
+    for table in ("orders", "order_lines", "events"):
+        path = str(Path(config.spark.lake_dir) / "changelog" / db / table)
+        entries = spark.read.format("delta").load(path).select("sluice_id", "source_row", "op").collect()
+        keys = [(r["sluice_id"], r["source_row"], r["op"]) for r in entries]
+        assert len(keys) == len(set(keys)), f"duplicate changelog entries in {table}"
+        expected = {(_id(f, p), row, op) for f, p, row, op in replay.seen if replay.table_of[(f, p, row, op)] == table}
+        assert set(keys) == expected, f"changelog of {table}: {len(keys)} entries, {len(expected)} changes"
+    return replay
 
 
 def _id(file: str, pos: int) -> int:
