@@ -44,6 +44,7 @@ bench: install services
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/spark.py
+	$(BIN)/python bench/spark_stream.py
 	$(BIN)/python bench/catchup.py
 
 clean:

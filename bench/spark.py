@@ -1,10 +1,10 @@
 """The Spark jobs beside their ceiling and the connector, for the same changes, in one run.
 
-Two workloads on a table of the local server, each streamed into Kafka by the connector
-(rows/s, acknowledged, checkpoints on): an initial load of `--rows` inserts, then `--rows`
-more inserts with a tenth of the first rows updated and a tenth deleted (1.2 x `--rows`
-changes, a fifth of them to rows the mirror holds). In one Spark session on local[2]
-(warmed up first on the initial load), for each workload in turn:
+Workloads on a table of the local server, each streamed into Kafka by the connector (rows/s,
+acknowledged, checkpoints on): an initial load of `--rows` inserts, then `--rounds` times
+`--rows` more inserts with a tenth of the previous workload's rows updated and a tenth
+deleted (1.2 x `--rows` changes, a sixth of them to rows the mirror holds). In one Spark
+session on local[2] (warmed up first on the initial load), for each workload in turn:
 
 - ceiling: the batch read from Kafka and appended to a Delta table as it is (no decoding,
   no merge): what reading Kafka and writing Delta cost here;
@@ -12,10 +12,10 @@ changes, a fifth of them to rows the mirror holds). In one Spark session on loca
   written, an existing one MERGEd into);
 - changelog: `changelog --once`.
 
-Each figure is rows/s from the job's start to its end (Spark's start-up excluded); the
-mirror's ratio to the ceiling for the second workload is the figure that counts.
-`--profile` prints each Spark job of the mirror with its wall time (Spark's event log).
-Run with `make bench`.
+Each figure is rows/s from the job's start to its end (Spark's start-up excluded). The
+figure that counts is the mirror's ratio to the ceiling for the workloads of changes, their
+median (this machine's speed drifts between rounds). `--profile` prints each Spark job of
+the mirror with its wall time (Spark's event log). Run with `make bench`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -82,15 +83,16 @@ def timed(what: Any) -> float:
     return time.perf_counter() - started
 
 
-def feed(config: Config, rows: int, first: bool) -> float:
-    """A workload into the topics; the connector's seconds to publish it, acknowledged."""
+def feed(config: Config, rows: int, number: int) -> float:
+    """Workload `number` into the topics; the connector's seconds to publish it, acknowledged.
+    0: rows 1..`rows` inserted. n > 0: the next `rows` inserted, and of workload n-1's rows a
+    tenth updated and a tenth deleted."""
     with connect().cursor() as cur:
-        if first:
-            insert(cur, DB, 1, rows, at="'2024-01-02 03:04:05.678901'")
-        else:
-            insert(cur, DB, rows + 1, 2 * rows, at="'2024-01-03 03:04:05.678901'")
-            cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE id <= {rows} AND id % 10 = 0")
-            cur.execute(f"DELETE FROM {DB}.t WHERE id <= {rows} AND id % 10 = 5")
+        insert(cur, DB, number * rows + 1, (number + 1) * rows, at=f"'2024-01-0{1 + number % 9} 03:04:05.678901'")
+        if number:
+            earlier = f"id BETWEEN {(number - 1) * rows + 1} AND {number * rows}"
+            cur.execute(f"UPDATE {DB}.t SET k = k + 1 WHERE {earlier} AND id % 10 = 0")
+            cur.execute(f"DELETE FROM {DB}.t WHERE {earlier} AND id % 10 = 5")
     return timed(lambda: Connector(config).run(blocking=False))
 
 
@@ -117,6 +119,7 @@ def spark_jobs(events: str, app: str = "") -> list[tuple[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3, help="workloads of changes after the initial load")
     parser.add_argument("--profile", action="store_true", help="each Spark job of the mirror with its seconds")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
     args = choose_server(parser)
@@ -132,11 +135,10 @@ def main() -> None:
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position
         spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it
-        rows = args.rows
-        # (what, row changes, rows in the mirror after it)
-        workloads = [("initial load", rows, rows), ("changes", rows * 6 // 5, 2 * rows - rows // 10)]
-        for number, (label, changes, mirrored) in enumerate(workloads):
-            connector_s = feed(config, args.rows, first=number == 0)
+        rows, ratios, rates = args.rows, [], []
+        for number in range(args.rounds + 1):
+            label, changes = ("initial load", rows) if number == 0 else (f"changes {number}", rows * 6 // 5)
+            connector_s = feed(config, rows, number)
             print(f"{label}: {changes:,} row changes; connector (binlog -> Kafka, acked) "
                   f"{changes / connector_s:,.0f} rows/s ({connector_s:.1f} s)")  # fmt: skip
             if number == 0:
@@ -152,9 +154,14 @@ def main() -> None:
                     for what, seconds in spark_jobs(events)[mark:]:
                         print(f"    {seconds:6.2f} s  {what[:100]}")
             table = spark.read.format("delta").load(os.path.join(tmp, "mirror", "lake", "mirror", DB, "t"))
-            assert table.count() == mirrored, (table.count(), mirrored)
+            assert table.count() == rows + number * (rows - rows // 10), table.count()  # the mirror is whole
             line = ", ".join(f"{job} {changes / s:,.0f} rows/s ({s:.1f} s)" for job, s in figures.items())
             print(f"  local[2]: {line}; mirror/ceiling {figures['ceiling'] / figures['mirror']:.2f}")
+            if number:
+                ratios.append(figures["ceiling"] / figures["mirror"])
+                rates.append(changes / figures["mirror"])
+        print(f"changes into the mirror, median of {args.rounds} rounds: {statistics.median(rates):,.0f} rows/s, "
+              f"{statistics.median(ratios):.2f} of the ceiling")  # fmt: skip
         spark.stop()  # before the temporary folder goes: the event log is written there
 
 

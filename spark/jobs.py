@@ -119,22 +119,22 @@ class WriterSchemas:
         return schema
 
     def frame(self, batch: DataFrame) -> DataFrame:
+        """The writer schema's id (hex) and the Avro body of each message, with its place in the topic."""
         header = self.id_start + self.id_length - 1
         return batch.select(
             F.hex(F.substring("value", self.id_start, self.id_length)).alias("fp"),
             F.expr(f"substring(value, {header + 1}, length(value) - {header})").alias("body"),
-            "topic", "partition", "offset",
+            "partition", "offset",
         )  # fmt: skip
 
 
-def decode(batch: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], DataFrame]:
+def decode(framed: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], DataFrame]:
     """Per source table, the batch's messages as rows of the table's newest value schema.
 
     One pass over the batch finds its writer schemas; each table's messages are then decoded
     in one projection that picks the writer schema by fingerprint (every branch resolves to
     the table's newest schema, so they share one type)."""
     directory = schemas.directory
-    framed = schemas.frame(batch)
     writers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for row in framed.select("fp").distinct().collect():
         writer = schemas.writer(row["fp"])
@@ -224,18 +224,25 @@ def merge(target: DeltaTable, latest: DataFrame, keys: list[str]) -> None:
     )  # fmt: skip
 
 
+def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+    """A foreachBatch function: the batch framed and persisted (read from Kafka once, without
+    the columns no pass reads), then handed to `each`."""
+
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        framed = schemas.frame(batch).persist()
+        try:
+            each(framed, batch_id)
+        finally:
+            framed.unpersist()
+
+    return apply
+
+
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
 
-    def apply(batch: DataFrame, batch_id: int) -> None:
-        batch.persist()  # read from Kafka once, not once per table and pass
-        try:
-            _merge_all(batch, batch_id)
-        finally:
-            batch.unpersist()
-
-    def _merge_all(batch: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(batch, schemas).items():
+    def merge_all(framed: DataFrame, batch_id: int) -> None:
+        for (database, table), messages in decode(framed, schemas).items():
             keys = directory.key_columns(database, table)
             if not keys:
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
@@ -255,19 +262,12 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
                 latest.unpersist()
             log.info("batch %d: merged %s.%s", batch_id, database, table)
 
-    return apply
+    return framed_once(schemas, merge_all)
 
 
 def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
-    def apply(batch: DataFrame, batch_id: int) -> None:
-        batch.persist()
-        try:
-            _append_all(batch, batch_id)
-        finally:
-            batch.unpersist()
-
-    def _append_all(batch: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(batch, schemas).items():
+    def append_all(framed: DataFrame, batch_id: int) -> None:
+        for (database, table), messages in decode(framed, schemas).items():
             changes = _changes(messages)
             is_delete = F.col("_sluice_type") == "DELETE"
             entries = changes.select(
@@ -293,7 +293,7 @@ def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas)
             )  # fmt: skip
             log.info("batch %d: appended changes of %s.%s", batch_id, database, table)
 
-    return apply
+    return framed_once(schemas, append_all)
 
 
 JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], Callable[[DataFrame, int], None]]] = {
