@@ -2,18 +2,42 @@
 
 Each writer has its own connection and its own keys (ids equal to its number modulo the
 writer count), and commits autocommit INSERT, UPDATE and DELETE statements in the ratio
-5:3:2, each setting `at` to the server's NOW(6) in UTC: the time a change was made, which the
-Spark streaming bench compares with the time the change became visible downstream. The
-writers are paced to `rate` commits/s in all (0: as fast as the server takes them).
+5:3:2, each setting `at` to the server's NOW(6) in UTC (bench/spark_stream.py compares it
+with the time a change became visible downstream). The writers are paced to `rate` commits/s
+in all (0: as fast as the server takes them).
+
+Run as a bench: `sluice run` streams while `--writers` writers commit the mix as fast as the
+server takes them for `--seconds`; every second the connector's lag (binlog bytes between
+the server's position and the saved one) is sampled. Prints the server's commit rate, the
+connector's rate over the same changes (to the moment it caught up) and whether its lag
+stayed bounded (it caught up within a few seconds of the writers' stop).
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.sequence import choose_server, fresh_table
+from connector.position import Position
+from connector.runner import checkpoint_stores
+from connector.schema.capture import master_position
+from tests.live import ROOT, connect, live_config, services_toml, source_toml
+from tests.test_pipeline_live import sluice_run
+
+DB = "sluice_bench_oltp"
 
 STATEMENTS = ("insert",) * 5 + ("update",) * 3 + ("delete",) * 2
 
@@ -74,3 +98,60 @@ class OltpMix:
                 if wait > 0:
                     self._stop.wait(wait)
         conn.close()
+
+
+def behind(server: Position, saved: Position | None) -> int | None:
+    """Binlog bytes between the saved position and the server's; None across files."""
+    if saved is None or saved.file != server.file:
+        return None
+    return max(0, server.pos - saved.pos)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--writers", type=int, default=8)
+    args = choose_server(parser)
+    with tempfile.TemporaryDirectory() as tmp:
+        name = f"oltp{uuid.uuid4().hex[:6]}"
+        path = Path(tmp) / "sluice.toml"
+        path.write_text(
+            f'name = "{name}"\n' + source_toml(4950) + f"include = ['{DB}\\..*']\n" + services_toml(name)
+            + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
+        )  # fmt: skip
+        fresh_table(DB)
+        stores = checkpoint_stores(live_config([], name=name))
+        assert stores.fast is not None
+        conn, lags = connect(), []
+        sluice = str(ROOT / ".venv" / "bin" / "sluice")
+        subprocess.run([sluice, "position", "set", f"{master_position(conn).file}:{master_position(conn).pos}",
+                        "--config", str(path)], check=True, capture_output=True)  # fmt: skip
+        process = sluice_run(path, streaming=True)
+        try:
+            load = OltpMix(connect, f"{DB}.t", writers=args.writers, rate=0)
+            begun = time.monotonic()
+            load.start()
+            while time.monotonic() - begun < args.seconds:
+                time.sleep(1)
+                lags.append(behind(master_position(conn), stores.fast.get()))
+            commits = load.stop()
+            writing_s, end = time.monotonic() - begun, master_position(conn)
+            while (saved := stores.fast.get()) is None or saved.sort_key() < end.sort_key():
+                time.sleep(0.05)
+            caught_s = time.monotonic() - begun
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(60)
+        known = sorted(lag for lag in lags if lag is not None)
+        median = known[len(known) // 2] if known else 0
+        print(f"server: {commits:,} single-row commits by {args.writers} writers in {writing_s:.0f} s "
+              f"({commits / writing_s:,.0f}/s, OLTP mix 5:3:2)")  # fmt: skip
+        print(f"sluice: the same changes published and checkpointed in {caught_s:.1f} s ({commits / caught_s:,.0f} "
+              f"rows/s, {commits / caught_s / (commits / writing_s):.2f} of the server's rate); caught up "
+              f"{caught_s - writing_s:.1f} s after the writers stopped; lag sampled each second: median "
+              f"{median:,} bytes, max {max(known, default=0):,} bytes")  # fmt: skip
+        print("lag bounded" if caught_s - writing_s < 5 else "lag NOT bounded: the connector falls behind this server")
+
+
+if __name__ == "__main__":
+    main()
