@@ -41,10 +41,11 @@ DB = "sluice_bench_stream"
 SENTINEL = 2_000_000_000  # an id the writers never reach: written last, its arrival ends the run
 
 
-def write_config(path: Path, tmp: str, name: str, profile: bool) -> None:
+def write_config(path: Path, tmp: str, name: str, profile: bool, conf: list[str]) -> None:
     spark = SparkSection()
     events = (f'"spark.eventLog.enabled" = "true"\n"spark.eventLog.dir" = "file://{tmp}/events"\n'
               '"spark.eventLog.compress" = "false"\n') if profile else ""  # fmt: skip
+    events += "".join('"{}" = "{}"\n'.format(*setting.split("=", 1)) for setting in conf)
     path.write_text(
         f'name = "{name}"\n' + source_toml(4900) + f"include = ['{DB}\\..*']\n" + services_toml(name)
         + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="commits/s of all writers together")
     parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
     parser.add_argument("--profile", action="store_true", help="the mirror's Spark jobs: seconds per batch, by kind")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
@@ -84,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path, name = Path(tmp) / "sluice.toml", f"benchstream{uuid.uuid4().hex[:6]}"
         os.makedirs(os.path.join(tmp, "events"))
-        write_config(path, tmp, name, args.profile)
+        write_config(path, tmp, name, args.profile, args.conf)
         config = load_config(path)
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position

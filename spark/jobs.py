@@ -64,9 +64,6 @@ def session(config: Config, app: str) -> SparkSession:
         .config("spark.databricks.delta.snapshotPartitions", str(spark_cfg.shuffle_partitions))
         # The batch a MERGE reads is persisted by the job: Delta's own copy of it is a second one.
         .config("spark.databricks.delta.merge.materializeSource", "none")
-        # A MERGE that updates or deletes a few rows of a file marks them deleted instead of
-        # rewriting the file: what keeps a mirror's small, scattered changes cheap.
-        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
