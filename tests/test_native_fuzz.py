@@ -72,7 +72,9 @@ def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path)
     assert cases is not None and int(cases[1]) >= 10, report[-3000:]
     runs = executed(report)
     assert runs >= max(MIN_EXECUTED, 10 * len(list(seeds.iterdir()))), report[-3000:]
-    assert re.search(rf"#{runs}\s+DONE", report), report[-3000:]
+    done = re.search(rf"#{runs}\s+DONE\s+(cov: \d+)?", report)
+    assert done is not None, report[-3000:]
+    assert done[1], "no coverage guided the fuzzer: a gcc build is blind (tests/fuzz/build.py); install clang"
     if sanitized.coverage:  # clang: the C module's own edges guide the fuzzer too
         assert re.search(r"Loaded 1 modules\s+\(\d+ inline 8-bit counters\)", report), report[:3000]
     speed = re.search(r"stat::average_exec_per_sec:\s+(\d+)", report)

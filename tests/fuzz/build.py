@@ -4,7 +4,10 @@ clang (deploy/toolchain.sh installs it) also instruments the C code's edges for 
 (`-fsanitize=fuzzer-no-link`), so the fuzzer is guided by the C module's coverage as well as
 the Python's; the runtime it needs preloaded is atheris's asan_with_fuzzer.so (ASan's runtime,
 which carries UBSan's handlers, linked with libFuzzer). With gcc alone the sanitizers work the
-same, preloading gcc's libasan and libubsan, and only the Python code's coverage guides.
+same, preloading gcc's libasan and libubsan, but nothing guides the fuzzer: gcc's libasan comes
+first and its no-op __sanitizer_cov_* hooks take the calls atheris makes to register even the
+Python code's coverage (and LLVM's runtime refuses gcc's instrumentation). So a gcc build runs
+the seeds under the sanitizers and mutates blind; tests/test_native_fuzz.py insists on coverage.
 
 `python -m tests.fuzz.build [DIR]` builds into DIR (default .run/fuzz/build) and prints the module.
 """
