@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -67,6 +68,8 @@ static inline int buf_reserve(buf_t *b, Py_ssize_t more) {
 }
 
 static inline int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
+    if (n == 0) /* a buffer not grown yet has no data: NULL + 0 is undefined */
+        return 0;
     if (buf_reserve(b, n) < 0)
         return -1;
     memcpy(b->data + b->len, src, (size_t)n);
@@ -566,21 +569,49 @@ PyDoc_STRVAR(transcode_doc,
              "Every row of a rows event's images as (key or None, value) Avro bytes; None to decline.\n"
              "See connector/avro/transcode.py for the arguments.");
 
-/* Every column of a program can be walked: a known op, no negative width or length, a length
-   prefix of 1-4 bytes, a fraction of at most 6 digits; and at least one column, since a row of
-   none takes no bytes and a walk over it would never move. */
+/* The most a BINARY(n) value is padded to: n < 256 as MySQL logs it (its metadata keeps up to 10 bits). */
+#define MAX_PAD 0xFFFF
+
+/* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
+   the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
+   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes. */
+static int column_ok(const column_t *c) {
+    switch (c->op) {
+    case OP_INT:
+        return c->width == 1 || c->width == 2 || c->width == 3 || c->width == 4 || c->width == 8;
+    case OP_UINT:
+        return c->width >= 1 && c->width <= 4;
+    case OP_UINT64:
+    case OP_DOUBLE:
+        return c->width == 8;
+    case OP_FLOAT:
+        return c->width == 4;
+    case OP_DECIMAL:
+        return c->a >= 1 && c->a <= 38 && c->b >= 0 && c->b <= c->a && c->width == decimal_width(c->a, c->b);
+    case OP_DATE:
+        return c->width == 3;
+    case OP_DATETIME2:
+        return c->a >= 0 && c->a <= 6 && c->width == 5 + (c->a + 1) / 2;
+    case OP_TIMESTAMP2:
+        return c->a >= 0 && c->a <= 6 && c->width == 4 + (c->a + 1) / 2;
+    case OP_YEAR:
+        return c->width == 1;
+    case OP_UTF8:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
+    case OP_BYTES:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
+    }
+    return 0;
+}
+
+/* Every column of a program can be walked (column_ok), and there is at least one, since a row
+   of none takes no bytes and a walk over it would never move. */
 static int program_ok(const column_t *cols, Py_ssize_t ncols) {
     if (ncols == 0)
         return 0;
-    for (Py_ssize_t i = 0; i < ncols; i++) {
-        const column_t *c = &cols[i];
-        if (c->op < OP_INT || c->op > OP_BYTES || c->width < 0 || c->width > 255 || c->a < 0 || c->b < 0)
+    for (Py_ssize_t i = 0; i < ncols; i++)
+        if (!column_ok(&cols[i]))
             return 0;
-        if ((c->op == OP_UTF8 || c->op == OP_BYTES) && (c->a < 1 || c->a > 4))
-            return 0;
-        if ((c->op == OP_DATETIME2 || c->op == OP_TIMESTAMP2) && c->a > 6)
-            return 0;
-    }
     return 1;
 }
 
@@ -596,6 +627,8 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     if (a.program.len % (Py_ssize_t)sizeof(column_t) || a.keys.len % (Py_ssize_t)sizeof(key_t_) || kind < 0 ||
         kind > 2 || !program_ok((const column_t *)a.program.buf, a.program.len / (Py_ssize_t)sizeof(column_t))) {
         PyErr_SetString(PyExc_ValueError, "malformed transcode program");
+    } else if (base < 0 || base > LLONG_MAX - a.body.len) { /* a row's number, base + i, must not overflow */
+        PyErr_SetString(PyExc_ValueError, "row number base out of range");
     } else {
         result = run(&a, kind, base);
     }
@@ -613,6 +646,13 @@ PyDoc_STRVAR(count_rows_doc,
              "(int32 triples: fixed width, or 0 and the length prefix's size; 1 where the value must be\n"
              "strict UTF-8). `images`: 1, or 2 for UPDATE.");
 
+/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowcodec.walk_layout). */
+static int walk_ok(const walk_t *c) {
+    int fixed = c->width > 0 && c->prefix == 0 && c->utf8 == 0;
+    int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 && (c->utf8 == 0 || c->utf8 == 1);
+    return fixed || prefixed;
+}
+
 static PyObject *count_rows(PyObject *self, PyObject *args) {
     Py_buffer body, layout;
     int images;
@@ -623,8 +663,8 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
     const unsigned char *s = body.buf;
     Py_ssize_t p = 0, end = body.len, rows = 0;
     int ok = layout.len % (Py_ssize_t)sizeof(walk_t) == 0 && (images == 1 || images == 2);
-    for (Py_ssize_t i = 0; ok && i < ncols; i++) /* no negative width or prefix: every step moves on */
-        ok = cols[i].width >= 0 && cols[i].prefix >= 0;
+    for (Py_ssize_t i = 0; ok && i < ncols; i++) /* every step moves on: a fixed width or a 1-4 byte prefix */
+        ok = walk_ok(&cols[i]);
     if (ncols == 0 && end > 0)
         ok = 0; /* images of no columns take no bytes: these bytes fit nothing */
     while (ok && p < end) {

@@ -120,6 +120,35 @@ def test_schema_versions_index_and_compatibility(tmp_path: Path) -> None:
         fastavro.parse_schema(json.loads((tmp_path / entry["file"]).read_text()))
 
 
+def test_a_new_primary_key_over_the_same_columns_is_a_new_version(tmp_path: Path) -> None:
+    """Found by tests/test_native_fuzz.py: the version was chosen by the value layout alone, which
+    has no key, so after `DROP PRIMARY KEY, ADD PRIMARY KEY (b)` the old version and its key schema
+    (of `a`) came back: the flat path raised KeyError, the rows path ValueError (zip of the key)."""
+    schema = Schema()
+    apply_ddl(schema, "CREATE TABLE t (a INT NOT NULL, b VARCHAR(5) NOT NULL, PRIMARY KEY (a))", "shop")
+    before = schema.tables[next(iter(schema.tables))]
+    apply_ddl(schema, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (b)", "shop")
+    after = schema.tables[next(iter(schema.tables))]
+    directory = SchemaDirectory(tmp_path)
+    v1, v2 = directory.version_of(before), directory.version_of(after)
+    assert (v1.version, v2.version) == (1, 2) and v2.key is not None
+    assert [f["name"] for f in v2.key["fields"]] == ["b"]
+    assert SchemaDirectory(tmp_path).version_of(after).version == 2  # read again from the index
+    assert SchemaDirectory(tmp_path).version_of(before).version == 1
+    encoder = MessageEncoder(directory, SingleObjectFraming())
+    key, _ = encoder.row({**message({"a": "1", "b": "x"}), "pkNames": ["b"]}, after, "t")
+    assert key is not None and key[10:] == b"\x02x"  # the Avro string "x", after the framing
+
+
+def test_a_null_in_a_not_null_column_names_the_column(tmp_path: Path) -> None:
+    """Found by tests/test_native_fuzz.py (rig.all_null_row): a NULL logged for a NOT NULL column
+    (bytes no server wrote, or a TABLE_MAP older than the definition) reached the generated
+    encoder, whose field has no null, and came out as AttributeError ('NoneType' has no 'encode')."""
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    with pytest.raises(EncodingError, match=r"`shop`.`t`.`amount`: a NULL, but the column is decimal\(30,10\) NOT"):
+        encoder.row(message({**ROW, "amount": None}), table(), "t")
+
+
 def test_old_rows_read_with_a_newer_schema_get_the_new_columns_default(tmp_path: Path) -> None:
     old, new = (
         table("CREATE TABLE t (id INT PRIMARY KEY)"),

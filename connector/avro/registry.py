@@ -69,7 +69,7 @@ class SchemaDirectory:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"[avro] schemas_dir {root}: cannot make it ({exc.strerror or exc})") from exc
-        self._known: dict[tuple[str, str, str], SchemaVersion] = {}
+        self._known: dict[tuple[str, str, str, tuple[str, ...]], SchemaVersion] = {}
 
     def claim(self, connector: str) -> None:
         """The directory is this connector's: two connectors writing one directory would number
@@ -92,7 +92,7 @@ class SchemaDirectory:
     def version_of(self, table: Table) -> SchemaVersion:
         """The version for this definition, written to the directory the first time it is seen."""
         probe = json.dumps(value_schema(table, 0), sort_keys=True)  # with the columns' aliases
-        cache_key = (table.database, table.name, probe)
+        cache_key = (table.database, table.name, probe, _key_of(table))
         found = self._known.get(cache_key)
         if found is None:
             found = self._known[cache_key] = self._register(table)
@@ -107,7 +107,7 @@ class SchemaDirectory:
             known = [Table.from_json(entry["definition"]) for entry in versions]
             wanted = unambiguous(table, known)
             for entry, defined in reversed(list(zip(versions, known))):
-                if entry["probe"] == layout and _has_aliases(defined, wanted):
+                if entry["probe"] == layout and _key_of(defined) == _key_of(table) and _has_aliases(defined, wanted):
                     return self._load_version(table, entry)
             if known:
                 table = carried(table, known[-1])
@@ -243,6 +243,12 @@ def unambiguous(table: Table, versions: list[Table]) -> Table:
         kept = tuple(a for a in col.aliases if not any(avro_name(a) in f for f in clash))
         columns.append(col if kept == col.aliases else replace(col, aliases=kept))
     return replace(table, columns=tuple(columns))
+
+
+def _key_of(table: Table) -> tuple[str, ...]:
+    """The primary key, which the value layout (the index's `probe`) leaves out: a new key over
+    the same columns (DROP PRIMARY KEY, ADD PRIMARY KEY (b)) is a new version, with its key schema."""
+    return tuple(name.lower() for name in table.primary_key)
 
 
 def _has_aliases(defined: Table, wanted: Table) -> bool:

@@ -1,0 +1,1 @@
+"""The compiled module under AddressSanitizer and UBSan, fuzzed through `sluice run`'s own path."""

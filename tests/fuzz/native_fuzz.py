@@ -1,0 +1,152 @@
+"""Coverage-guided fuzzing (atheris, libFuzzer) of the compiled module on `sluice run`'s path.
+
+Each input is a corpus TABLE_MAP and rows event with mutated bodies (tests/fuzz/rig.py), taken
+through the parser (typed rows on), the assembler and the pipeline exactly as a run takes them,
+with the sanitizer build (tests/fuzz/build.py) imported as connector._transcode. An input must
+be written, or end in one of the project's typed errors (rig.EXPECTED); anything else is a
+finding: another exception (a Python error, or the compiled bytes differing from Python's), an
+AddressSanitizer or UBSan report, a hang (libFuzzer's -timeout). libFuzzer writes the input
+that found it where -artifact_prefix says.
+
+    LD_PRELOAD=<build's runtime> SLUICE_FUZZ_MODULE=<build's .so> \\
+        python -m tests.fuzz.native_fuzz --seeds=DIR --work=DIR [libFuzzer flags] DIR...
+
+--seeds=DIR writes the seed inputs (every case, unmutated, and the regression inputs) into DIR
+first; --work=DIR is where the encoders keep their schema directories. tests/test_native_fuzz.py
+runs it (see build.environment).
+
+--target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows` and `route`
+called directly with any arguments. Production hands them only the programs and layouts that
+connector/avro/transcode.py and rowcodec.walk_layout make, and the module checks them anyway
+(program_ok, walk_ok, route's checks) rather than trust them: every call returns or raises
+ValueError (TypeError for a message that is not a pair of bytes), under the sanitizers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import struct
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+import atheris
+
+import connector
+
+MODULE = "SLUICE_FUZZ_MODULE"
+
+
+def load_sanitized(path: Path) -> ModuleType:
+    """The build at `path` as connector._transcode, before anything imports the normal one."""
+    if "connector.native" in sys.modules or "connector._transcode" in sys.modules:
+        raise RuntimeError("the compiled module was imported before the sanitizer build could take its place")
+    spec = importlib.util.spec_from_file_location("connector._transcode", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not an extension module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["connector._transcode"] = module
+    spec.loader.exec_module(module)
+    connector._transcode = module  # what `from connector import _transcode` finds
+    return module
+
+
+def instrumented(path: Path) -> bool:
+    """Is the file built with AddressSanitizer and UBSan (their hooks are among its symbols)?"""
+    data = path.read_bytes()
+    return b"__asan_report_load" in data and b"__ubsan_handle_" in data
+
+
+def _option(args: list[str], name: str) -> tuple[list[str], str | None]:
+    """`args` without --name=VALUE, and VALUE."""
+    found = [a for a in args if a.startswith(f"--{name}=")]
+    return [a for a in args if a not in found], found[-1].split("=", 1)[1] if found else None
+
+
+def main(argv: list[str]) -> None:
+    path = Path(os.environ[MODULE]).resolve()
+    if not instrumented(path):
+        raise SystemExit(f"{path} is not a sanitizer build (tests/fuzz/build.py makes one)")
+    module = load_sanitized(path)
+    argv, target = _option(argv, "target")
+    if target == "boundary":
+        print(f"native_fuzz: the boundary of {path}", file=sys.stderr, flush=True)
+        atheris.Setup(argv, lambda data: boundary(module, data))
+        atheris.Fuzz()
+        return
+    argv, seeds_dir = _option(argv, "seeds")
+    argv, work = _option(argv, "work")
+    with atheris.instrument_imports(include=["connector"]):
+        from connector import native  # noqa: PLC0415 - after the swap, so that it finds the sanitizer build
+        from tests.fuzz import rig  # noqa: PLC0415 - the same: it imports the connector's modules
+
+    # The production modules hold the sanitizer build: no side door, no second copy.
+    assert native.transcoder is module and Path(str(module.__file__)).resolve() == path, native.transcoder
+    cases = rig.load_cases(Path(work or tempfile.mkdtemp(prefix="sluice-fuzz-")))
+    print(f"native_fuzz: {len(cases)} cases, module {path}", file=sys.stderr, flush=True)
+    if seeds_dir is not None:
+        Path(seeds_dir).mkdir(parents=True, exist_ok=True)
+        for n, seed in enumerate(rig.seeds(cases)):
+            (Path(seeds_dir) / f"seed-{n:03d}").write_bytes(seed)
+
+    def one_input(data: bytes) -> None:
+        decoded = rig.decode(cases, data)
+        if decoded is not None:
+            rig.run(*decoded)
+
+    atheris.Setup(argv, one_input)
+    atheris.Fuzz()
+
+
+# Values around every limit the module checks; widths, lengths and branches are int32.
+EDGES = [-(2**31), -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 38, 39, 255, 256, 0xFFFF, 0x10000, 2**31 - 1]
+
+
+def boundary(module: ModuleType, data: bytes) -> None:
+    """One call of the module with arguments made of `data`: it returns, or refuses them."""
+    fdp = atheris.FuzzedDataProvider(data)
+    with contextlib.suppress(ValueError):
+        (_transcode, _count_rows, _route)[fdp.ConsumeIntInRange(0, 2)](module, fdp)
+
+
+def _int(fdp: atheris.FuzzedDataProvider) -> int:
+    return int(fdp.PickValueInList(EDGES)) if fdp.ConsumeBool() else int(fdp.ConsumeIntInRange(-3, 40))
+
+
+def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    program = b"".join(struct.pack("<7i", *(_int(fdp) for _ in range(7))) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    keys = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(fdp.ConsumeIntInRange(0, 3)))
+    kind = fdp.ConsumeIntInRange(-1, 3)
+    base = int(fdp.PickValueInList([0, 1, 7, -1, 2**62, 2**63 - 1]))
+    parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 8)) for _ in range(6)]  # key prefix .. tail
+    module.transcode(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, *parts, base)
+
+
+def _count_rows(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    layout = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    images = fdp.ConsumeIntInRange(-1, 3)
+    module.count_rows(fdp.ConsumeBytes(fdp.remaining_bytes()), layout, images)
+
+
+def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    # At most a few thousand partitions: `route` allocates two words per partition, and a topic
+    # has what Kafka gives it (the module takes up to 2^31 - 1, which is 32 GiB here).
+    partitions = int(fdp.PickValueInList([-1, 0, 1, 2, 3, 16, 4096]))
+    fixed = int(fdp.PickValueInList([-2, -1, 0, 1, 2, 15, 4095, 4096]))
+    skip = int(fdp.PickValueInList([-1, 0, 1, 5, 2**62]))
+    messages: list[object] = []
+    for _ in range(fdp.ConsumeIntInRange(0, 6)):
+        key = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 9)) if fdp.ConsumeBool() else None
+        shape = fdp.ConsumeIntInRange(0, 9)  # now and then not a (key, value) pair of bytes
+        messages.append((key, b"v") if shape else (key, 1) if fdp.ConsumeBool() else (key,))
+    try:
+        module.route(messages, partitions, fixed, skip)
+    except TypeError as exc:  # what it says of a message that is not a (key, value) pair of bytes
+        assert "is not a (key, value) pair of bytes" in str(exc), exc
+
+
+if __name__ == "__main__":
+    main(sys.argv)

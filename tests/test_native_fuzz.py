@@ -1,0 +1,223 @@
+"""Issue 17: the compiled module is safe on any bytes.
+
+A coverage-guided fuzzer (atheris) takes mutated corpus TABLE_MAP + rows events through
+`sluice run`'s own path (tests/fuzz/rig.py: parser with typed rows, assembler, pipeline) with
+connector/_transcode.c built under AddressSanitizer and UBSan (tests/fuzz/build.py), and a
+second target calls the module's functions directly with any arguments (its boundary checks).
+A finding is any exception but the project's typed errors, any sanitizer report, any hang.
+Planted bugs prove that the harness reports each kind, with the input that found it; the walks
+that once could not move are called directly, in a child process, so a hang fails the test.
+
+No services: this runs in `make unit` too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.build import ROOT, SOURCE, Build, atheris_dir, build, compiler, environment
+from tests.fuzz.native_fuzz import MODULE
+
+FUZZ_SECONDS = 60  # the production path (about 450 inputs a second here: ~25,000 inputs)
+BOUNDARY_SECONDS = 15  # the direct calls (about 15,000 a second)
+PER_INPUT_TIMEOUT = 10  # libFuzzer's -timeout: an input that runs longer is a hang
+MIN_EXECUTED = 1000  # far below what a run does even on a busy machine: a run that did not run
+
+
+@pytest.fixture(scope="module")
+def sanitized() -> Build:
+    """The sanitizer build; skipped only where no C compiler exists, and never on CI."""
+    if compiler() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no C compiler on CI: deploy/toolchain.sh installs clang")
+        pytest.skip("no C compiler (clang or gcc): deploy/toolchain.sh installs one")
+    atheris_dir()  # a dev dependency: missing, it fails (pip install -e '.[dev]')
+    return build()
+
+
+def fuzz(made: Build, work: Path, *args: str, limit: float) -> tuple[int, str, list[Path]]:
+    """Run the harness on `made`: its exit status, libFuzzer's report, and the artifacts it wrote."""
+    artifacts = work / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    env = {**environment(made), MODULE: str(made.module)}
+    command = [sys.executable, "-m", "tests.fuzz.native_fuzz", f"--work={work / 'schemas'}",
+               f"-artifact_prefix={artifacts}/", "-print_final_stats=1", *args]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit, check=False)
+    return done.returncode, done.stdout + done.stderr, sorted(artifacts.iterdir())
+
+
+def executed(report: str) -> int:
+    """Inputs run, from libFuzzer's final stats (`#N DONE` says the same)."""
+    found = re.search(r"stat::number_of_executed_units:\s+(\d+)", report)
+    assert found is not None, report[-3000:]
+    return int(found[1])
+
+
+def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path) -> None:
+    seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
+    corpus.mkdir()
+    status, report, artifacts = fuzz(
+        sanitized, tmp_path, f"--seeds={seeds}", f"-max_total_time={FUZZ_SECONDS}",
+        f"-timeout={PER_INPUT_TIMEOUT}", "-max_len=8192", "-rss_limit_mb=4096", str(corpus), str(seeds),
+        limit=FUZZ_SECONDS + 300,
+    )  # fmt: skip
+    assert status == 0 and not artifacts, f"finding, reproducer {artifacts}:\n{report[-6000:]}"
+    cases = re.search(r"native_fuzz: (\d+) cases", report)
+    assert cases is not None and int(cases[1]) >= 10, report[-3000:]
+    runs = executed(report)
+    assert runs >= max(MIN_EXECUTED, 10 * len(list(seeds.iterdir()))), report[-3000:]
+    done = re.search(rf"#{runs}\s+DONE\s+(cov: \d+)?", report)
+    assert done is not None, report[-3000:]
+    assert done[1], "no coverage guided the fuzzer: a gcc build is blind (tests/fuzz/build.py); install clang"
+    if sanitized.coverage:  # clang: the C module's own edges guide the fuzzer too
+        assert re.search(r"Loaded 1 modules\s+\(\d+ inline 8-bit counters\)", report), report[:3000]
+    speed = re.search(r"stat::average_exec_per_sec:\s+(\d+)", report)
+    print(f"{runs} inputs through sluice run's path, {speed[1] if speed else '?'} a second")
+
+
+def test_the_module_s_boundary_survives_the_fuzzer(sanitized: Build, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    status, report, artifacts = fuzz(
+        sanitized, tmp_path, "--target=boundary", f"-max_total_time={BOUNDARY_SECONDS}",
+        f"-timeout={PER_INPUT_TIMEOUT}", str(corpus), limit=BOUNDARY_SECONDS + 300,
+    )  # fmt: skip
+    assert status == 0 and not artifacts, f"finding, reproducer {artifacts}:\n{report[-6000:]}"
+    assert executed(report) >= MIN_EXECUTED
+
+
+# Bugs planted in a copy of the source: (what is replaced, by what, what the report must say).
+PLANTS = {
+    # issue 17's own hang, back: a rows event against a zero-column TABLE_MAP (rig.zero_columns)
+    "hang": (
+        "    if (ncols == 0 && end > 0)\n        ok = 0;",
+        "",
+        "ERROR: libFuzzer: timeout",
+    ),
+    # murmur2 reading a word past each key
+    "asan": (
+        "for (Py_ssize_t i = 0; i < whole; i += 4) {",
+        "for (Py_ssize_t i = 0; i <= whole; i += 4) {",
+        "ERROR: AddressSanitizer: heap-buffer-overflow",
+    ),
+    # utf8_valid loading a word through a cast instead of memcpy: misaligned in most texts
+    "ubsan": (
+        "memcpy(&w, s + i, 8);",
+        "w = *(const uint64_t *)(s + i);",
+        "runtime error: load of misaligned address",
+    ),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_a_planted_bug_is_reported_with_its_input(sanitized: Build, tmp_path: Path, plant: str) -> None:
+    """The harness cannot pass vacuously: with a bug put back, running the seeds alone (no
+    mutation) ends in that bug's report and a reproducer file, which is the input that found it."""
+    old, new, says = PLANTS[plant]
+    source = SOURCE.read_text()
+    assert source.count(old) == 1, f"the planted {plant} no longer matches connector/_transcode.c"
+    broken = build(tmp_path / "build", source.replace(old, new))
+    seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
+    corpus.mkdir()
+    status, report, artifacts = fuzz(
+        broken, tmp_path, f"--seeds={seeds}", "-runs=0", "-timeout=5", str(corpus), str(seeds), limit=300
+    )
+    assert status != 0 and says in report, report[-6000:]
+    assert len(artifacts) == 1, (artifacts, report[-3000:])
+    assert artifacts[0].name.startswith("timeout-" if plant == "hang" else "crash-")
+    assert artifacts[0].read_bytes() in {seed.read_bytes() for seed in seeds.iterdir()}
+
+
+# The cases the fix of issue 17 made the module refuse, called directly. Each ran for ever
+# (with the GIL held) or read out of bounds before; in a child process, a hang fails the test.
+WALKS = """
+import struct
+from connector.native import transcoder
+assert transcoder is not None, "the compiled module is not built (make install)"
+def program(*columns):
+    return b"".join(struct.pack("<7i", *c, *([0] * (7 - len(c)))) for c in columns)
+empty = (b"",) * 6
+assert transcoder.count_rows(b"\\x00\\x01\\x02", b"", 1) == -1  # images of no columns: no bytes fit them
+assert transcoder.count_rows(b"", b"", 1) == 0
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", -4, 0, 0), 1) == -1  # a negative width
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", 0, -1, 0), 1) == -1  # a negative prefix
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", 0, 9, 0), 1) == -1  # a 9-byte prefix
+for bad in (
+    b"",  # no columns
+    program((1, -4)),  # INT of negative width
+    program((1, 0, 0, 0, -1, 0)),  # INT of no bytes (a shift by 64)
+    program((4, 1, 0, 0, -1, 0)),  # FLOAT of one byte (reads four)
+    program((11, 0, -1)),  # a length prefix of negative size
+    program((11, 0, 9)),  # a length prefix of 9 bytes
+    program((6, 1, 10, 2)),  # DECIMAL(10,2) of one byte (reads five)
+    program((8, 5, 7)),  # DATETIME2 with 7 fraction digits
+    program((99, 4)),  # no such op
+):
+    try:
+        transcoder.transcode(b"\\x00\\x01\\x02\\x03", bad, 0, b"", *empty, 0)
+    except ValueError as exc:
+        assert "malformed transcode program" in str(exc), exc
+    else:
+        raise AssertionError(f"program {bad.hex()} was not refused")
+try:
+    transcoder.transcode(b"\\x00\\x07\\x00\\x00\\x00", program((1, 4, 0, 0, -1, 0)), 0, b"", *empty, 2**63 - 1)
+except ValueError as exc:
+    assert "row number base" in str(exc), exc
+else:
+    raise AssertionError("a row number past 2^63 - 1 was not refused")
+assert transcoder.transcode(b"\\x00\\x07\\x00\\x00\\x00", program((1, 4, 0, 0, -1, 0)), 0, b"", *empty, 0)
+print("refused")
+"""
+
+
+def test_walks_that_could_not_move_are_refused_not_looped() -> None:
+    """Moved from tests/test_transcode.py (live-marked as a whole, so `make unit` skipped it), and
+    run in a child: before issue 17's fix, count_rows over images of no columns (a rows event
+    against a zero-column TABLE_MAP, rig.zero_columns) and a program column of negative width or
+    length walked for ever with the GIL held, and the test hung instead of failing. Added: a
+    negative length prefix in a walk (it hung too: the old test had only a negative width, which
+    was refused already), and the programs the boundary fuzzer found read past their value or
+    shift by 64 (a width that is not the op's), and a row number base that overflows."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", WALKS], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the compiled module hung on a walk that cannot move")
+    assert done.returncode == 0 and done.stdout.strip() == "refused", done.stderr
+
+
+SEEDS = """
+import tempfile
+from pathlib import Path
+from tests.fuzz import rig
+cases = rig.load_cases(Path(tempfile.mkdtemp()))
+print(sum(rig.run(case, *rig.pieces(case)).compiled > 0 for case in cases))
+for make in (rig.zero_columns, rig.all_null_row):
+    decoded = rig.decode(cases, make(cases))
+    assert decoded is not None
+    print(type(rig.run(*decoded).error).__name__)
+"""
+
+
+def test_the_seeds_reach_the_compiled_module_and_the_regressions_end_in_typed_errors() -> None:
+    """On the normal build, as a run reads them: the unmutated cases that the compiled transcoder
+    writes (the fuzzer starts from them), and rig.zero_columns and rig.all_null_row (also among
+    the seeds, so every fuzzing run tries them on the sanitizer build)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SEEDS], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a seed or a regression input hung")
+    assert done.returncode == 0, done.stderr
+    compiled, *errors = done.stdout.split()
+    assert int(compiled) >= 10 and errors == ["BinlogDecodeError", "EncodingError"], done.stdout
