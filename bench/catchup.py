@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.pipeline import _rss_mib
-from bench.sequence import choose_server, fresh_table, insert
+from bench.sequence import choose_server, fresh_table, insert, write_config
 from connector.runner import checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import KAFKA, ROOT, connect, live_config, services_toml, source_toml
+from tests.live import KAFKA, ROOT, connect, live_config
 
 DB = "sluice_backlog"
 
@@ -37,10 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         name = f"catchup{uuid.uuid4().hex[:6]}"
         path = Path(tmp) / "sluice.toml"
-        path.write_text(
-            f'name = "{name}"\n' + source_toml(4800) + "include = ['sluice_backlog\\..*']\n"
-            + services_toml(name) + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
-        )
+        write_config(path, name, 4800, DB, f"{tmp}/schemas")
         fresh_table(DB)
         conn = connect()
         sluice = [str(ROOT / ".venv" / "bin" / "sluice")]

@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sequence import choose_server, fresh_table
+from bench.sequence import choose_server, fresh_table, write_config
 from connector.position import Position
 from connector.runner import checkpoint_stores
 from connector.schema.capture import master_position
-from tests.live import ROOT, connect, live_config, services_toml, source_toml
+from tests.live import ROOT, connect, live_config
 from tests.test_pipeline_live import sluice_run
 
 DB = "sluice_bench_oltp"
@@ -115,10 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         name = f"oltp{uuid.uuid4().hex[:6]}"
         path = Path(tmp) / "sluice.toml"
-        path.write_text(
-            f'name = "{name}"\n' + source_toml(4950) + f"include = ['{DB}\\..*']\n" + services_toml(name)
-            + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
-        )  # fmt: skip
+        write_config(path, name, 4950, DB, f"{tmp}/schemas")
         fresh_table(DB)
         stores = checkpoint_stores(live_config([], name=name))
         assert stores.fast is not None

@@ -37,7 +37,7 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, workload
-from bench.sequence import choose_server
+from bench.sequence import choose_server, write_config
 from connector.config import AvroSection, Config
 from connector.position import Position
 from connector.runner import Connector, checkpoint_stores, kafka_sink
@@ -49,8 +49,6 @@ from tests.live import (
     current_binlog,
     live_config,
     numbers,
-    services_toml,
-    source_toml,
 )
 
 
@@ -186,10 +184,7 @@ def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, i
         cur.execute("CREATE TABLE sluice_bigtxn.t (id INT PRIMARY KEY, pad CHAR(60), n DECIMAL(10,2))")
     name = f"bigtxn{uuid.uuid4().hex[:6]}"
     path = Path(tmp) / "big.toml"
-    path.write_text(
-        f'name = "{name}"\n' + source_toml(4601) + "include = ['sluice_bigtxn\\..*']\n"
-        + services_toml(name) + f'[avro]\nschemas_dir = "{tmp}/schemas-big"\n'
-    )
+    write_config(path, name, 4601, "sluice_bigtxn", f"{tmp}/schemas-big")
     process = subprocess.Popen([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
                                stderr=subprocess.DEVNULL)  # fmt: skip
     time.sleep(3)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from tests import live
-from tests.live import fresh_database, numbers
+from tests.live import fresh_database, numbers, services_toml, source_toml
 
 
 def choose_server(parser: argparse.ArgumentParser) -> argparse.Namespace:
@@ -31,3 +32,11 @@ def insert(cur: Any, db: str, first: int, last: int, at: str = "NOW(6)") -> None
     cur.execute(
         f"INSERT INTO {db}.t SELECT {n}, {n} % 1000, REPEAT('c', 60), {n} / 100, {at} FROM {numbers(last - first + 1)}"
     )
+
+
+def write_config(path: Path, name: str, server_id: int, db: str, schemas_dir: str) -> None:
+    """A `sluice run` config file for the active server and the local services, capturing `db`."""
+    path.write_text(
+        f'name = "{name}"\n' + source_toml(server_id) + f"include = ['{db}\\..*']\n" + services_toml(name)
+        + f'[avro]\nschemas_dir = "{schemas_dir}"\n'
+    )  # fmt: skip

@@ -29,29 +29,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from delta.tables import DeltaTable
 
 from bench.oltp import OltpMix
-from bench.sequence import choose_server, fresh_table
+from bench.sequence import choose_server, fresh_table, write_config
 from bench.spark import spark_jobs
 from connector.config import SparkSection, load_config
 from connector.runner import Connector
 from spark.jobs import session
-from tests.live import ROOT, connect, services_toml, source_toml, wait_until
+from tests.live import ROOT, connect, wait_until
 from tests.test_pipeline_live import caught_up, sluice_run
 
 DB = "sluice_bench_stream"
 SENTINEL = 2_000_000_000  # an id the writers never reach: written last, its arrival ends the run
 
 
-def write_config(path: Path, tmp: str, name: str, profile: bool, conf: list[str]) -> None:
-    spark = SparkSection()
-    events = (f'"spark.eventLog.enabled" = "true"\n"spark.eventLog.dir" = "file://{tmp}/events"\n'
-              '"spark.eventLog.compress" = "false"\n') if profile else ""  # fmt: skip
-    events += "".join('"{}" = "{}"\n'.format(*setting.split("=", 1)) for setting in conf)
+def write_spark_config(path: Path, tmp: str, name: str, profile: bool, conf: list[str]) -> None:
+    """The connector's config file with a [spark] section on local[2]; `conf`: KEY=VALUE Spark settings."""
+    write_config(path, name, 4900, DB, f"{tmp}/schemas")
+    settings = ["spark.eventLog.enabled=true", f"spark.eventLog.dir=file://{tmp}/events",
+                "spark.eventLog.compress=false"] if profile else []  # fmt: skip
+    lines = "".join('"{}" = "{}"\n'.format(*setting.split("=", 1)) for setting in settings + conf)
     path.write_text(
-        f'name = "{name}"\n' + source_toml(4900) + f"include = ['{DB}\\..*']\n" + services_toml(name)
-        + f'[avro]\nschemas_dir = "{tmp}/schemas"\n'
+        path.read_text()
         + f'[spark]\nmaster = "local[2]"\nlake_dir = "{tmp}/lake"\ncheckpoint_dir = "{tmp}/checkpoints"\n'
-        + f'shuffle_partitions = 2\nivy_settings = "{ROOT / spark.ivy_settings}"\n'
-        + "[spark.conf]\n" + events
+        + f'shuffle_partitions = 2\nivy_settings = "{ROOT / SparkSection().ivy_settings}"\n[spark.conf]\n' + lines
     )  # fmt: skip
 
 
@@ -86,7 +85,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path, name = Path(tmp) / "sluice.toml", f"benchstream{uuid.uuid4().hex[:6]}"
         os.makedirs(os.path.join(tmp, "events"))
-        write_config(path, tmp, name, args.profile, args.conf)
+        write_spark_config(path, tmp, name, args.profile, args.conf)
         config = load_config(path)
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position

@@ -136,6 +136,17 @@ def test_a_planted_bug_is_reported_with_its_input(sanitized: Build, tmp_path: Pa
 
 # The cases the fix of issue 17 made the module refuse, called directly. Each ran for ever
 # (with the GIL held) or read out of bounds before; in a child process, a hang fails the test.
+def in_child(code: str, timeout_s: float, hung: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by this Python in a child (a hang fails the test with `hung`, not the run)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(hung)
+
+
 WALKS = """
 import struct
 from connector.native import transcoder
@@ -184,13 +195,7 @@ def test_walks_that_could_not_move_are_refused_not_looped() -> None:
     negative length prefix in a walk (it hung too: the old test had only a negative width, which
     was refused already), and the programs the boundary fuzzer found read past their value or
     shift by 64 (a width that is not the op's), and a row number base that overflows."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", WALKS], env=env, capture_output=True, text=True, timeout=120, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the compiled module hung on a walk that cannot move")
+    done = in_child(WALKS, 120, "the compiled module hung on a walk that cannot move")
     assert done.returncode == 0 and done.stdout.strip() == "refused", done.stderr
 
 
@@ -211,13 +216,7 @@ def test_the_seeds_reach_the_compiled_module_and_the_regressions_end_in_typed_er
     """On the normal build, as a run reads them: the unmutated cases that the compiled transcoder
     writes (the fuzzer starts from them), and rig.zero_columns and rig.all_null_row (also among
     the seeds, so every fuzzing run tries them on the sanitizer build)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", SEEDS], env=env, capture_output=True, text=True, timeout=300, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("a seed or a regression input hung")
+    done = in_child(SEEDS, 300, "a seed or a regression input hung")
     assert done.returncode == 0, done.stderr
     compiled, *errors = done.stdout.split()
     assert int(compiled) >= 10 and errors == ["BinlogDecodeError", "EncodingError"], done.stdout
