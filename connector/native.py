@@ -33,3 +33,11 @@ def _load() -> Transcoder | None:
 
 
 transcoder = _load()
+
+# Said once when `sluice run` starts without it (pip installs Sluice without it where it cannot
+# be compiled: the extension is optional in pyproject.toml).
+NOT_BUILT = (
+    "the compiled kernel (connector/_transcode.c) is not built here: every rows event takes the Python"
+    " path, several times slower; `make install`, or pip install with a C compiler and Python's headers,"
+    " builds it"
+)

@@ -36,6 +36,7 @@ from connector.errors import CheckpointUnavailableError, FencedError, OversizedM
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.lease import Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
+from connector.native import NOT_BUILT, transcoder
 from connector.oversize import OversizePolicy
 from connector.pipeline import Pipeline
 from connector.position import Position
@@ -344,6 +345,8 @@ class Connector:
         self.pipeline.metrics = self.metrics
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
+        if transcoder is None:
+            log.warning(NOT_BUILT)
         log.info("streaming from %s", start)
         if resume is None:
             # The first start: save where it begins (and the snapshot it owes), or a restart
