@@ -67,6 +67,10 @@ class _Group:
 
 
 _VALUE = itemgetter(1)
+# Kafka's delivery reports are served (producer.poll) at most every so many items or seconds,
+# whichever comes first: a poll per item was a quarter of a single-row transaction's cost.
+_POLL_EVERY_ITEMS = 16
+_POLL_EVERY_S = 0.005
 _KEY_MARGIN = 4096  # keys are measured one by one only when a value comes this close to the limit
 
 
@@ -99,6 +103,9 @@ class Pipeline:
         self.max_in_flight = max_in_flight
         self.delivery_timeout_s = delivery_timeout_s
         self.inflight = InFlight(clock)
+        self.clock = clock
+        self._unpolled = 0  # items since Kafka was last polled
+        self._polled_at = clock()
         self.stop = stop or threading.Event()
         self.sleep = sleep
         self.counters = Counters()
@@ -128,6 +135,7 @@ class Pipeline:
             if self.snapshot is not None:
                 self.snapshot.close()
             self.drain()
+        self._check_errors()  # a failure Kafka reported after the last poll stops it as one before would
 
     def take(self, item: StreamItem) -> None:
         if self.metrics is not None:
@@ -192,7 +200,11 @@ class Pipeline:
         self.sink.produce_many(topic, [record], 0, self.inflight.track(1))
 
     def breathe(self) -> None:
-        self.sink.poll(0)
+        self._unpolled += 1
+        now = self.clock()
+        if self._unpolled >= _POLL_EVERY_ITEMS or now - self._polled_at >= _POLL_EVERY_S:
+            self.sink.poll(0)
+            self._unpolled, self._polled_at = 0, now
         self._check_errors()
         self._commit()
         self._backpressure()
