@@ -18,8 +18,10 @@ Run with `make bench`.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import os
+import pstats
 import random
 import signal
 import statistics
@@ -86,7 +88,7 @@ def config(name: str, tmp: str) -> Config:
     return replace(
         base,
         kafka=replace(base.kafka, topic_prefix=name),
-        avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
+        avro=AvroSection(schemas_dir=os.path.join(tmp, name, "schemas")),  # a directory per connector
     )
 
 
@@ -111,6 +113,27 @@ def end_to_end(file: str, tmp: str) -> Run:
     ended = time.perf_counter()
     assert connector.pipeline is not None
     return Run(connector.pipeline.counters.rows, sink.first_at - started, ended - sink.first_at, sink.kept)
+
+
+def profile(file: str, tmp: str, top: int = 25) -> None:
+    """One connector run over `file` under cProfile (the thread that decodes, encodes and
+    produces): its cost per binlog event and per row, and where it goes."""
+    with connect().cursor() as cur:
+        cur.execute(f"SHOW BINLOG EVENTS IN '{file}'")
+        events = len(cur.fetchall())
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run = end_to_end(file, tmp)
+    profiler.disable()
+    seconds = run.streaming_s
+    print(f"profile: {events:,} events, {run.rows:,} rows in {seconds:.2f} s streaming, under cProfile: "
+          f"{seconds / events * 1e6:.1f} us per event, {seconds / run.rows * 1e6:.1f} us per row")  # fmt: skip
+    stats = pstats.Stats(profiler)
+    listed = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+    print(f"  {'own s':>7} {'with callees s':>14} {'calls':>9}  function")
+    for (path, line, name), (_, calls, own, cumulative, _) in listed:
+        where = path.split("/work/")[-1].split("site-packages/")[-1]
+        print(f"  {own:7.2f} {cumulative:14.2f} {calls:9,}  {name} ({where}:{line})")
 
 
 def ceiling(messages: list[tuple[str, bytes | None, bytes, int | None]], cfg: Config) -> float:
@@ -225,10 +248,15 @@ def main() -> None:
     parser.add_argument("--oltp", type=int, default=20_000, help="single-row transactions")
     parser.add_argument("--big-transaction", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="connector and ceiling runs, alternating")
+    parser.add_argument("--profile", action="store_true", help="only: the single-row transactions under cProfile")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.profile:
+            workload(1_000)  # makes the table
+            profile(oltp_workload(args.oltp), tmp)
+            return
         runs: list[tuple[str, Callable[[], str]]] = [
             ("bulk", lambda: workload(args.rows)), ("single-row transactions", lambda: oltp_workload(args.oltp))
         ]  # fmt: skip
