@@ -1,6 +1,7 @@
 """PySpark jobs on Sluice's topics: an exact mirror (Delta MERGE by key) and an append-only changelog.
 
-Both read every row topic of the connector (`{topic_prefix}.{db}.{table}`, not `_ddl`) with
+Both read every row topic of the connector (`{topic_prefix}.{db}.{table}`; the mirror also
+`{topic_prefix}.{db}._ddl`, for TRUNCATE TABLE) with
 Structured Streaming and, per micro-batch, decode each value with its writer schema (the
 single-object fingerprint -> `schemas/`, or the registry id) resolved to the table's newest
 schema (Spark's from_avro `avroSchema` option), so columns added by DDL appear with their
@@ -16,6 +17,9 @@ mirror:    one Delta table per source table at {lake_dir}/mirror/<db>/<table>. W
            Tables without a primary key have nothing to merge by: they are in the changelog only.
            A column the source renamed is renamed in the mirror too (Delta column mapping),
            so rows the batch does not touch keep their values under the new name.
+           TRUNCATE TABLE on the source deletes the mirror's rows last changed before it and
+           is remembered (table property `sluice.truncatedAt`), so a change from before it
+           that a later batch brings is not applied.
 changelog: every change with its operation, source position, event time, after-image and
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
@@ -43,6 +47,7 @@ from connector.config import Config, load_config
 log = logging.getLogger("sluice.spark")
 
 POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was last changed at
+TRUNCATED_AT = "sluice.truncatedAt"  # a mirror table's property: the position of its last TRUNCATE
 
 
 def session(config: Config, app: str) -> SparkSession:
@@ -84,17 +89,18 @@ def under(base: str, *names: str) -> str:
     return "/".join([base.rstrip("/"), *names])
 
 
-def row_topics_pattern(prefix: str) -> str:
-    """Java regex of the row topics: `{prefix}.{db}.{table}` but not `{prefix}.{db}._ddl`."""
+def row_topics_pattern(prefix: str, statements: bool = False) -> str:
+    """Java regex of the row topics, `{prefix}.{db}.{table}`, and with `statements` the
+    statement topics `{prefix}.{db}._ddl` too."""
     escaped = prefix.replace(".", "\\.")
-    return f"^{escaped}\\.[^.]+\\.(?!_ddl$)[^.]+$"
+    return f"^{escaped}\\.[^.]+\\.[^.]+$" if statements else f"^{escaped}\\.[^.]+\\.(?!_ddl$)[^.]+$"
 
 
-def read_changes(spark: SparkSession, config: Config) -> DataFrame:
+def read_changes(spark: SparkSession, config: Config, statements: bool = False) -> DataFrame:
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
-        .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix))
+        .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix, statements))
         .option("startingOffsets", "earliest")
         .load()
     )
@@ -116,26 +122,47 @@ class WriterSchemas:
         return schema
 
     def frame(self, batch: DataFrame) -> DataFrame:
-        """The writer schema's id (hex) and the Avro body of each message, with its place in the topic."""
+        """The writer schema's id (hex) and the Avro body of each message, with its place in the
+        topic and whether it is a statement (a `_ddl` topic's)."""
         header = self.id_start + self.id_length - 1
         return batch.select(
             F.hex(F.substring("value", self.id_start, self.id_length)).alias("fp"),
             F.expr(f"substring(value, {header + 1}, length(value) - {header})").alias("body"),
-            "partition", "offset",
+            "partition", "offset", F.col("topic").endswith("._ddl").alias("statement"),
         )  # fmt: skip
 
 
-def decode(framed: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], DataFrame]:
-    """Per source table, the batch's messages as rows of the table's newest value schema.
+Writers = dict[tuple[str, str], dict[str, dict[str, Any]]]  # per table, its writer schemas by id
 
-    One pass over the batch finds its writer schemas; each table's messages are then decoded
-    in one projection that picks the writer schema by fingerprint (every branch resolves to
-    the table's newest schema, so they share one type)."""
-    directory = schemas.directory
-    writers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for row in framed.select("fp").distinct().collect():
+
+def writers_in(framed: DataFrame, schemas: WriterSchemas) -> tuple[Writers, bool]:
+    """The writer schemas of the batch's row messages, per table, and whether it holds
+    statements: one pass over the batch."""
+    writers: Writers = {}
+    statements = False
+    for row in framed.select("fp", "statement").distinct().collect():
+        if row["statement"]:
+            statements = True
+            continue
         writer = schemas.writer(row["fp"])
         writers.setdefault((writer["sluice.database"], writer["sluice.table"]), {})[row["fp"]] = writer
+    return writers, statements
+
+
+def truncations(framed: DataFrame, directory: SchemaDirectory) -> dict[tuple[str, str], int]:
+    """Per table, the position (`id`) of the batch's last TRUNCATE TABLE of it."""
+    ddl = from_avro(F.col("body"), json.dumps(directory.ddl()[0]), {"mode": "FAILFAST"})
+    statements = framed.filter("statement").select(ddl.alias("d")).filter("d.type = 'TRUNCATE'")
+    rows = statements.groupBy("d.database", "d.table").agg(F.max("d.id").alias("at")).collect()
+    return {(row["database"], row["table"]): row["at"] for row in rows}
+
+
+def decode(framed: DataFrame, schemas: WriterSchemas, writers: Writers) -> dict[tuple[str, str], DataFrame]:
+    """Per source table, the batch's messages as rows of the table's newest value schema.
+
+    Each table's messages are decoded in one projection that picks the writer schema by
+    fingerprint (every branch resolves to the table's newest schema, so they share one type)."""
+    directory = schemas.directory
     out = {}
     for key, by_fp in writers.items():
         options = {"mode": "FAILFAST", "avroSchema": json.dumps(directory.latest_schema(*key))}
@@ -145,7 +172,8 @@ def decode(framed: DataFrame, schemas: WriterSchemas) -> dict[tuple[str, str], D
             message = F.when(*branches[0])
             for condition, value in branches[1:]:
                 message = message.when(condition, value)
-        out[key] = framed.filter(F.col("fp").isin(list(by_fp))).select(message.alias("m"), "partition", "offset")
+        rows = framed.filter(~F.col("statement") & F.col("fp").isin(list(by_fp)))
+        out[key] = rows.select(message.alias("m"), "partition", "offset")
     return out
 
 
@@ -237,15 +265,41 @@ def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) 
 
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
+    cuts: dict[str, int] = {}  # per mirror table, the position of the last TRUNCATE applied to it (-1: none)
+
+    def cut_of(path: str) -> int:
+        if path not in cuts:
+            properties = DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]
+            cuts[path] = int(properties.get(TRUNCATED_AT, -1))
+        return cuts[path]
+
+    def truncate(database: str, table: str, at: int, batch_id: int) -> None:
+        """Rows last changed before the TRUNCATE at `at` deleted; `at` kept with the table."""
+        path = under(config.spark.lake_dir, "mirror", database, table)
+        if not DeltaTable.isDeltaTable(spark, path) or at <= cut_of(path):
+            return  # nothing mirrored yet, or applied already (a batch run again)
+        DeltaTable.forPath(spark, path).delete(F.col("_sluice_id") < at)
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{at}')")
+        cuts[path] = at
+        log.info("batch %d: %s.%s truncated on the source: its mirror emptied", batch_id, database, table)
 
     def merge_all(framed: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(framed, schemas).items():
+        writers, statements = writers_in(framed, schemas)
+        truncated = truncations(framed, directory) if statements else {}
+        for (database, table), at in truncated.items():
+            truncate(database, table, at, batch_id)
+        for (database, table), messages in decode(framed, schemas, writers).items():
             keys = directory.key_columns(database, table)
             if not keys:
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
-            latest = newest_per_key(_changes(messages), keys)
             path = under(config.spark.lake_dir, "mirror", database, table)
-            if not DeltaTable.isDeltaTable(spark, path):
+            exists = DeltaTable.isDeltaTable(spark, path)
+            changes = _changes(messages)
+            cut = cut_of(path) if exists else truncated.get((database, table), -1)
+            if cut >= 0:  # changes from before the table's last TRUNCATE: it removed their rows
+                changes = changes.filter(F.col("_sluice_id") > cut)
+            latest = newest_per_key(changes, keys)
+            if not exists:
                 # A new table holds nothing to merge with: its rows are the batch's newest
                 # non-deleted ones. Run again (a crash before the checkpoint), it merges.
                 latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type").write.format("delta").save(path)
@@ -264,7 +318,8 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
 
 def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     def append_all(framed: DataFrame, batch_id: int) -> None:
-        for (database, table), messages in decode(framed, schemas).items():
+        writers, _ = writers_in(framed, schemas)
+        for (database, table), messages in decode(framed, schemas, writers).items():
             changes = _changes(messages)
             is_delete = F.col("_sluice_type") == "DELETE"
             entries = changes.select(
@@ -308,8 +363,9 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
     if registry is None and config.avro.schema_registry_url:
         registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
+    changes = read_changes(spark, config, statements=job == "mirror")  # the mirror applies TRUNCATE TABLE
     writer = (
-        read_changes(spark, config).writeStream.foreachBatch(JOBS[job](spark, config, schemas))
+        changes.writeStream.foreachBatch(JOBS[job](spark, config, schemas))
         .option("checkpointLocation", under(config.spark.checkpoint_dir, config.name, job))
     )  # fmt: skip
     trigger: dict[str, Any] = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -21,7 +22,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
-from spark.jobs import run, session
+from spark.jobs import TRUNCATED_AT, run, session
 from tests.live import KAFKA, ROOT, connect, fresh_database
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_pipeline_live import caught_up, config_for, fresh, sluice_run, workload, write_config
@@ -252,3 +253,50 @@ def test_the_readme_recipe_reads_a_topic_across_add_and_drop_column(tmp_path: Pa
             mirror[row["id"]] = row
     assert len(want) == 54 and mirror == want
     assert {row["color"] for row in mirror.values() if row["id"] <= 20} == {"red"}  # the ADD's DEFAULT
+
+
+def test_the_mirror_empties_a_table_truncated_on_the_source(tmp_path: Path) -> None:
+    """TRUNCATE TABLE after the mirror holds a table's rows, and inside one batch (changes before
+    and after it): the mirror equals SELECT * each time, keys inserted again after the TRUNCATE
+    included; a batch run again (its checkpoint lost) changes nothing."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    config, db = lake_config(tmp_path, "laketrunc")
+    fresh(db)
+    Connector(config).run(blocking=False)  # first start: capture
+    workload(db, 30, seed=21)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    assert_mirror_equals_source(spark, config, db, reader)
+
+    with connect(db).cursor() as cur:  # between two batches
+        cur.execute("SELECT id FROM orders ORDER BY id LIMIT 2")
+        reused = [row[0] for row in cur.fetchall()]
+        assert len(reused) == 2
+        cur.execute("TRUNCATE TABLE orders")
+        for key in reused:
+            cur.execute("INSERT INTO orders (id, customer, amount, created) VALUES (%s, 'again', 1.50, NOW(6))", (key,))
+    workload(db, 10, seed=22)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+    orders = str(Path(config.spark.lake_dir) / "mirror" / db / "orders")
+    assert {r["id"] for r in mirror_rows(spark, orders)} >= set(reused)
+
+    workload(db, 10, seed=23)  # within one batch: changes, the TRUNCATE, more changes
+    with connect(db).cursor() as cur:
+        cur.execute("TRUNCATE TABLE order_lines")
+    workload(db, 10, seed=24)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+    lines = str(Path(config.spark.lake_dir) / "mirror" / db / "order_lines")
+    properties = DeltaTable.forPath(spark, lines).detail().collect()[0]["properties"]
+    assert int(properties[TRUNCATED_AT]) > 0
+
+    # Every batch again from the start (its checkpoint lost): the truncates are applied already.
+    shutil.rmtree(config.spark.checkpoint_dir)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
