@@ -68,7 +68,7 @@ class _Group:
 
 _VALUE = itemgetter(1)
 # Kafka's delivery reports are served (producer.poll) at most every so many items or seconds,
-# whichever comes first: a poll per item was a quarter of a single-row transaction's cost.
+# whichever comes first: a poll per item was a fifth of a single-row transaction's cost.
 _POLL_EVERY_ITEMS = 16
 _POLL_EVERY_S = 0.005
 _KEY_MARGIN = 4096  # keys are measured one by one only when a value comes this close to the limit
