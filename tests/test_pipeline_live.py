@@ -292,15 +292,19 @@ def test_a_statement_of_many_rows_events_is_handed_to_kafka_whole(tmp_path: Path
     assert_replay_equals_source(config, db, ("order_lines", "events"))
 
 
-def sluice_run(config_path: Path, streaming: bool = False) -> subprocess.Popen[bytes]:
+def sluice_run(
+    config_path: Path, streaming: bool = False, sluice: Sequence[str] = (str(ROOT / ".venv" / "bin" / "sluice"),),
+    env: dict[str, str] | None = None, cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
     """`sluice run` on the config file, its log appended next to it; with `streaming`, returned
-    once it streams (a SIGTERM before its handler is installed would end it with -15, not a stop)."""
+    once it streams (a SIGTERM before its handler is installed would end it with -15, not a stop).
+    `sluice`, `env`, `cwd`: another way to start it."""
     log = config_path.with_suffix(".log")
     before = log.read_text(errors="replace").count("streaming from") if log.exists() else 0
     with log.open("ab") as err:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(config_path)],
-            stdout=subprocess.DEVNULL, stderr=err,
+            [*sluice, "run", "--config", str(config_path)],
+            stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd,
         )  # fmt: skip
 
     if streaming:

@@ -22,8 +22,16 @@ from pathlib import Path
 import pytest
 
 from connector.native import NOT_BUILT
-from tests.live import ROOT, wait_until
-from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, fresh, workload, write_config
+from tests.live import ROOT
+from tests.test_pipeline_live import (
+    assert_replay_equals_source,
+    caught_up,
+    config_for,
+    fresh,
+    sluice_run,
+    workload,
+    write_config,
+)
 
 pytestmark = pytest.mark.live
 
@@ -92,21 +100,16 @@ def test_without_a_compiler_the_wheel_installs_streams_and_says_so_once(tmp_path
     config = config_for(name, db, tmp_path)
     path = tmp_path / "sluice.toml"
     write_config(config, path)
-    log = tmp_path / "sluice.log"
     python, env = python_of(installed)
-    with log.open("wb") as err:
-        process = subprocess.Popen(
-            [*python, "-m", "connector.cli", "run", "--config", str(path)], stdout=subprocess.DEVNULL,
-            stderr=err, env=env, cwd=tmp_path,
-        )  # fmt: skip
+    # Not from this tree's folder: `-m` puts the working directory first on the path.
+    process = sluice_run(path, streaming=True, sluice=[*python, "-m", "connector.cli"], env=env, cwd=tmp_path)
     try:
-        wait_until(lambda: "streaming from" in log.read_text(errors="replace"), 60, "`sluice run` to stream")
         workload(db, 60, seed=3, alter_at=30)
         caught_up(config)
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
-    text = log.read_text(errors="replace")
+        assert process.wait(timeout=60) == 0, path.with_suffix(".log").read_text(errors="replace")[-3000:]
+    text = path.with_suffix(".log").read_text(errors="replace")
     assert text.count(NOT_BUILT) == 1, text[-3000:]
     assert "Traceback" not in text
     assert_replay_equals_source(config, db)
