@@ -146,6 +146,7 @@ def main() -> None:
         Connector(config).run(blocking=False)  # first start: capture and save the position
         spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it
         rows, ratios, rates = args.rows, [], []
+        mirrored = os.path.join(tmp, "mirror", "lake", "mirror", DB, "t")  # the timed mirror's table
         for number in range(args.rounds + 1):
             label, changes = ("initial load", rows) if number == 0 else (f"changes {number}", rows * 6 // 5)
             connector_s = feed(config, rows, number)
@@ -169,8 +170,8 @@ def main() -> None:
                 if args.profile and job == "mirror":
                     for what, seconds in spark_jobs(events)[mark:]:
                         print(f"    {seconds:6.2f} s  {what[:100]}")
-                    print(f"    {merge_metrics(spark, os.path.join(tmp, 'mirror', 'lake', 'mirror', DB, 't'))}")
-            table = spark.read.format("delta").load(os.path.join(tmp, "mirror", "lake", "mirror", DB, "t"))
+                    print(f"    {merge_metrics(spark, mirrored)}")
+            table = spark.read.format("delta").load(mirrored)
             assert table.count() == rows + number * (rows - rows // 10), table.count()  # the mirror is whole
             line = ", ".join(f"{job} {changes / s:,.0f} rows/s ({s:.1f} s)" for job, s in figures.items())
             print(f"  local[2]: {line}; mirror/ceiling {figures['ceiling'] / figures['mirror']:.2f}")
