@@ -175,8 +175,7 @@ def run_connector(config_path: str, debug: bool = False) -> None:
     if config.ha.enabled:
         run_with_lease(config, stop, _sole_job)
         return
-    connector = Connector(config)
-    connector.stop = stop
+    connector = Connector(config, stop=stop)  # given, not set after: the Kafka sink's wait reads it
     _sole_job(connector)
     connector.run()
 

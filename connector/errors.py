@@ -109,6 +109,11 @@ class SinkError(SluiceError):
     message the broker will not take)."""
 
 
+class StoppedWaitingError(SinkError):
+    """The connector was told to stop while it waited for an unreachable Kafka: a stop, not a
+    failure (what Kafka confirmed is committed; the rest is sent again by the next start)."""
+
+
 class DeliveryError(SluiceError):
     """Kafka gave up on a message: the connector stops, its checkpoint before that transaction."""
 

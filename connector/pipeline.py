@@ -20,6 +20,7 @@ retrying the commit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -32,7 +33,7 @@ from connector.avro.reader import MessageReader
 from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, InFlight
 from connector.columns import ColumnRules
-from connector.errors import DeliveryError, Disposition, SluiceError, classify
+from connector.errors import DeliveryError, Disposition, SluiceError, StoppedWaitingError, classify
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.metrics import Metrics
@@ -131,6 +132,8 @@ class Pipeline:
                 self.take(item)
                 if self.stop.is_set():
                     break
+        except StoppedWaitingError as exc:
+            log.info("%s", exc)  # a stop: what Kafka confirmed is committed below
         finally:
             if self.snapshot is not None:
                 self.snapshot.close()
@@ -392,7 +395,8 @@ class Pipeline:
 
     def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for Kafka to acknowledge what is in flight, then commit what it did."""
-        self._hand_on()
+        with contextlib.suppress(StoppedWaitingError):  # a statement stopped mid-way: its
+            self._hand_on()  # transaction stays open, the checkpoint before it
         deadline = time.monotonic() + timeout_s
         while self.inflight.outstanding and time.monotonic() < deadline:
             self.sink.poll(0.1)

@@ -32,7 +32,14 @@ from connector.checkpoint import (
 )
 from connector.columns import ColumnRules
 from connector.config import Config
-from connector.errors import CheckpointUnavailableError, FencedError, OversizedMessageError, SluiceError, SourceError
+from connector.errors import (
+    CheckpointUnavailableError,
+    FencedError,
+    OversizedMessageError,
+    SluiceError,
+    SourceError,
+    StoppedWaitingError,
+)
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.lease import Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
@@ -241,10 +248,11 @@ class Connector:
         stores: Stores | None = None,
         takeover: bool = False,
         metrics: Metrics | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.takeover = takeover
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()  # `sluice run`'s, set by its signal handlers
         self.stores = stores or checkpoint_stores(config)
         self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s)
         self.sink = sink or kafka_sink(config)
@@ -317,11 +325,21 @@ class Connector:
         threading.Thread(target=sample, name="metrics-sampler", daemon=True).start()
         return done
 
+    def _kafka_answers(self) -> bool:
+        """Kafka answers (waited for while unreachable); False: stopped while waiting."""
+        try:
+            self.sink.check()
+        except StoppedWaitingError as exc:
+            log.info("stopped before streaming: %s", exc)
+            return False
+        return True
+
     def run(self, blocking: bool = True) -> None:
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
         self.encoder.directory.claim(self.config.name)
-        self.sink.check()
+        if not self._kafka_answers():
+            return
         self.encoder.check()
         if self.sole_job:
             tune_gc()

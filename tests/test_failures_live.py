@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -216,6 +217,34 @@ def test_a_failure_ends_with_one_line_its_status_and_nothing_lost(tmp_path: Path
     assert len(done.stderr.splitlines()) < 40, f"{len(done.stderr.splitlines())} lines in {took:.0f} s"
     after = checkpoint_stores(load_config(tmp_path / "working.toml")).durable.get()
     assert after == before  # nothing published, so nothing saved past it
+
+
+def test_a_stop_while_kafka_is_unreachable_ends_the_run_at_once(tmp_path: Path) -> None:
+    """SIGTERM while `sluice run` waits for a Kafka it cannot reach: a stop (status 0, no failure
+    line), not a wait to the end of the outage allowance (300 s) nor an error. It was the
+    latter: the signal handlers' stop was not the one the Kafka sink's wait read."""
+    name, db = f"wait{uuid.uuid4().hex[:6]}", "failing"
+    fresh_database(db, "CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+    text = working_config(tmp_path, name, db)
+    text = text.replace(f'bootstrap_servers = "{KAFKA}"', 'bootstrap_servers = "127.0.0.1:1"')
+    log = tmp_path / "sluice.log"
+    with log.open("wb") as err:
+        process = subprocess.Popen([SLUICE, "run", "--config", str(config_file(tmp_path, text))],
+                                   stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "waiting for Kafka" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert "waiting for Kafka" in log.read_text()
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(60)
+    finally:
+        process.kill()
+    stderr = log.read_text()
+    assert status == 0, stderr[-2000:]
+    assert "stopped before streaming: cannot reach Kafka: stopped while Kafka was unreachable" in stderr
+    assert not [line for line in stderr.splitlines() if line.startswith("sluice:")]
 
 
 def test_a_refused_privilege_is_fatal_naming_the_grant(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, InFlight, MemoryCheckpointStore
-from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError
+from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError, StoppedWaitingError
 from connector.oversize import TRUNCATED_HEADER, OversizePolicy
 from connector.pipeline import Pipeline
 from connector.position import Position
@@ -243,6 +243,34 @@ def test_silence_counts_from_the_last_acknowledgement_while_messages_wait() -> N
     assert inflight.silent_s() == 0  # its wait starts now, not at the last acknowledgement
     now[0] = 910
     assert inflight.silent_s() == 10
+
+
+class UnreachableSink(MemorySink):
+    """Knows the topics it has; a new one waits for a broker that is down, until the stop (a
+    SIGTERM in `sluice run`) ends the wait, as KafkaSink's wait does."""
+
+    def __init__(self, known: MemorySink, stop: threading.Event) -> None:
+        super().__init__()
+        self.topics = known.topics
+        self.stop = stop
+
+    def ensure_topic(self, topic: str, single: bool = False) -> None:
+        if topic not in self.topics:
+            self.stop.set()
+            raise StoppedWaitingError(f"cannot read the metadata of topic {topic}: stopped while Kafka was unreachable")
+
+
+def test_a_stop_while_kafka_is_unreachable_is_a_stop_with_what_kafka_confirmed(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.run([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1)])
+    rig.pipeline.sink = UnreachableSink(rig.sink, rig.pipeline.stop)
+    other = table("CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(10))")
+    rig.run([
+        changes(row("INSERT", 2, "b", 200)), Commit(pos(250), None, 1),  # a known topic: sent
+        changes({**row("INSERT", 3, "c", 300), "table": "u"}, t=other), Commit(pos(350), None, 1),
+    ])  # fmt: skip
+    assert rig.pipeline.stop.is_set()
+    assert rig.fast.value == pos(250)  # not past the transaction that waited
 
 
 class SlowSink(MemorySink):

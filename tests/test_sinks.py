@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from connector.checkpoint import (
     MemoryCheckpointStore,
     RedisCheckpointStore,
 )
-from connector.errors import SinkError
+from connector.errors import SinkError, StoppedWaitingError
 from connector.native import transcoder
 from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
@@ -253,9 +254,40 @@ def test_admin_requests_wait_out_an_unreachable_broker_and_refuse_the_rest_at_on
     with pytest.raises(SinkError, match=r"^create: "):
         sink._waiting_out_outages("create", raising(refused))
     assert len(slept) == 2  # refused for good: no retry
-    sink.stopping = lambda: True  # a stop ends the wait
-    with pytest.raises(SinkError, match="gave up waiting"):
+    sink.stopping = lambda: True  # a stop ends the wait, as a stop
+    with pytest.raises(StoppedWaitingError, match=r"^create: stopped while Kafka was unreachable"):
         sink._waiting_out_outages("create", raising(KafkaException(KafkaError(KafkaError._TRANSPORT))))
+
+
+def test_a_long_wait_for_kafka_renews_the_admin_client_and_says_it_still_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=300))
+    now = [1000.0]
+    sink.clock = lambda: now[0]
+    sink.sleep = lambda s: now.__setitem__(0, now[0] + s + 5)  # each attempt: its request's 5 s, then the pause
+    clients: list[object] = []
+    answers = 20  # a future not done in its time (a broker shutting down) is an outage too
+
+    def request() -> str:
+        nonlocal answers
+        clients.append(sink.admin)
+        answers -= 1
+        if answers:
+            raise TimeoutError()
+        return "answer"
+
+    with caplog.at_level(logging.WARNING, logger="sluice.kafka"):
+        assert sink._waiting_out_outages("create", request) == "answer"
+    waited = now[0] - 1000
+    assert 120 < waited < 300
+    renewals = len(set(map(id, clients))) - 1
+    assert renewals == pytest.approx(waited / 30, abs=1)  # a new admin client each 30 s of refusals
+    lines = [r.getMessage() for r in caplog.records if r.name == "sluice.kafka"]
+    assert lines[0] == "create: no answer in time; waiting for Kafka"
+    assert lines[1].startswith("create: still waiting for Kafka (6")
+    assert lines[1].endswith("of 300 s; no answer in time)")
+    assert len(lines) == 1 + int(waited // 60) and "Kafka answers again" not in lines  # info, not warning
 
 
 def raising(exc: Exception) -> Callable[[], object]:

@@ -29,7 +29,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from connector.errors import SinkError
+from connector.errors import SinkError, StoppedWaitingError
 from connector.logs import LIBRDKAFKA
 from connector.sink.partitioning import route
 
@@ -125,6 +125,11 @@ _LOGGED: dict[str, Any] = {"logger": LIBRDKAFKA}
 # Each admin request's own time limit: short, so a stop is never kept waiting by one (requests
 # are retried while the broker is away: `_waiting_out_outages`).
 _REQUEST_S = 5
+# An admin client refused this long is replaced by a new one: after a broker restart (in CI) one
+# answered no metadata request for five minutes, logging nothing, while new clients were answered.
+_RENEW_ADMIN_S = 30.0
+# While the broker stays away, a line this often says the wait goes on (and how long it may last).
+_STILL_WAITING_S = 60.0
 
 
 def check_client_properties(props: dict[str, str], producer: bool) -> str | None:
@@ -167,13 +172,14 @@ class KafkaSink:
                 "error_cb": self._client_error,
             }
         )
-        admin: Any = {"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED}
-        admin["error_cb"] = self._client_error  # (the stubs type no callbacks)
-        self.admin = AdminClient(admin)
+        self._admin_config: Any = {"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED}
+        self._admin_config["error_cb"] = self._client_error  # (the stubs type no callbacks)
+        self.admin = AdminClient(self._admin_config)
         self._topics: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
         self.sleep: Callable[[float], None] = time.sleep
+        self.clock: Callable[[], float] = time.monotonic  # the waits' (tests move it)
 
     def produce(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
@@ -317,24 +323,36 @@ class KafkaSink:
     def _waiting_out_outages(self, what: str, request: Callable[[], T]) -> T:
         """`request`, retried with backoff while the broker is unreachable (up to `outage_s`, or
         until the connector stops); a refusal that retrying will not fix is a SinkError at once."""
-        started = time.monotonic()
+        started = renewed = noted = self.clock()
         delay, waited = 0.25, False
         while True:
             try:
                 result = request()
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 self.admin.poll(0)  # the clients' error callbacks: a refused login says so here
                 if self.refused is not None:
                     raise SinkError(f"{what}: {self.refused}") from exc
-                error = _kafka_error(exc)
-                reason = error.str() if error is not None else str(exc)
-                patience = _patience(error, self.settings.outage_s)
+                if isinstance(exc, KafkaException):
+                    error = _kafka_error(exc)
+                    reason = error.str() if error is not None else str(exc)
+                    patience = _patience(error, self.settings.outage_s)
+                else:  # a request's future not done in its time: a broker shutting down, say
+                    reason, patience = "no answer in time", self.settings.outage_s
                 if patience is None:
                     raise SinkError(f"{what}: {reason}") from exc
-                if self.stopping() or time.monotonic() + delay > started + patience:
+                if self.stopping():
+                    raise StoppedWaitingError(f"{what}: stopped while Kafka was unreachable ({reason})") from exc
+                now = self.clock()
+                if now + delay > started + patience:
                     raise SinkError(f"{what}: Kafka unreachable ({reason}); gave up waiting") from exc
-                if not waited:  # one line per outage, not per attempt
+                if not waited:  # one line per outage, not per attempt, and a reminder now and then
                     log.warning("%s: %s; waiting for Kafka", what, reason)
+                elif now - noted >= _STILL_WAITING_S:
+                    log.warning("%s: still waiting for Kafka (%d s of %d s; %s)", what, now - started, patience, reason)
+                    noted = now
+                if now - renewed >= _RENEW_ADMIN_S:
+                    self.admin = AdminClient(self._admin_config)
+                    renewed = now
                 waited = True
                 self.sleep(delay)
                 delay = min(delay * 2, 5.0)
