@@ -1,7 +1,7 @@
 """PySpark jobs on Sluice's topics: an exact mirror (Delta MERGE by key) and an append-only changelog.
 
 Both read every row topic of the connector (`{topic_prefix}.{db}.{table}`; the mirror also
-`{topic_prefix}.{db}._ddl`, for TRUNCATE TABLE) with
+`{topic_prefix}.{db}._ddl`, for statements that empty a table) with
 Structured Streaming and, per micro-batch, decode each value with its writer schema (the
 single-object fingerprint -> `schemas/`, or the registry id) resolved to the table's newest
 schema (Spark's from_avro `avroSchema` option), so columns added by DDL appear with their
@@ -17,9 +17,11 @@ mirror:    one Delta table per source table at {lake_dir}/mirror/<db>/<table>. W
            Tables without a primary key have nothing to merge by: they are in the changelog only.
            A column the source renamed is renamed in the mirror too (Delta column mapping),
            so rows the batch does not touch keep their values under the new name.
-           TRUNCATE TABLE on the source deletes the mirror's rows last changed before it and
-           is remembered (table property `sluice.truncatedAt`), so a change from before it
-           that a later batch brings is not applied.
+           A statement that takes a table's rows away on the source (TRUNCATE TABLE, DROP
+           TABLE, DROP DATABASE, RENAME TABLE's old name, CREATE OR REPLACE TABLE) deletes the
+           mirror's rows last changed before it and is remembered (table property
+           `sluice.truncatedAt`), so a change from before it that a later batch brings is not
+           applied, and a table created again under the name starts empty.
 changelog: every change with its operation, source position, event time, after-image and
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
@@ -43,11 +45,14 @@ from pyspark.sql.avro.functions import from_avro
 
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, load_config
+from connector.schema.ddl import Unreadable, apply_ddl, read_ddl
+from connector.schema.model import Schema
+from connector.schema.sqltokens import Session
 
 log = logging.getLogger("sluice.spark")
 
 POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was last changed at
-TRUNCATED_AT = "sluice.truncatedAt"  # a mirror table's property: the position of its last TRUNCATE
+TRUNCATED_AT = "sluice.truncatedAt"  # a mirror table's property: the position it was last emptied at
 
 
 def session(config: Config, app: str) -> SparkSession:
@@ -132,7 +137,8 @@ class WriterSchemas:
         )  # fmt: skip
 
 
-Writers = dict[tuple[str, str], dict[str, dict[str, Any]]]  # per table, its writer schemas by id
+Key = tuple[str, str]  # a source table: database, table
+Writers = dict[Key, dict[str, dict[str, Any]]]  # per table, its writer schemas by id
 
 
 def writers_in(framed: DataFrame, schemas: WriterSchemas) -> tuple[Writers, bool]:
@@ -149,12 +155,56 @@ def writers_in(framed: DataFrame, schemas: WriterSchemas) -> tuple[Writers, bool
     return writers, statements
 
 
-def truncations(framed: DataFrame, directory: SchemaDirectory) -> dict[tuple[str, str], int]:
-    """Per table, the position (`id`) of the batch's last TRUNCATE TABLE of it."""
+# canal's types of the statements that can take a table's rows away (QUERY: DROP DATABASE).
+_EMPTYING = ("TRUNCATE", "ERASE", "RENAME", "CREATE", "QUERY")
+
+
+def emptied(framed: DataFrame, directory: SchemaDirectory) -> dict[Key, int]:
+    """Per table, the position (`id`) of the batch's last statement that took its rows away."""
     ddl = from_avro(F.col("body"), json.dumps(directory.ddl()[0]), {"mode": "FAILFAST"})
-    statements = framed.filter("statement").select(ddl.alias("d")).filter("d.type = 'TRUNCATE'")
-    rows = statements.groupBy("d.database", "d.table").agg(F.max("d.id").alias("at")).collect()
-    return {(row["database"], row["table"]): row["at"] for row in rows}
+    statements = framed.filter("statement").select(ddl.alias("d")).filter(F.col("d.type").isin(*_EMPTYING))
+    rows = statements.select("d.id", "d.type", "d.database", "d.table", "d.sql").orderBy("id").collect()
+    if not rows:
+        return {}
+    known = stub_schema(directory.table_names())
+    out: dict[Key, int] = {}
+    for row in rows:  # in order: each statement read against the tables the ones before it left
+        for key in emptied_by(known, row["type"], row["database"], row["table"], row["sql"]):
+            out[key] = row["id"]
+    return out
+
+
+def stub_schema(tables: list[Key]) -> Schema:
+    """A schema with the named tables (one column each): enough to read which ones a statement drops."""
+    schema = Schema()
+    for database, table in tables:
+        apply_ddl(schema, f"CREATE TABLE {quoted(database)}.{quoted(table)} (`_` INT)", database)
+    return schema
+
+
+def quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def emptied_by(known: Schema, kind: str, database: str, table: str, sql: str) -> list[Key]:
+    """The tables whose rows a statement took away, read with the connector's own DDL reader
+    against `known` (which it then updates): TRUNCATE TABLE; every table of a DROP TABLE and of a
+    DROP DATABASE; the old name of a RENAME; a table CREATE OR REPLACE made again. A statement
+    the reader cannot read counts for the table its message names if it is a TRUNCATE or DROP."""
+    before = set(known.tables)
+    for session in (Session(), Session(mariadb=True)):
+        changes = read_ddl(known, sql, database, session)
+        if not isinstance(changes, Unreadable):
+            break
+    else:
+        named = (database, table)
+        return [named] if kind in ("TRUNCATE", "ERASE") and named in before else []
+    gone = []
+    for change in changes:
+        key = (change.database, change.table)
+        if change.table and (change.definition is None or (kind in ("TRUNCATE", "CREATE") and key in before)):
+            gone.append(key)
+    return gone
 
 
 def decode(framed: DataFrame, schemas: WriterSchemas, writers: Writers) -> dict[tuple[str, str], DataFrame]:
@@ -265,7 +315,7 @@ def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) 
 
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
-    cuts: dict[str, int] = {}  # per mirror table, the position of the last TRUNCATE applied to it (-1: none)
+    cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
 
     def cut_of(path: str) -> int:
         if path not in cuts:
@@ -273,21 +323,22 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             cuts[path] = int(properties.get(TRUNCATED_AT, -1))
         return cuts[path]
 
-    def truncate(database: str, table: str, at: int, batch_id: int) -> None:
-        """Rows last changed before the TRUNCATE at `at` deleted; `at` kept with the table."""
+    def empty(database: str, table: str, at: int, batch_id: int) -> None:
+        """Rows last changed before the statement at `at` deleted; `at` kept with the table."""
         path = under(config.spark.lake_dir, "mirror", database, table)
         if not DeltaTable.isDeltaTable(spark, path) or at <= cut_of(path):
             return  # nothing mirrored yet, or applied already (a batch run again)
         DeltaTable.forPath(spark, path).delete(F.col("_sluice_id") < at)
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{at}')")
         cuts[path] = at
-        log.info("batch %d: %s.%s truncated on the source: its mirror emptied", batch_id, database, table)
+        log.info("batch %d: %s.%s emptied on the source (truncated, dropped or renamed): its mirror too",
+                 batch_id, database, table)  # fmt: skip
 
     def merge_all(framed: DataFrame, batch_id: int) -> None:
         writers, statements = writers_in(framed, schemas)
-        truncated = truncations(framed, directory) if statements else {}
+        truncated = emptied(framed, directory) if statements else {}
         for (database, table), at in truncated.items():
-            truncate(database, table, at, batch_id)
+            empty(database, table, at, batch_id)
         for (database, table), messages in decode(framed, schemas, writers).items():
             keys = directory.key_columns(database, table)
             if not keys:
@@ -296,7 +347,7 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             exists = DeltaTable.isDeltaTable(spark, path)
             changes = _changes(messages)
             cut = cut_of(path) if exists else truncated.get((database, table), -1)
-            if cut >= 0:  # changes from before the table's last TRUNCATE: it removed their rows
+            if cut >= 0:  # changes from before the table was last emptied: their rows are gone
                 changes = changes.filter(F.col("_sluice_id") > cut)
             latest = newest_per_key(changes, keys)
             if not exists:
@@ -363,7 +414,7 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
     if registry is None and config.avro.schema_registry_url:
         registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
-    changes = read_changes(spark, config, statements=job == "mirror")  # the mirror applies TRUNCATE TABLE
+    changes = read_changes(spark, config, statements=job == "mirror")  # the mirror applies TRUNCATE, DROP
     writer = (
         changes.writeStream.foreachBatch(JOBS[job](spark, config, schemas))
         .option("checkpointLocation", under(config.spark.checkpoint_dir, config.name, job))

@@ -25,7 +25,7 @@ from spark.examples.read_topic import read_topic
 from spark.jobs import TRUNCATED_AT, run, session
 from tests.live import KAFKA, ROOT, connect, fresh_database
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
-from tests.test_pipeline_live import caught_up, config_for, fresh, sluice_run, workload, write_config
+from tests.test_pipeline_live import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.test_renames_live import RENAMES, ROWS, names_on_server, write
 from tests.test_renames_live import TABLE as RENAMED_TABLE
 
@@ -298,5 +298,51 @@ def test_the_mirror_empties_a_table_truncated_on_the_source(tmp_path: Path) -> N
 
     # Every batch again from the start (its checkpoint lost): the truncates are applied already.
     shutil.rmtree(config.spark.checkpoint_dir)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+
+
+def test_the_mirror_empties_tables_dropped_on_the_source_and_made_again(tmp_path: Path) -> None:
+    """DROP TABLE of two tables (its message names the first only) and both created again under
+    their names, between two batches and inside one: the mirror equals SELECT * each time (the
+    old rows gone, the new ones there); a batch run again (its checkpoint lost) changes nothing."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    config, db = lake_config(tmp_path, "lakedrop")
+    fresh(db)
+    Connector(config).run(blocking=False)  # first start: capture
+    workload(db, 30, seed=31)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    assert_mirror_equals_source(spark, config, db, reader)
+
+    definitions = {"orders": TABLES[0].format(db=db), "order_lines": TABLES[1].format(db=db)}
+    with connect(db).cursor() as cur:
+        cur.execute("SELECT id FROM orders ORDER BY id LIMIT 2")
+        reused = [row[0] for row in cur.fetchall()]
+        cur.execute("DROP TABLE order_lines, orders")  # between two batches
+        for table in ("orders", "order_lines"):
+            cur.execute(definitions[table])
+        for key in reused:
+            cur.execute("INSERT INTO orders (id, customer, amount, created) VALUES (%s, 'again', 1.50, NOW(6))", (key,))
+    workload(db, 10, seed=32)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+    orders = str(Path(config.spark.lake_dir) / "mirror" / db / "orders")
+    assert {r["id"] for r in mirror_rows(spark, orders)} >= set(reused)
+
+    workload(db, 10, seed=33)  # within one batch: changes, the DROP and CREATE, more changes
+    with connect(db).cursor() as cur:
+        cur.execute("DROP TABLE order_lines")
+        cur.execute(definitions["order_lines"])
+    workload(db, 10, seed=34)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+
+    shutil.rmtree(config.spark.checkpoint_dir)  # every batch again: the drops are applied already
     run(config, "mirror", once=True)
     assert_mirror_equals_source(spark, config, db, reader)

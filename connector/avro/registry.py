@@ -173,6 +173,10 @@ class SchemaDirectory:
         schema: dict[str, Any] = json.loads((self.root / file).read_text())
         return schema
 
+    def table_names(self) -> list[tuple[str, str]]:
+        """The tables with a schema here: (database, table)."""
+        return [(name.split(".", 1)[0], name.split(".", 1)[1]) for name in self._index()["tables"]]
+
     def latest_schema(self, database: str, table: str) -> dict[str, Any]:
         index = self._index()
         versions = index["tables"].get(f"{database}.{table}")
