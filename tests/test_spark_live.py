@@ -117,9 +117,7 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
 
     # Restarted on new data: the checkpoint resumes where it stopped, the mirror catches up.
     workload(db, 20, seed=13, pause_s=0)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    assert_mirror_equals_source(spark, config, db, reader)
+    stream_and_mirror(spark, config, db, reader)
 
 
 def assert_mirror_equals_source(spark: Any, config: Config, db: str, reader: MessageReader) -> None:
@@ -255,43 +253,57 @@ def test_the_readme_recipe_reads_a_topic_across_add_and_drop_column(tmp_path: Pa
     assert {row["color"] for row in mirror.values() if row["id"] <= 20} == {"red"}  # the ADD's DEFAULT
 
 
+def a_mirrored_workload(tmp: Path, db_name: str, seed: int) -> tuple[Config, str, Any, MessageReader]:
+    """A fresh database with a workload, streamed by the connector and mirrored once (checked)."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    config, db = lake_config(tmp, db_name)
+    fresh(db)
+    Connector(config).run(blocking=False)  # first start: capture
+    workload(db, 30, seed=seed)
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    stream_and_mirror(spark, config, db, reader)
+    return config, db, spark, reader
+
+
+def stream_and_mirror(spark: Any, config: Config, db: str, reader: MessageReader) -> None:
+    """What the source did since, through the connector and a `--once` mirror: equal to SELECT *."""
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_mirror_equals_source(spark, config, db, reader)
+
+
+def keys_come_back(spark: Any, config: Config, db: str, reader: MessageReader, empty: list[str], seed: int) -> None:
+    """`empty` (statements that take `orders`' rows away), two of its keys inserted again and a
+    workload, then mirrored: equal to SELECT *, the keys there again."""
+    with connect(db).cursor() as cur:
+        cur.execute("SELECT id FROM orders ORDER BY id LIMIT 2")
+        reused = [row[0] for row in cur.fetchall()]
+        assert len(reused) == 2
+        for statement in empty:
+            cur.execute(statement)
+        for key in reused:
+            cur.execute("INSERT INTO orders (id, customer, amount, created) VALUES (%s, 'again', 1.50, NOW(6))", (key,))
+    workload(db, 10, seed=seed)
+    stream_and_mirror(spark, config, db, reader)
+    orders = str(Path(config.spark.lake_dir) / "mirror" / db / "orders")
+    assert {r["id"] for r in mirror_rows(spark, orders)} >= set(reused)
+
+
 def test_the_mirror_empties_a_table_truncated_on_the_source(tmp_path: Path) -> None:
     """TRUNCATE TABLE after the mirror holds a table's rows, and inside one batch (changes before
     and after it): the mirror equals SELECT * each time, keys inserted again after the TRUNCATE
     included; a batch run again (its checkpoint lost) changes nothing."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    config, db = lake_config(tmp_path, "laketrunc")
-    fresh(db)
-    Connector(config).run(blocking=False)  # first start: capture
-    workload(db, 30, seed=21)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    spark = session(config, "test")
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
-    assert_mirror_equals_source(spark, config, db, reader)
+    config, db, spark, reader = a_mirrored_workload(tmp_path, "laketrunc", 21)
 
-    with connect(db).cursor() as cur:  # between two batches
-        cur.execute("SELECT id FROM orders ORDER BY id LIMIT 2")
-        reused = [row[0] for row in cur.fetchall()]
-        assert len(reused) == 2
-        cur.execute("TRUNCATE TABLE orders")
-        for key in reused:
-            cur.execute("INSERT INTO orders (id, customer, amount, created) VALUES (%s, 'again', 1.50, NOW(6))", (key,))
-    workload(db, 10, seed=22)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    assert_mirror_equals_source(spark, config, db, reader)
-    orders = str(Path(config.spark.lake_dir) / "mirror" / db / "orders")
-    assert {r["id"] for r in mirror_rows(spark, orders)} >= set(reused)
+    keys_come_back(spark, config, db, reader, ["TRUNCATE TABLE orders"], seed=22)  # between two batches
 
     workload(db, 10, seed=23)  # within one batch: changes, the TRUNCATE, more changes
     with connect(db).cursor() as cur:
         cur.execute("TRUNCATE TABLE order_lines")
     workload(db, 10, seed=24)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    assert_mirror_equals_source(spark, config, db, reader)
+    stream_and_mirror(spark, config, db, reader)
     lines = str(Path(config.spark.lake_dir) / "mirror" / db / "order_lines")
     properties = DeltaTable.forPath(spark, lines).detail().collect()[0]["properties"]
     assert int(properties[TRUNCATED_AT]) > 0
@@ -306,42 +318,18 @@ def test_the_mirror_empties_tables_dropped_on_the_source_and_made_again(tmp_path
     """DROP TABLE of two tables (its message names the first only) and both created again under
     their names, between two batches and inside one: the mirror equals SELECT * each time (the
     old rows gone, the new ones there); a batch run again (its checkpoint lost) changes nothing."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    config, db = lake_config(tmp_path, "lakedrop")
-    fresh(db)
-    Connector(config).run(blocking=False)  # first start: capture
-    workload(db, 30, seed=31)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    spark = session(config, "test")
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
-    assert_mirror_equals_source(spark, config, db, reader)
+    config, db, spark, reader = a_mirrored_workload(tmp_path, "lakedrop", 31)
 
     definitions = {"orders": TABLES[0].format(db=db), "order_lines": TABLES[1].format(db=db)}
-    with connect(db).cursor() as cur:
-        cur.execute("SELECT id FROM orders ORDER BY id LIMIT 2")
-        reused = [row[0] for row in cur.fetchall()]
-        cur.execute("DROP TABLE order_lines, orders")  # between two batches
-        for table in ("orders", "order_lines"):
-            cur.execute(definitions[table])
-        for key in reused:
-            cur.execute("INSERT INTO orders (id, customer, amount, created) VALUES (%s, 'again', 1.50, NOW(6))", (key,))
-    workload(db, 10, seed=32)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    assert_mirror_equals_source(spark, config, db, reader)
-    orders = str(Path(config.spark.lake_dir) / "mirror" / db / "orders")
-    assert {r["id"] for r in mirror_rows(spark, orders)} >= set(reused)
+    again = ["DROP TABLE order_lines, orders", definitions["orders"], definitions["order_lines"]]
+    keys_come_back(spark, config, db, reader, again, seed=32)  # between two batches
 
     workload(db, 10, seed=33)  # within one batch: changes, the DROP and CREATE, more changes
     with connect(db).cursor() as cur:
         cur.execute("DROP TABLE order_lines")
         cur.execute(definitions["order_lines"])
     workload(db, 10, seed=34)
-    Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    assert_mirror_equals_source(spark, config, db, reader)
+    stream_and_mirror(spark, config, db, reader)
 
     shutil.rmtree(config.spark.checkpoint_dir)  # every batch again: the drops are applied already
     run(config, "mirror", once=True)
