@@ -47,7 +47,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config, load_config
 from connector.schema.ddl import Unreadable, apply_ddl, read_ddl
 from connector.schema.model import Schema
-from connector.schema.sqltokens import Session
+from connector.schema.sqltokens import Session, quote_identifier
 
 log = logging.getLogger("sluice.spark")
 
@@ -178,12 +178,8 @@ def stub_schema(tables: list[Key]) -> Schema:
     """A schema with the named tables (one column each): enough to read which ones a statement drops."""
     schema = Schema()
     for database, table in tables:
-        apply_ddl(schema, f"CREATE TABLE {quoted(database)}.{quoted(table)} (`_` INT)", database)
+        apply_ddl(schema, f"CREATE TABLE {quote_identifier(database)}.{quote_identifier(table)} (`_` INT)", database)
     return schema
-
-
-def quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def emptied_by(known: Schema, kind: str, database: str, table: str, sql: str) -> list[Key]:

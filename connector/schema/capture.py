@@ -16,7 +16,7 @@ from connector.filters import SYSTEM_DATABASES, TableFilter
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Database, Schema, Table
-from connector.schema.sqltokens import Session
+from connector.schema.sqltokens import Session, quote_identifier
 
 log = logging.getLogger("sluice.schema")
 
@@ -67,7 +67,7 @@ def read_table(conn: pymysql.connections.Connection, database: str, table: str, 
     show_hidden_keys(conn)
     with conn.cursor() as cur:
         try:
-            cur.execute(f"SHOW CREATE TABLE `{_ident(database)}`.`{_ident(table)}`")
+            cur.execute(f"SHOW CREATE TABLE {quote_identifier(database)}.{quote_identifier(table)}")
         except pymysql.err.ProgrammingError as exc:
             if exc.args and exc.args[0] in (1146, 1049):  # no such table / database
                 return None
@@ -124,7 +124,3 @@ def ddl_between(conn: pymysql.connections.Connection, start: Position, end: Posi
             if event_type == "Query" and text.upper() not in ("BEGIN", "COMMIT") and not text.startswith("XA "):
                 found.append(text)
     return found
-
-
-def _ident(name: str) -> str:
-    return name.replace("`", "``")

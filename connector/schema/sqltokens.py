@@ -88,6 +88,11 @@ _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
 _NO_BACKSLASH_STRING = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.DOTALL)
 
 
+def quote_identifier(name: str) -> str:
+    """`name` as a MySQL identifier in backquotes (a backquote inside doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _unescape(body: str, quote: str, backslashes: bool) -> str:
     if not backslashes:
         return body.replace(quote * 2, quote)

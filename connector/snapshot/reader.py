@@ -33,6 +33,7 @@ from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
 from connector.schema.capture import is_mariadb, master_position
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
+from connector.schema.sqltokens import quote_identifier
 from connector.snapshot.state import Key, KeyValue
 
 log = logging.getLogger("sluice.snapshot")
@@ -80,10 +81,6 @@ class ChunkSource(Protocol):
 # -- rendering ----------------------------------------------------------------------------
 
 
-def _ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _latin1(value: Any) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
@@ -105,7 +102,7 @@ _RENDER: dict[str, Callable[[Any], str]] = {
 
 
 def select_expression(col: Column) -> str:
-    name = _ident(col.name)
+    name = quote_identifier(col.name)
     if col.data_type in _STORED_BYTES:
         return f"CAST({name} AS BINARY({_STORED_BYTES[col.data_type]}))"
     if col.data_type == "float":
@@ -161,7 +158,7 @@ def after_clause(keys: list[Column], after: Key) -> tuple[str, list[object]]:
     """`(a, b) > (x, y)` spelled out, which both servers turn into an index range."""
     ors, params = [], []
     for i, col in enumerate(keys):
-        parts = [f"{_ident(k.name)} = %s" for k in keys[:i]] + [f"{_ident(col.name)} > %s"]
+        parts = [f"{quote_identifier(k.name)} = %s" for k in keys[:i]] + [f"{quote_identifier(col.name)} > %s"]
         ors.append("(" + " AND ".join(parts) + ")")
         params += [bound(k, after[j]) for j, k in enumerate(keys[: i + 1])]
     return " OR ".join(ors), params
@@ -169,15 +166,15 @@ def after_clause(keys: list[Column], after: Key) -> tuple[str, list[object]]:
 
 def chunk_query(table: Table, after: Key | None, limit: int | None) -> tuple[str, list[object]]:
     keys = [table.columns[table.index_of(k)] for k in table.primary_key]
-    columns = [select_expression(c) for c in table.columns] + [_ident(k.name) for k in keys]
+    columns = [select_expression(c) for c in table.columns] + [quote_identifier(k.name) for k in keys]
     # Identifiers are quoted by _ident; values go as parameters.
-    sql = f"SELECT {', '.join(columns)} FROM {_ident(table.database)}.{_ident(table.name)}"  # noqa: S608
+    sql = f"SELECT {', '.join(columns)} FROM {quote_identifier(table.database)}.{quote_identifier(table.name)}"  # noqa: S608
     params: list[object] = []
     if after is not None and keys:
         where, params = after_clause(keys, after)
         sql += f" WHERE {where}"
     if keys:
-        sql += " ORDER BY " + ", ".join(_ident(k.name) for k in keys)
+        sql += " ORDER BY " + ", ".join(quote_identifier(k.name) for k in keys)
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return sql, params
