@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import uuid
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObje
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, key_schema, value_schema
-from connector.avro.values import converter
+from connector.avro.values import converter, zero_date_key
 from connector.errors import ConfigError, EncodingError, UnreadableMessageError
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table, without_aliases
@@ -147,6 +148,54 @@ def test_a_null_in_a_not_null_column_names_the_column(tmp_path: Path) -> None:
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     with pytest.raises(EncodingError, match=r"`shop`.`t`.`amount`: a NULL, but the column is decimal\(30,10\) NOT"):
         encoder.row(message({**ROW, "amount": None}), table(), "t")
+
+
+def test_a_null_in_a_primary_key_column_names_the_column(tmp_path: Path) -> None:
+    """Found by tests/test_native_fuzz.py in CI: a TABLE_MAP whose null bitmap says a primary key
+    column takes NULL (bytes no server wrote), and a NULL in it. The value's field has a null, the
+    key's never does, and the generated key encoder raised TypeError ('<=' with None)."""
+    keyed = table("CREATE TABLE t (id INT NOT NULL, n INT, PRIMARY KEY (id))")
+    loose = replace(keyed, columns=tuple(replace(c, nullable=True) for c in keyed.columns))
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    with pytest.raises(EncodingError, match=r"`shop`.`t`.`id`: a NULL, but the column is in the primary key"):
+        encoder.row(message({"id": None, "n": "1"}), loose, "t")
+    key, _ = encoder.row(message({"id": "7", "n": None}), loose, "t")
+    assert key is not None and key[10:] == b"\x0e"  # 7 as an Avro int, after the framing
+
+
+def test_zero_dates_in_a_key_are_distinct_keys_below_every_real_date(tmp_path: Path) -> None:
+    """Found by tests/test_native_fuzz.py in CI: a TIMESTAMP in a primary key holding a zero date
+    (legal without NO_ZERO_DATE; legacy tables have them). Its value is null; its key field has
+    none, and the generated key encoder raised TypeError, which stopped the run."""
+    keyed = table("CREATE TABLE t (d DATE NOT NULL, at DATETIME(6) NOT NULL, n INT, PRIMARY KEY (d, at))")
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    # plain numbers: fastavro's date and timestamp types end at 0001-01-01 (Java's and Spark's do not)
+    schema = json.loads(json.dumps(key_schema(keyed)).replace('"logicalType"', '"plainType"'))
+    keys: dict[tuple[str, str], Any] = {}
+    for d, at in [("0000-00-00", "0000-00-00 00:00:00"), ("2024-00-15", "0000-00-00 00:00:00"),
+                  ("2024-01-00", "0000-00-00 00:00:00.000001"), ("0000-00-00", "2024-02-00 23:59:59"),
+                  ("0001-01-01", "0001-01-01 00:00:00"), ("1970-01-01", "1970-01-01 00:00:00")]:  # fmt: skip
+        key, value = encoder.row(message({"d": d, "at": at, "n": "1"}), keyed, "t")
+        assert key is not None
+        keys[(d, at)] = fastavro.schemaless_reader(io.BytesIO(key[10:]), schema, None)
+        record: Any = fastavro.schemaless_reader(io.BytesIO(value[10:]), value_schema(keyed, 1), None)
+        data = record["data"][0]
+        assert (data["d"] is None) == (d[5:7] == "00" or d[8:] == "00")  # the value's zero date is null
+    assert len({(k["d"], k["at"]) for k in keys.values()}) == len(keys)  # distinct zero dates: distinct keys
+    first = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
+    assert keys[("0001-01-01", "0001-01-01 00:00:00")]["d"] == first
+    assert keys[("1970-01-01", "1970-01-01 00:00:00")]["d"] == 0
+    assert all(k["d"] < first for (d, _), k in keys.items() if "-00" in d)
+    assert all(k["at"] < first * 86_400_000_000 for (_, at), k in keys.items() if "-00" in at)
+
+
+def test_zero_date_key_numbers() -> None:
+    assert zero_date_key("0000-00-00", "date") == -719_163
+    assert zero_date_key("0000-00-01", "date") == -719_164
+    assert zero_date_key("0000-01-00", "date") == -719_163 - 32
+    day = 86_400_000_000
+    assert zero_date_key("0000-00-00 00:00:01.5", "timestamp") == -719_163 * day + 1_500_000
+    assert zero_date_key("9999-12-00 23:59:59.999999", "datetime") > -(2**63)
 
 
 def test_old_rows_read_with_a_newer_schema_get_the_new_columns_default(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from connector.avro.binary import Convert, compile_schema, compile_tuple_record,
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
 from connector.avro.transcode import KINDS, program
-from connector.avro.values import Converter, converter
+from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.tablemap import ColumnMeta
@@ -216,6 +216,21 @@ class _TableCodec:
                     f"{column_type(self.table.columns[self.table.index_of(column)])} ({exc})"
                 ) from exc
         return out
+
+    def fill_key(self, record: dict[str, Any], values: dict[str, str | None]) -> None:
+        """Key fields whose value is null: a zero date gets its key number; anything else (bytes
+        no server wrote: a NULL in a key column) is refused, naming the column."""
+        for column, name, _ in self.key:
+            if record[name] is not None:
+                continue
+            text, col = values.get(column), self.table.columns[self.table.index_of(column)]
+            if text is not None and col.data_type in ("date", "datetime", "timestamp"):
+                record[name] = zero_date_key(text, col.data_type)
+                continue
+            raise EncodingError(
+                f"`{self.table.database}`.`{self.table.name}`.`{column}`: a NULL, but the column is in the "
+                "primary key (its Avro key field has no null)"
+            )
 
 
 _ENVELOPE = ("id", "database", "table", "type", "isDdl", "pkNames", "es", "ts", "sql", "gtid", "data", "old", "source")
@@ -440,6 +455,8 @@ class MessageEncoder:
         if version.key is None or version.key_fingerprint is None:
             return None, value
         key_record = {name: data[name] for _, name, _ in codec.key}
+        if None in key_record.values():
+            codec.fill_key(key_record, message["data"][0])
         return self.framing.encode(version.key, version.key_fingerprint, topic, "key", key_record), value
 
     def _marker(self, message: FlatMessage, codec: _TableCodec, topic: str) -> tuple[bytes | None, bytes]:

@@ -45,14 +45,31 @@ def _time(text: str) -> int:
 
 def _timestamp(text: str) -> int | None:
     days = _days(text[:10])
-    if days is None:
-        return None
+    return None if days is None else _at(days, text)
+
+
+def _at(days: int, text: str) -> int:
+    """Microseconds since the epoch of `days` at the time of day `text` gives after its date."""
     if len(text) < 19 or text[13] != ":" or text[16] != ":":
         return days * 86_400_000_000 + _seconds_micros(text[11:] or "00:00:00")
     # `YYYY-MM-DD HH:MM:SS[.f]`, what the binlog decoder and the server print: sliced, not split
     seconds = int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
     micros = int((text[20:] + "00000")[:6]) if len(text) > 20 else 0
     return (days * 86_400 + seconds) * 1_000_000 + micros
+
+
+# Before every real day: 0001-01-01, the first Python has, is day -719,162.
+_ZERO_DAYS = -719_163
+
+
+def zero_date_key(text: str, data_type: str) -> int:
+    """A key's number for a DATE, DATETIME or TIMESTAMP with a zero part (`0000-00-00`, `2024-00-15`,
+    what a server takes without NO_ZERO_DATE / NO_ZERO_IN_DATE). The value carries it as null; a
+    key field has no null, so each such date gets its own day below every real one: distinct
+    zero dates stay distinct keys, and none is a real date's."""
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    days = _ZERO_DAYS - (year * 13 + month) * 32 - day
+    return days if data_type == "date" else _at(days, text)
 
 
 def _latin1(text: str) -> bytes:

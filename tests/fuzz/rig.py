@@ -69,6 +69,7 @@ FILES = [
     "mysql-server/mysql-test/suite/binlog/std_data/bug32407.001",
     "rust-mysql-binlog/bin-log.000001",
 ]
+FINDINGS = Path(__file__).parent / "findings"  # each named for what it found
 PER_FILE = 16  # cases kept of a file, each of its own column layout or rows event type
 MAX_BODY = 6000  # larger events are left out of the seeds: mutating them is slow and adds no path
 
@@ -201,6 +202,8 @@ def seeds(cases: list[Case]) -> Iterator[bytes]:
         yield encode(index, table_map, rows_type, rows, True)
     yield zero_columns(cases)
     yield all_null_row(cases)
+    for found in sorted(FINDINGS.iterdir()):  # inputs libFuzzer wrote for findings since mended
+        yield found.read_bytes()
 
 
 def zero_columns(cases: list[Case]) -> bytes:
