@@ -37,7 +37,7 @@ from connector.errors import (
     UnreadableMessageError,
 )
 from connector.filters import TableFilter
-from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder
+from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch
 from connector.position import POSITION_TEXT, Position, position_of_text
 from connector.replica.client import open_connection
 from connector.runner import Connector, checkpoint_stores, presence_key, run_with_lease
@@ -125,7 +125,7 @@ def decode_files(
 ) -> int:
     """Write one JSON line per changed row (and per DDL); returns how many were written."""
     written = 0
-    dumps = JsonLineEncoder().encode
+    encoder = JsonLineEncoder()
     for path in files:
         builder = FlatMessageBuilder(os.path.basename(path), query=WHOLE_QUERIES)
         parser = BinlogParser(os.path.basename(path))
@@ -133,10 +133,14 @@ def decode_files(
             tracker.source = parser.source
             parser.table_hook = tracker.table_hook
         for event in iter_file_events(path, start, stop, parser):
-            for message in builder.feed(event):
-                out.write(dumps(message))
-                out.write("\n")
-                written += 1
+            for item in builder.feed_batched(event):
+                if isinstance(item, RowBatch):
+                    out.write(encoder.lines(item))
+                    written += len(item.rows.rows)
+                else:
+                    out.write(encoder.encode(item))
+                    out.write("\n")
+                    written += 1
     return written
 
 
@@ -156,10 +160,12 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
     prepared = prepare(config)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
     stream.query = config.source.query_text()
-    dumps = JsonLineEncoder().encode
+    encoder = JsonLineEncoder()
     for item in stream.items(prepared.start):
-        if isinstance(item, Changes):
-            out.write("".join(dumps(m) + "\n" for m in item.messages))
+        if isinstance(item, Changes) and item.batch is not None:
+            out.write(encoder.lines(item.batch))  # `messages` is what the batch renders
+        elif isinstance(item, Changes):
+            out.write("".join(encoder.encode(m) + "\n" for m in item.messages))
         else:
             out.flush()
 

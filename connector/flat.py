@@ -306,6 +306,19 @@ class FlatMessageBuilder:
             for inner in body.events:
                 yield from self.feed(inner)
 
+    def feed_batched(self, event: Event) -> Iterator[FlatMessage | RowBatch]:
+        """`feed`, with a rows event's messages as their RowBatch, for the caller to render."""
+        body = event.body
+        if isinstance(body, RowsEvent):
+            batch = self.batch(event, body)
+            if batch is not None:
+                yield batch
+        elif isinstance(body, TransactionPayloadEvent):
+            for inner in body.events:
+                yield from self.feed_batched(inner)
+        else:
+            yield from self.feed(event)
+
     def _end_transaction(self) -> None:
         self._gtid, self._sql = None, ""
 
@@ -432,6 +445,37 @@ class JsonLineEncoder:
         head = "".join(self._c_encode(rest, 0)) if self._c_encode else self._dumps(rest)
         tail = "".join(f',"{key}":{self._shared(message.get(key))}' for key in self._SHARED if key in message)
         return head[:-1] + tail + "}"
+
+    def lines(self, batch: RowBatch) -> str:
+        """`encode` of each of `batch.messages()`, each ending in a newline, in one string: what
+        the rows share (the head, the source's file and position, the shared fields) is encoded
+        once, and each row costs its images' encoding alone."""
+        dumps = self._text
+        head = {k: v for k, v in batch.head.items() if k not in self._SHARED}
+        first = dumps(head)[:-1] + ',"data":['  # the statement's text rides on the first row only
+        later = first if not head.get("sql") else dumps({**head, "sql": ""})[:-1] + ',"data":['
+        source = dumps(batch.source)[:-1] + ',"row":'
+        tail = "}" + "".join(f',"{key}":{self._shared(batch.head[key])}' for key in self._SHARED if key in batch.head)
+        tail += "}\n"
+        shape, rows, row = batch.shape, batch.rows, batch.base
+        out = []
+        if rows.kind == RowsKind.UPDATE:
+            for before, after in rows.rows:
+                images = _images(shape, rows, before, after)
+                data, old = dumps(images["data"][0]), dumps(images["old"][0])
+                out.append(f'{first if row == batch.base else later}{data}],"old":[{old}],"source":{source}{row}{tail}')
+                row += 1
+            return "".join(out)
+        present = rows.present
+        image = 1 if rows.kind == RowsKind.WRITE else 0
+        for pair in rows.rows:
+            data = dumps(_render(shape, present, pair[image] or ()))
+            out.append(f'{first if row == batch.base else later}{data}],"old":null,"source":{source}{row}{tail}')
+            row += 1
+        return "".join(out)
+
+    def _text(self, value: object) -> str:
+        return "".join(self._c_encode(value, 0)) if self._c_encode else self._dumps(value)
 
     def _shared(self, value: object) -> str:
         hit = self._cache.get(id(value))

@@ -22,6 +22,7 @@ from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import TableMapEvent
 from connector.cli import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
+from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch
 from tests.corpus import (
     CORPUS,
     CorpusFile,
@@ -296,3 +297,21 @@ def test_tables_the_filters_exclude_are_read_only_up_to_their_names(entry: Corpu
             assert event.body.columns == () and event.body.table
         elif isinstance(event.body, RowsEvent) and event.body.table is not None:
             assert not event.body.decoded and event.body.rows == ()
+
+
+def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> None:
+    """`sluice decode` writes a rows event's lines at once (JsonLineEncoder.lines); they are the
+    lines of its messages, each encoded alone, for every row event of every corpus file."""
+    encoder, compared = JsonLineEncoder(), {kind: 0 for kind in RowsKind}
+    for entry in FILES:
+        builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
+        try:
+            for event in iter_file_events(str(entry.path)):
+                for item in builder.feed_batched(event):
+                    if isinstance(item, RowBatch):
+                        expected = "".join(encoder.encode(m) + "\n" for m in item.messages())
+                        assert encoder.lines(item) == expected, (entry.name, event.pos)
+                        compared[item.rows.kind] += len(item.rows.rows)
+        except BinlogDecodeError:
+            assert entry.may_fail, entry.name
+    assert min(compared.values()) > 1000, compared  # 66,284 rows, of every kind
