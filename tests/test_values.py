@@ -274,6 +274,17 @@ def test_table_map_metadata_length_is_enforced() -> None:
         decode_table_map(Reader(bad), 8)
 
 
+def test_a_nul_inside_a_table_map_s_names_is_a_format_error() -> None:
+    """Found by tests/test_native_fuzz.py: a database name `\\0est` reached the schema directory,
+    whose mkdir raised ValueError (embedded null byte). No server lets a name hold U+0000."""
+    good = _table_map_body(bytes([3]), b"")
+    assert decode_table_map(Reader(good), 8).schema == "db"
+    for at, what in ((9, "schema"), (13, "table")):  # the first byte of `db`, of `t`
+        bad = good[:at] + b"\x00" + good[at + 1 :]
+        with pytest.raises(FormatError, match=f"{what}: a NUL byte at 0"):
+            decode_table_map(Reader(bad), 8)
+
+
 def test_optional_metadata_is_decoded_and_unknown_types_are_skipped() -> None:
     optional = (
         b"\x04\x06\x02id\x02nm"  # COLUMN_NAME

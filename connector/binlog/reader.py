@@ -114,8 +114,11 @@ class Reader:
         return -(raw >> 1) - 1 if raw & 1 else raw >> 1
 
     def cstring(self, n: int, what: str) -> bytes:
-        """`n` bytes followed by a NUL terminator."""
+        """`n` bytes followed by a NUL terminator: a name (database, table, catalog), which no
+        server lets hold a NUL (identifiers exclude U+0000), nor could a file system path."""
         value = self.take(n, what)
         if self.u8(what + " terminator") != 0:
             raise FormatError(f"{what}: missing NUL terminator")
+        if b"\x00" in value:
+            raise FormatError(f"{what}: a NUL byte at {value.index(0)} of its {n}")
         return value
