@@ -203,17 +203,62 @@ class TableShape:
     pk_names: list[str] | None
     sql_types: dict[str, int]
     mysql_types: dict[str, str]
+    whole: Callable[[tuple[Any, ...]], dict[str, str | None]]  # `_render` of an image of every column
+    whole_json: Callable[[tuple[Any, ...]], str]  # and that dict's compact JSON text (ensure_ascii off)
 
 
 def table_shape(table: TableMapEvent) -> TableShape:
     names = table.column_names
+    renderers = tuple(_renderer(col, name) for col, name in zip(table.columns, names))
     return TableShape(
         names,
-        tuple(_renderer(col, name) for col, name in zip(table.columns, names)),
+        renderers,
         list(table.pk_names) or None,
         {name: sql_type(col) for name, col in zip(names, table.columns)},
         {name: mysql_type(col) for name, col in zip(names, table.columns)},
+        *whole_renderers(names, renderers),
     )
+
+
+# The renderers whose work is written inline (one expression each) by `whole_renderer`.
+_INLINE: dict[Renderer, str] = {
+    _text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
+    _int: "(None if v{i} is None else str(v{i}))",
+    _decimal: "(None if v{i} is None else format(v{i}, 'f'))",
+}
+
+
+def whole_renderers(
+    names: tuple[str, ...], renderers: tuple[Renderer, ...]
+) -> tuple[Callable[[tuple[Any, ...]], Any], Callable[[tuple[Any, ...]], str]]:
+    """Two functions of an image of every column: its `{name: text}`, and that dict as compact
+    JSON (what json.dumps(ensure_ascii=False, separators=(",", ":")) writes, with the same
+    string encoder). The columns' renderers are called in one expression each, the common ones
+    written inline: a rows event's images are mostly whole, and this is their per-row work on
+    the JSON lines and canal paths."""
+    env: dict[str, Any] = {"_plain": _plain, "q": json.encoder.encode_basestring}
+    texts, items, parts = [], [], ["'{'"]
+    unique: dict[str, int] = {}  # a repeated name: the dict keeps the last value, in the first's place
+    for i, (name, renderer) in enumerate(zip(names, renderers)):
+        inline = _INLINE.get(renderer)
+        if inline is None:
+            env[f"r{i}"] = renderer
+            inline = "r{i}(v{i})"
+        texts.append(f"    t{i} = {inline.format(i=i)}\n")
+        items.append(f"{name!r}: t{i}")
+        unique[name] = i
+    for n, (name, i) in enumerate(unique.items()):
+        key = ("," if n else "") + json.encoder.encode_basestring(name) + ":"
+        # digits, sign and point need no escaping: integers' and decimals' texts are quoted as they are
+        quoted = "'\"' + t{i} + '\"'" if renderers[i] in (_int, _decimal) else "q(t{i})"
+        parts += [repr(key), f"'null' if t{i} is None else {quoted.format(i=i)}"]
+    parts.append("'}'")
+    unpack = f"    {', '.join(f'v{i}' for i in range(len(names)))}, = image\n" if names else ""
+    body = unpack + "".join(texts)
+    code = (f"def render(image):\n{body}    return {{{', '.join(items)}}}\n"
+            f"def render_json(image):\n{body}    return ''.join(({', '.join(parts)},))\n")  # fmt: skip
+    exec(compile(code, "<flat renderer>", "exec"), env)  # noqa: S102 - code made here, of repr'd names
+    return env["render"], env["render_json"]
 
 
 # -- DDL recognition (enough to label statements; the schema history parses them fully) --
@@ -408,6 +453,8 @@ class FlatMessageBuilder:
 
 def _render(shape: TableShape, columns: tuple[int, ...], image: tuple[Any, ...]) -> dict[str, str | None]:
     names, renderers = shape.names, shape.renderers
+    if len(columns) == len(names) == len(image):  # every column: `columns` is 0 .. n - 1
+        return shape.whole(image)
     return {names[i]: renderers[i](v) for i, v in zip(columns, image)}
 
 
@@ -468,8 +515,9 @@ class JsonLineEncoder:
             return "".join(out)
         present = rows.present
         image = 1 if rows.kind == RowsKind.WRITE else 0
+        whole = len(present) == len(shape.names)
         for pair in rows.rows:
-            data = dumps(_render(shape, present, pair[image] or ()))
+            data = shape.whole_json(pair[image] or ()) if whole else dumps(_render(shape, present, pair[image] or ()))
             out.append(f'{first if row == batch.base else later}{data}],"old":null,"source":{source}{row}{tail}')
             row += 1
         return "".join(out)

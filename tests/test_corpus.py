@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from connector.binlog.constants import LOG_EVENT_BINLOG_IN_USE_F, EventType, RowsKind
+from connector import flat
+from connector.binlog.constants import LOG_EVENT_BINLOG_IN_USE_F, ColumnType, EventType, RowsKind
 from connector.binlog.events import (
     FormatDescriptionEvent,
     GtidEvent,
@@ -22,7 +23,7 @@ from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import TableMapEvent
 from connector.cli import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
-from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch
+from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch, whole_renderers
 from tests.corpus import (
     CORPUS,
     CorpusFile,
@@ -301,7 +302,8 @@ def test_tables_the_filters_exclude_are_read_only_up_to_their_names(entry: Corpu
 
 def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> None:
     """`sluice decode` writes a rows event's lines at once (JsonLineEncoder.lines); they are the
-    lines of its messages, each encoded alone, for every row event of every corpus file."""
+    lines of its messages, each encoded alone, for every row event of every corpus file. And
+    the generated renderer of a whole image (TableShape.whole) renders as the columns' own."""
     encoder, compared = JsonLineEncoder(), {kind: 0 for kind in RowsKind}
     for entry in FILES:
         builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
@@ -309,9 +311,30 @@ def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> Non
             for event in iter_file_events(str(entry.path)):
                 for item in builder.feed_batched(event):
                     if isinstance(item, RowBatch):
+                        shape = item.shape  # the generated renderer of whole images is the columns' own
+                        for image in (i for pair in item.rows.rows for i in pair if i is not None):
+                            one_by_one = {shape.names[i]: shape.renderers[i](v) for i, v in enumerate(image)}
+                            if len(image) == len(shape.names):
+                                assert shape.whole(image) == one_by_one
+                                assert shape.whole_json(image) == encoder.encode(one_by_one)
                         expected = "".join(encoder.encode(m) + "\n" for m in item.messages())
                         assert encoder.lines(item) == expected, (entry.name, event.pos)
                         compared[item.rows.kind] += len(item.rows.rows)
         except BinlogDecodeError:
             assert entry.may_fail, entry.name
     assert min(compared.values()) > 1000, compared  # 66,284 rows, of every kind
+
+
+def test_the_generated_renderers_keep_a_dict_s_meaning_and_json_s_escapes() -> None:
+    """TableShape.whole and whole_json on what the corpus has few of: a repeated name (the dict
+    keeps the last value in the first one's place), names and values that JSON must escape, a
+    renderer that is not inlined, no columns at all."""
+    text, year = flat._text, flat._RENDERERS[ColumnType.MYSQL_TYPE_YEAR]
+    names = ("a", 'q"\\', "a", "ü\n", "y")
+    render, render_json = whole_renderers(names, (text, text, text, text, year))
+    image = ("x", 'v"\\\u2028', None, "é\t\x00", 7)
+    expected = {"a": None, 'q"\\': 'v"\\\u2028', "ü\n": "é\t\x00", "y": "0007"}
+    assert render(image) == expected and list(render(image)) == list(expected)
+    assert render_json(image) == json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
+    empty, empty_json = whole_renderers((), ())
+    assert empty(()) == {} and empty_json(()) == "{}"
