@@ -220,7 +220,7 @@ def table_shape(table: TableMapEvent) -> TableShape:
     )
 
 
-# The renderers whose work is written inline (one expression each) by `whole_renderer`.
+# The renderers whose work is written inline (one expression each) by `whole_renderers`.
 _INLINE: dict[Renderer, str] = {
     _text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
     _int: "(None if v{i} is None else str(v{i}))",
