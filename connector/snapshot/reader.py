@@ -199,6 +199,10 @@ class ServerChunks:
                 # One read view for the transaction, and TIMESTAMP in UTC as the binlog decoder renders it.
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 cur.execute("SET SESSION time_zone = '+00:00'")
+                # The server's sql_mode is not the reader's: a key page compares with the key's
+                # values as the server printed them, zero dates among them ('2024-00-15', which
+                # MySQL's default NO_ZERO_IN_DATE refuses in a WHERE: the read stopped).
+                cur.execute("SET SESSION sql_mode = ''")
                 cur.execute("SELECT @@server_id")
                 row = cur.fetchone()
             self._server_id = int(row[0]) if row else 0
