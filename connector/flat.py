@@ -489,9 +489,7 @@ class JsonLineEncoder:
 
     def encode(self, message: FlatMessage) -> str:
         rest = {k: v for k, v in message.items() if k not in self._SHARED}
-        head = "".join(self._c_encode(rest, 0)) if self._c_encode else self._dumps(rest)
-        tail = "".join(f',"{key}":{self._shared(message.get(key))}' for key in self._SHARED if key in message)
-        return head[:-1] + tail + "}"
+        return self._text(rest)[:-1] + self._shared_fields(message) + "}"
 
     def lines(self, batch: RowBatch) -> str:
         """`encode` of each of `batch.messages()`, each ending in a newline, in one string: what
@@ -502,8 +500,7 @@ class JsonLineEncoder:
         first = dumps(head)[:-1] + ',"data":['  # the statement's text rides on the first row only
         later = first if not head.get("sql") else dumps({**head, "sql": ""})[:-1] + ',"data":['
         source = dumps(batch.source)[:-1] + ',"row":'
-        tail = "}" + "".join(f',"{key}":{self._shared(batch.head[key])}' for key in self._SHARED if key in batch.head)
-        tail += "}\n"
+        tail = "}" + self._shared_fields(batch.head) + "}\n"
         shape, rows, row = batch.shape, batch.rows, batch.base
         out = []
         if rows.kind == RowsKind.UPDATE:
@@ -521,6 +518,10 @@ class JsonLineEncoder:
             out.append(f'{first if row == batch.base else later}{data}],"old":null,"source":{source}{row}{tail}')
             row += 1
         return "".join(out)
+
+    def _shared_fields(self, message: FlatMessage) -> str:
+        """`,"pkNames":..,"sqlType":..,"mysqlType":..`: those of the three the message has."""
+        return "".join(f',"{key}":{self._shared(message[key])}' for key in self._SHARED if key in message)
 
     def _text(self, value: object) -> str:
         return "".join(self._c_encode(value, 0)) if self._c_encode else self._dumps(value)
