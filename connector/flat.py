@@ -205,6 +205,8 @@ class TableShape:
     mysql_types: dict[str, str]
     whole: Callable[[tuple[Any, ...]], dict[str, str | None]]  # `_render` of an image of every column
     whole_json: Callable[[tuple[Any, ...]], str]  # and that dict's compact JSON text (ensure_ascii off)
+    # Each name's column in such a dict: the last of a repeated name, in the first's place.
+    last: dict[str, int]
 
 
 def table_shape(table: TableMapEvent) -> TableShape:
@@ -217,14 +219,22 @@ def table_shape(table: TableMapEvent) -> TableShape:
         {name: sql_type(col) for name, col in zip(names, table.columns)},
         {name: mysql_type(col) for name, col in zip(names, table.columns)},
         *whole_renderers(names, renderers),
+        {name: i for i, name in enumerate(names)},
     )
 
 
-# The renderers whose work is written inline (one expression each) by `whole_renderers`.
+# The renderers whose work is written inline (one expression each) by `whole_renderers`: the
+# text, and the text's JSON (digits, sign and point need no escaping: integers' and decimals'
+# texts are quoted as they are).
 _INLINE: dict[Renderer, str] = {
     _text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
     _int: "(None if v{i} is None else str(v{i}))",
     _decimal: "(None if v{i} is None else format(v{i}, 'f'))",
+}
+_INLINE_JSON: dict[Renderer, str] = {
+    _text: "('null' if v{i} is None else q(v{i}) if v{i}.__class__ is str else q(_plain(v{i})))",
+    _int: "('null' if v{i} is None else f'\"{{v{i}}}\"')",
+    _decimal: "('null' if v{i} is None else f'\"{{v{i}:f}}\"')",
 }
 
 
@@ -234,10 +244,11 @@ def whole_renderers(
     """Two functions of an image of every column: its `{name: text}`, and that dict as compact
     JSON (what json.dumps(ensure_ascii=False, separators=(",", ":")) writes, with the same
     string encoder). The columns' renderers are called in one expression each, the common ones
-    written inline: a rows event's images are mostly whole, and this is their per-row work on
-    the JSON lines and canal paths."""
-    env: dict[str, Any] = {"_plain": _plain, "q": json.encoder.encode_basestring}
-    texts, items, parts = [], [], ["'{'"]
+    written inline, and the JSON is one f-string: a rows event's images are mostly whole, and
+    this is their per-row work on the JSON lines and canal paths."""
+    q = json.encoder.encode_basestring
+    env: dict[str, Any] = {"_plain": _plain, "q": q, "_json": lambda t: "null" if t is None else q(t)}
+    texts, items = [], []
     unique: dict[str, int] = {}  # a repeated name: the dict keeps the last value, in the first's place
     for i, (name, renderer) in enumerate(zip(names, renderers)):
         inline = _INLINE.get(renderer)
@@ -247,16 +258,16 @@ def whole_renderers(
         texts.append(f"    t{i} = {inline.format(i=i)}\n")
         items.append(f"{name!r}: t{i}")
         unique[name] = i
+    fragments, template = [], "{{"
     for n, (name, i) in enumerate(unique.items()):
-        key = ("," if n else "") + json.encoder.encode_basestring(name) + ":"
-        # digits, sign and point need no escaping: integers' and decimals' texts are quoted as they are
-        quoted = "'\"' + t{i} + '\"'" if renderers[i] in (_int, _decimal) else "q(t{i})"
-        parts += [repr(key), f"'null' if t{i} is None else {quoted.format(i=i)}"]
-    parts.append("'}'")
+        key = ("," if n else "") + q(name) + ":"
+        fragment = _INLINE_JSON.get(renderers[i], "_json(r{i}(v{i}))")
+        fragments.append(f"    j{i} = {fragment.format(i=i)}\n")
+        template += key.replace("{", "{{").replace("}", "}}") + f"{{j{i}}}"
+    template += "}}"
     unpack = f"    {', '.join(f'v{i}' for i in range(len(names)))}, = image\n" if names else ""
-    body = unpack + "".join(texts)
-    code = (f"def render(image):\n{body}    return {{{', '.join(items)}}}\n"
-            f"def render_json(image):\n{body}    return ''.join(({', '.join(parts)},))\n")  # fmt: skip
+    code = (f"def render(image):\n{unpack}{''.join(texts)}    return {{{', '.join(items)}}}\n"
+            f"def render_json(image):\n{unpack}{''.join(fragments)}    return f{template!r}\n")  # fmt: skip
     exec(compile(code, "<flat renderer>", "exec"), env)  # noqa: S102 - code made here, of repr'd names
     return env["render"], env["render_json"]
 
@@ -463,12 +474,40 @@ def _images(shape: TableShape, rows: RowsEvent, before: Any, after: Any) -> dict
         return {"data": [_render(shape, rows.present, after)], "old": None}
     if rows.kind == RowsKind.DELETE:
         return {"data": [_render(shape, rows.present, before)], "old": None}
+    if len(rows.present) == len(rows.present_after) == len(shape.names):
+        return {"data": [shape.whole(after)], "old": [_changed(shape, before, after)]}
     old = _render(shape, rows.present, before)
     new = _render(shape, rows.present_after, after)
     # With MINIMAL/NOBLOB images the after image omits unchanged columns: take them from before.
     data = {**old, **new}
     changed = {k: v for k, v in old.items() if k in new and new[k] != v}
     return {"data": [data], "old": [changed]}
+
+
+# Classes whose equal values always render to the same text (a float's -0.0 == 0.0 does not).
+_EQUAL_TEXT = frozenset({str, int, bytes, type(None)})
+
+
+def _changed(shape: TableShape, before: tuple[Any, ...], after: tuple[Any, ...]) -> dict[str, str | None]:
+    """An UPDATE's `old` from two whole images: the before text of each column whose text the
+    update changed. What `_images` computes from both images rendered whole, rendering only
+    the columns whose values could differ in text (an UPDATE changes a few of many)."""
+    changed: dict[str, str | None] = {}
+    renderers = shape.renderers
+    for name, i in shape.last.items():
+        b, a = before[i], after[i]
+        if b is a or (b.__class__ is a.__class__ and b.__class__ in _EQUAL_TEXT and b == a):
+            continue
+        text = renderers[i](b)
+        if text != renderers[i](a):
+            changed[name] = text
+    return changed
+
+
+def _texts_json(texts: dict[str, str | None]) -> str:
+    """Compact JSON of a dict of texts, as the C encoder writes it (one call of it costs more)."""
+    q = json.encoder.encode_basestring
+    return "{" + ",".join([f"{q(k)}:{'null' if v is None else q(v)}" for k, v in texts.items()]) + "}"
 
 
 class JsonLineEncoder:
@@ -501,23 +540,31 @@ class JsonLineEncoder:
         later = first if not head.get("sql") else dumps({**head, "sql": ""})[:-1] + ',"data":['
         source = dumps(batch.source)[:-1] + ',"row":'
         tail = "}" + self._shared_fields(batch.head) + "}\n"
-        shape, rows, row = batch.shape, batch.rows, batch.base
-        out = []
-        if rows.kind == RowsKind.UPDATE:
+        shape, rows = batch.shape, batch.rows
+        if rows.kind == RowsKind.UPDATE:  # each text: `data`'s image, then `old` (unclosed)
+            whole = len(rows.present) == len(rows.present_after) == len(shape.names)
+            texts = []
             for before, after in rows.rows:
-                images = _images(shape, rows, before, after)
-                data, old = dumps(images["data"][0]), dumps(images["old"][0])
-                out.append(f'{first if row == batch.base else later}{data}],"old":[{old}],"source":{source}{row}{tail}')
-                row += 1
-            return "".join(out)
-        present = rows.present
-        image = 1 if rows.kind == RowsKind.WRITE else 0
-        whole = len(present) == len(shape.names)
-        for pair in rows.rows:
-            data = shape.whole_json(pair[image] or ()) if whole else dumps(_render(shape, present, pair[image] or ()))
-            out.append(f'{first if row == batch.base else later}{data}],"old":null,"source":{source}{row}{tail}')
-            row += 1
-        return "".join(out)
+                if whole:
+                    new, was = after or (), before or ()  # an UPDATE's images are both there
+                    data, old = shape.whole_json(new), _texts_json(_changed(shape, was, new))
+                else:
+                    images = _images(shape, rows, before, after)
+                    data, old = dumps(images["data"][0]), dumps(images["old"][0])
+                texts.append(f'{data}],"old":[{old}')
+            source = '],"source":' + source
+        else:
+            image = 1 if rows.kind == RowsKind.WRITE else 0
+            if len(rows.present) == len(shape.names):
+                render = shape.whole_json
+                texts = [render(pair[image] or ()) for pair in rows.rows]
+            else:
+                present = rows.present
+                texts = [dumps(_render(shape, present, pair[image] or ())) for pair in rows.rows]
+            source = '],"old":null,"source":' + source
+        lines = [f"{later}{text}{source}{row}{tail}" for row, text in enumerate(texts, batch.base)]
+        lines[0] = f"{first}{texts[0]}{source}{batch.base}{tail}"
+        return "".join(lines)
 
     def _shared_fields(self, message: FlatMessage) -> str:
         """`,"pkNames":..,"sqlType":..,"mysqlType":..`: those of the three the message has."""

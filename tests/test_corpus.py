@@ -317,6 +317,13 @@ def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> Non
                             if len(image) == len(shape.names):
                                 assert shape.whole(image) == one_by_one
                                 assert shape.whole_json(image) == encoder.encode(one_by_one)
+                        for before, after in item.rows.rows if item.rows.kind == RowsKind.UPDATE else ():
+                            assert before is not None and after is not None
+                            if len(before) == len(after) == len(shape.names):  # `old`: the texts that differ
+                                old, new = shape.whole(before), shape.whole(after)
+                                changed = {k: v for k, v in old.items() if new[k] != v}
+                                assert flat._changed(shape, before, after) == changed
+                                assert list(flat._changed(shape, before, after)) == list(changed)
                         expected = "".join(encoder.encode(m) + "\n" for m in item.messages())
                         assert encoder.lines(item) == expected, (entry.name, event.pos)
                         compared[item.rows.kind] += len(item.rows.rows)
@@ -330,11 +337,25 @@ def test_the_generated_renderers_keep_a_dict_s_meaning_and_json_s_escapes() -> N
     keeps the last value in the first one's place), names and values that JSON must escape, a
     renderer that is not inlined, no columns at all."""
     text, year = flat._text, flat._RENDERERS[ColumnType.MYSQL_TYPE_YEAR]
-    names = ("a", 'q"\\', "a", "ü\n", "y")
-    render, render_json = whole_renderers(names, (text, text, text, text, year))
-    image = ("x", 'v"\\\u2028', None, "é\t\x00", 7)
-    expected = {"a": None, 'q"\\': 'v"\\\u2028', "ü\n": "é\t\x00", "y": "0007"}
+    names = ("a", 'q"\\', "a", "ü\n", "y", "{j0}}", "n")
+    render, render_json = whole_renderers(names, (text, text, text, text, year, flat._int, flat._decimal))
+    image = ("x", 'v"\\\u2028', None, "é\t\x00", 7, -3, Decimal("-0.50"))
+    expected = {"a": None, 'q"\\': 'v"\\\u2028', "ü\n": "é\t\x00", "y": "0007", "{j0}}": "-3", "n": "-0.50"}
     assert render(image) == expected and list(render(image)) == list(expected)
     assert render_json(image) == json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
     empty, empty_json = whole_renderers((), ())
     assert empty(()) == {} and empty_json(()) == "{}"
+
+
+def test_an_update_s_old_holds_the_columns_whose_text_changed() -> None:
+    """flat._changed skips equal values of classes whose text equality follows; a float's
+    -0.0 equals 0.0 but prints apart, and a repeated name compares its last column."""
+    double = flat._RENDERERS.get(ColumnType.MYSQL_TYPE_DOUBLE, flat._plain)
+    text, integer = flat._text, flat._int
+    names, renderers = ("a", "f", "a", "n", "b"), (text, double, integer, integer, flat._plain)
+    shape = flat.TableShape(names, renderers, None, {}, {}, *whole_renderers(names, renderers),
+                            {name: i for i, name in enumerate(names)})  # fmt: skip
+    before = ("x", 0.0, 1, None, b"\xff")
+    assert flat._changed(shape, before, ("y", -0.0, 1, None, b"\xff")) == {"f": "0.0"}
+    assert flat._changed(shape, before, ("x", 0.0, 2, 5, b"\xfe")) == {"a": "1", "n": None, "b": "\xff"}
+    assert flat._changed(shape, before, before) == {}

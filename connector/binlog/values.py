@@ -128,10 +128,14 @@ def datetime2_decoder(fsp: int) -> Callable[[bytes], str]:
         x = int.from_bytes(raw, "big")
         packed = (x >> frac_bits) - 0x8000000000
         hms = packed & 0x1FFFF
-        fields = (_packed_day_text(packed >> 17), hms >> 12, hms >> 6 & 63, hms & 63)
-        return fmt % (*fields, (x & mask) // div) if frac_bits else fmt % fields
+        return fmt % (_packed_day_text(packed >> 17), hms >> 12, hms >> 6 & 63, hms & 63, (x & mask) // div)
 
-    return decode
+    def decode_whole(raw: bytes) -> str:  # fsp 0: no fraction
+        packed = int.from_bytes(raw, "big") - 0x8000000000
+        hms = packed & 0x1FFFF
+        return fmt % (_packed_day_text(packed >> 17), hms >> 12, hms >> 6 & 63, hms & 63)
+
+    return decode if frac_bits else decode_whole
 
 
 @functools.lru_cache(maxsize=4096)
