@@ -21,10 +21,14 @@ class TableFilter:
     exclude: tuple[str, ...] = ()
     _inc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     _exc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    # Answers by (database, table): asked per TABLE_MAP, and the lru_cache below would hash
+    # the filter's patterns on every call.
+    _seen: dict[tuple[str, str], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_inc", tuple(_compile(p, "include") for p in self.include))
         object.__setattr__(self, "_exc", tuple(_compile(p, "exclude") for p in self.exclude))
+        object.__setattr__(self, "_seen", {})
 
     @classmethod
     def of(cls, include: list[str] | None, exclude: list[str] | None, meta_database: str = "") -> TableFilter:
@@ -32,7 +36,13 @@ class TableFilter:
         return cls(tuple(include or [r".*\..*"]), tuple([*system, *(exclude or [])]))
 
     def __call__(self, database: str, table: str) -> bool:
-        return _matches(self, database, table)
+        seen = self._seen
+        answer = seen.get((database, table))
+        if answer is None:
+            if len(seen) >= 65536:
+                seen.clear()
+            answer = seen[database, table] = _matches(self, database, table)
+        return answer
 
     def database(self, database: str) -> bool:
         r"""Would a table of this database whose name matters not be captured? For statements

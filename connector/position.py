@@ -12,6 +12,7 @@ import re
 import struct
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 
 from connector.errors import PositionError
 
@@ -112,10 +113,19 @@ _TAGGED_FORMAT = 1  # Gtid_set::encode's format byte when any GTID carries a tag
 
 
 def _sid(text: str, whole: str) -> str:
+    sid = _uuid_text(text)
+    if sid is None:
+        raise PositionError(f"GTID set {whole!r}: {text!r} is not a server UUID")
+    return sid
+
+
+@lru_cache(maxsize=1024)
+def _uuid_text(text: str) -> str | None:
+    """A server UUID as MySQL prints it; every transaction's GTID names one of a few."""
     try:
         return str(uuid.UUID(text))
-    except ValueError as exc:
-        raise PositionError(f"GTID set {whole!r}: {text!r} is not a server UUID") from exc
+    except ValueError:
+        return None
 
 
 def _tag(text: str, whole: str) -> str:
@@ -162,7 +172,14 @@ class MysqlGtidSet:
 
     def with_gtid(self, gtid: str) -> MysqlGtidSet:
         key, gno = self.split(gtid)
-        merged = dict(self.sets)
+        sets = self.sets
+        for n, (k, intervals) in enumerate(sets):
+            if k == key:
+                if intervals and intervals[-1][1] + 1 == gno:  # the server's next number: the last interval grows
+                    grown = (*intervals[:-1], (intervals[-1][0], gno))
+                    return MysqlGtidSet((*sets[:n], (key, grown), *sets[n + 1 :]))
+                break
+        merged = dict(sets)
         merged[key] = _merge([*merged.get(key, ()), (gno, gno)])
         return MysqlGtidSet(tuple(sorted(merged.items())))
 

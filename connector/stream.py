@@ -229,7 +229,7 @@ class TransactionAssembler:
     def _payload(self, event: Event) -> Iterator[StreamItem]:
         assert isinstance(event.body, TransactionPayloadEvent)
         for inner in event.body.events:  # a compressed transaction: its events, one by one
-            yield from self._feed(replace(inner, header=replace(inner.header, log_pos=event.header.log_pos)))
+            yield from self._feed(inner._replace(header=inner.header._replace(log_pos=event.header.log_pos)))
 
     def _previous_gtids(self, event: Event) -> Iterator[StreamItem]:
         assert isinstance(event.body, PreviousGtidsEvent)

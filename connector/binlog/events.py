@@ -9,15 +9,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, NamedTuple, Union
 
 from connector.binlog import constants as c
 from connector.binlog.reader import Reader
 from connector.errors import FormatError
 
 
-@dataclass(frozen=True, slots=True)
-class EventHeader:
+class EventHeader(NamedTuple):
+    """A named tuple, as `Event`, not a frozen dataclass: one of each is made per event, and a
+    tuple is built in a third of the time."""
+
     timestamp: int
     type_code: int
     server_id: int
@@ -268,8 +270,7 @@ EventBody = Union[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One decoded event: where it starts, its header, and its decoded body."""
 
     pos: int
