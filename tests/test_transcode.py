@@ -218,13 +218,13 @@ def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowB
                 assert decoded is not None and len(decoded[0]) == count, (table.name, body.hex())
                 outcomes["walk accepted"] += 1
             # the mutant as the parser would hand it on: its images' bytes, its row count
-            mutant = replace(batch, rows=replace(rows, raw=body, rows=decoded[0] if decoded else rows.rows))
+            mutant = replace(batch, rows=rows._replace(raw=body, rows=decoded[0] if decoded else rows.rows))
             fast = encoder.compiled(mutant, table, topic)
             if fast is None:
                 outcomes["declined"] += 1
                 continue
             assert decoded is not None, (table.name, body.hex())
-            eager = replace(mutant.rows, typed=decoded[1], deferred=None, raw=b"")  # the Python path's images
+            eager = mutant.rows._replace(typed=decoded[1], deferred=None, raw=b"")  # the Python path's images
             python = encoder.rows(replace(mutant, rows=eager), table, topic)
             assert fast == python, (table.name, body.hex())
             outcomes["same"] += 1

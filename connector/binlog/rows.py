@@ -7,7 +7,7 @@ import functools
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
@@ -50,8 +50,7 @@ class RowsHeader:
     extra_data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class RowsEvent:
+class RowsEvent(NamedTuple):  # a tuple, as Event: made per rows event, a frozen dataclass costs 3x
     kind: RowsKind
     type_code: int
     table_id: int

@@ -312,6 +312,6 @@ def _same_as_python(encoder: MessageEncoder, item: StreamItem) -> None:
     fast = encoder.compiled(batch, table, topic)
     if fast is None:
         return
-    eager = replace(batch.rows, typed=batch.rows.typed_images(), deferred=None, raw=b"")
+    eager = batch.rows._replace(typed=batch.rows.typed_images(), deferred=None, raw=b"")
     python = encoder.rows(replace(batch, rows=eager), table, topic)
     assert python == fast, f"the compiled transcoder's bytes differ from Python's for {topic}"
