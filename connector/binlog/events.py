@@ -6,6 +6,7 @@ as a `Reader` plus explicit context, and returns a frozen value or raises `Forma
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,8 +85,7 @@ class QueryEvent:
     status: QueryStatus
 
 
-@dataclass(frozen=True, slots=True)
-class XidEvent:
+class XidEvent(NamedTuple):  # a tuple, as Event: one per transaction
     xid: int
 
 
@@ -141,8 +141,7 @@ class XaPrepareEvent:
     bqual: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class GtidEvent:
+class GtidEvent(NamedTuple):  # a tuple, as Event: one per transaction
     """MySQL GTID_LOG_EVENT, ANONYMOUS_GTID_LOG_EVENT and GTID_TAGGED_LOG_EVENT."""
 
     anonymous: bool
@@ -187,8 +186,7 @@ def _format_sid_intervals(entry: GtidInterval) -> str:
     return ":".join([head, *parts])
 
 
-@dataclass(frozen=True, slots=True)
-class MariadbGtidEvent:
+class MariadbGtidEvent(NamedTuple):  # a tuple, as Event: one per transaction
     seq_no: int
     domain_id: int
     server_id: int
@@ -360,7 +358,9 @@ def decode_xa_prepare(r: Reader, header: EventHeader) -> XaPrepareEvent:
     return XaPrepareEvent(one_phase, format_id, r.take(gtrid_len, "xa gtrid"), r.take(bqual_len, "xa bqual"))
 
 
+@functools.lru_cache(maxsize=1024)
 def _uuid(raw: bytes) -> str:
+    """A server UUID's text: every transaction's GTID names one of a few."""
     return str(uuid.UUID(bytes=raw))
 
 
