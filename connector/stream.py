@@ -200,10 +200,15 @@ class TransactionAssembler:
 
     def feed(self, event: Event) -> Iterator[StreamItem]:
         if self.quiet_until is not None:
-            if binlog_sort_key(self.file, event.pos) < self.quiet_until:
-                _drain(self._feed(event))  # re-read for the prepared XA transactions it holds
-                return
-            self.quiet_until = None
+            return self._quiet_feed(event)
+        return self._feed(event)  # not a generator itself: one frame less per event
+
+    def _quiet_feed(self, event: Event) -> Iterator[StreamItem]:
+        assert self.quiet_until is not None
+        if binlog_sort_key(self.file, event.pos) < self.quiet_until:
+            _drain(self._feed(event))  # re-read for the prepared XA transactions it holds
+            return
+        self.quiet_until = None
         yield from self._feed(event)
 
     def _feed(self, event: Event) -> Iterator[StreamItem]:
@@ -220,7 +225,7 @@ class TransactionAssembler:
         return iter(())
 
     def _xid(self, event: Event) -> Iterator[StreamItem]:
-        yield self._commit(event)
+        return iter((self._commit(event),))
 
     def _heartbeat(self, event: Event) -> Iterator[StreamItem]:
         if not self.in_txn:

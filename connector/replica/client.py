@@ -341,9 +341,15 @@ class BinlogDump:
         """Raw event bytes until the server ends a non-blocking dump; errors are typed."""
         if self.conn is not None and self.settings.heartbeat_s > 0:
             self.conn._sock.settimeout(max(2 * self.settings.heartbeat_s, 5))  # type: ignore[attr-defined]
+        assert self._reader is not None
+        read = self._reader.read_status_and_rest
         while True:
             try:
-                status, rest = self._status_and_rest()
+                status, rest = read()  # what _status_and_rest does, without its call per event
+            except pymysql.err.OperationalError as exc:
+                raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
+            except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
+                raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
             except (TimeoutError, OSError) as exc:
                 raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
             if status == 0:
