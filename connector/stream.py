@@ -459,14 +459,17 @@ class ChangeStream:
         while True:
             try:
                 session = self._session(position, blocking, handed, prepared)
+                progress = False
                 for item in session:
                     if isinstance(item, Changes):
                         handed = (item.file, item.pos)
                     else:
                         position, handed = item.position, None
                         prepared = dict(self._assembler.prepared) if self._assembler is not None else {}
-                    delays = self.backoff.delays()  # progress: the next failure starts a fresh backoff
-                    self.on_source(True)
+                    if not progress:  # the session's first item: the next failure starts a fresh backoff
+                        progress = True
+                        delays = self.backoff.delays()
+                        self.on_source(True)
                     yield item
                 return
             except SluiceError as exc:
