@@ -332,10 +332,14 @@ class BinlogDump:
         assert self._reader is not None
         try:
             return self._reader.read_status_and_rest()
-        except pymysql.err.OperationalError as exc:
-            raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
-        except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
-            raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
+        except (pymysql.err.OperationalError, SequenceRestartError) as exc:
+            raise self._lost(exc) from exc
+
+    def _lost(self, exc: pymysql.err.OperationalError | SequenceRestartError) -> SourceUnavailableError:
+        """What a failed packet read means for the stream."""
+        if isinstance(exc, SequenceRestartError):  # MariaDB's shutdown error arrives with sequence 0
+            return SourceUnavailableError(f"{self._where()}: the server closed the stream")
+        return SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}")
 
     def events(self) -> Iterator[bytes]:
         """Raw event bytes until the server ends a non-blocking dump; errors are typed."""
@@ -346,10 +350,8 @@ class BinlogDump:
         while True:
             try:
                 status, rest = read()  # what _status_and_rest does, without its call per event
-            except pymysql.err.OperationalError as exc:
-                raise SourceUnavailableError(f"{self._where()}: connection lost while streaming: {exc}") from exc
-            except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
-                raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
+            except (pymysql.err.OperationalError, SequenceRestartError) as exc:
+                raise self._lost(exc) from exc
             except (TimeoutError, OSError) as exc:
                 raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
             if status == 0:

@@ -99,12 +99,7 @@ class PacketReader:
         """A payload's first byte (-1 for an empty payload) apart from the rest, which is read as
         its own bytes object: a binlog event after the dump's OK byte is never sliced out of a
         copy (a 64 MiB row would be held twice)."""
-        header = self._read(4)  # _header's work, written out: this runs once per binlog event
-        seq = header[3]
-        if self.sequence >= 0 and seq != (self.sequence + 1) & 0xFF:
-            self._out_of_sequence(seq)
-        self.sequence = seq
-        length = header[0] | header[1] << 8 | header[2] << 16
+        length = self._header()
         if length == 0:
             return -1, b""
         status = self._read(1)[0]
@@ -118,13 +113,10 @@ class PacketReader:
         header = self._read(4)
         seq = header[3]
         if self.sequence >= 0 and seq != (self.sequence + 1) & 0xFF:
-            self._out_of_sequence(seq)
+            error = SequenceRestartError if seq == 0 else ProtocolError
+            raise error(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
         self.sequence = seq
         return header[0] | header[1] << 8 | header[2] << 16
-
-    def _out_of_sequence(self, seq: int) -> None:
-        error = SequenceRestartError if seq == 0 else ProtocolError
-        raise error(f"packet sequence {seq} after {self.sequence}: the stream lost bytes")
 
 
 def frame(payload: bytes, first_sequence: int = 0) -> bytes:
