@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from connector.errors import ConfigError
 
@@ -21,8 +20,8 @@ class TableFilter:
     exclude: tuple[str, ...] = ()
     _inc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     _exc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    # Answers by (database, table): asked per TABLE_MAP, and the lru_cache below would hash
-    # the filter's patterns on every call.
+    # Answers by (database, table): asked per TABLE_MAP (a cache keyed by the filter would hash
+    # its patterns on every call).
     _seen: dict[tuple[str, str], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -48,13 +47,12 @@ class TableFilter:
         r"""Would a table of this database whose name matters not be captured? For statements
         about a database rather than a table (CREATE DATABASE, GRANT): `shop\..*` admits
         `shop`, `shop\.orders` does not, and a statement with no database needs a catch-all."""
-        return _matches(self, database, _ANY_TABLE)
+        return self(database, _ANY_TABLE)
 
 
 _ANY_TABLE = "\U0010fffe"  # a name no real table has: only patterns that take any name match it
 
 
-@lru_cache(maxsize=65536)
 def _matches(f: TableFilter, database: str, table: str) -> bool:
     name = f"{database}.{table}"
     return any(p.fullmatch(name) for p in f._inc) and not any(p.fullmatch(name) for p in f._exc)
