@@ -116,8 +116,13 @@ class Snapshotter:
             return
         read.touched_any = True
         for message in item.messages:
-            for image in (message["data"] or []) + (message["old"] or []):
+            after = message["data"] or []
+            for image in after:
                 read.touched.add(image_key(item.table, image))
+            # An UPDATE's `old` holds only the columns it changed: the row's old key is `old` laid
+            # over the new image (a key (a, b) whose b alone changed has no `a` in `old`).
+            for image, changed in zip(after, message["old"] or []):
+                read.touched.add(image_key(item.table, {**image, **changed}))
 
     def holds(self, item: Changes) -> bool:
         """Whether the stream's changes of `item` wait for its table's READ instead of going on.
