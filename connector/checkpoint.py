@@ -353,6 +353,18 @@ def _add_missing_columns(cur: pymysql.cursors.Cursor) -> object:
 
 
 class Checkpointer:
+    """The commit-positions step: one policy, run by one writer thread.
+
+    The policy: the newest submitted position goes to Redis (`fast`) as soon as the writer gets
+    to it; the database (`durable`) takes a copy when `flush_interval_s` has passed since its
+    last write, and at `stop`. With Redis down, positions go to the database directly, still at
+    most once per interval (the newest waits for the next). Both down: the writer sets
+    `failing`, and the caller saves itself (`save_unsaved`), pausing until a store takes it.
+
+    `submit` only hands the writer the newest position, so a round trip never holds up the
+    stream. Without `start` (tests, one-shot tools) the caller's `submit` writes at once. The
+    clock is injected: the flush interval is measured on it, by the writer as by a caller."""
+
     def __init__(
         self, fast: CheckpointStore | None, durable: CheckpointStore, flush_interval_s: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
@@ -361,19 +373,18 @@ class Checkpointer:
         self.durable = durable
         self.flush_interval_s = flush_interval_s
         self.clock = clock
-        self.committed: Position | None = None
-        self.flushed: Position | None = None
-        self.flushed_at = 0.0  # when the database last took a position
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.committed: Position | None = None  # the newest position a store holds (or the flush owes)
+        self.flushed: Position | None = None  # the newest the database holds
+        self.flushed_at = -flush_interval_s  # when the database last took a position (the clock's)
         self.fast_down = False
-        self.fenced: FencedError | None = None
         self.on_saved: Callable[[str], None] = lambda store: None  # metrics: "redis" or "database"
-        self.failing: CheckpointUnavailableError | None = None  # the writer's last write failed
+        # Set under _wake: what the writer owes, and why it stopped owing it.
         self._unsaved: Position | None = None  # the newest position submitted and not yet written
-        self._saving = threading.Lock()  # one write of the newest unsaved position at a time
+        self.failing: CheckpointUnavailableError | None = None  # the writer's last save failed
+        self.fenced: FencedError | None = None  # another instance owns the checkpoint now
+        self._stopping = False
         self._wake = threading.Condition()
+        self._io = threading.RLock()  # one write at a time, whoever writes (commit inside save_unsaved)
         self._writer: threading.Thread | None = None
 
     def load(self) -> tuple[Position | None, str]:
@@ -401,10 +412,11 @@ class Checkpointer:
         return chosen, name
 
     def commit(self, position: Position) -> None:
-        """Record a committable position: Redis at once; the database directly when Redis is down."""
+        """Write a committable position now: Redis, or the database when Redis is down (raises
+        CheckpointUnavailableError when that is down too, FencedError when fenced)."""
         if self.fenced is not None:
             raise self.fenced
-        with self._lock:
+        with self._io:
             if self.fast is not None:
                 try:
                     self.fast.put(position)
@@ -419,8 +431,8 @@ class Checkpointer:
                         log.warning("%s; writing positions to the %s directly, at most every %g s", exc,
                                     self.durable.name, self.flush_interval_s)  # fmt: skip
                     self.fast_down = True
-                if self.flushed is not None and self.clock() - self.flushed_at < self.flush_interval_s:
-                    self.committed = position  # the flusher writes it when the interval is up
+                if self.flushed is not None and not self._flush_due():
+                    self.committed = position  # the database takes it when the interval is up
                     return
             self.durable.put(position)  # raises CheckpointUnavailableError when it is down too
             self.on_saved("database")
@@ -428,7 +440,7 @@ class Checkpointer:
             self.flushed_at = self.clock()
 
     def submit(self, position: Position) -> None:
-        """Hand on a committable position: to the writer thread once started, else written at once.
+        """Hand on a committable position: to the writer once started, else written at once.
 
         Raises what `commit` raises when it writes here (and FencedError, whenever it is known)."""
         if self.fenced is not None:
@@ -442,7 +454,7 @@ class Checkpointer:
 
     def save_unsaved(self) -> None:
         """Write the newest submitted position now (the writer's work, or the caller's while it fails)."""
-        with self._saving:
+        with self._io:
             position = self._unsaved
             if position is None:
                 return
@@ -460,30 +472,9 @@ class Checkpointer:
                 lambda: self._unsaved is None or self.failing is not None or not self._writing(), timeout_s
             )
 
-    def _writing(self) -> bool:
-        return self._writer is not None and self._writer.is_alive() and self.fenced is None
-
-    def _write_loop(self) -> None:
-        while True:
-            with self._wake:
-                self._wake.wait_for(lambda: self._stop.is_set() or (self._unsaved is not None and self.failing is None))
-                if self._unsaved is None or self.failing is not None:
-                    return  # stopping, with nothing it may write
-            try:
-                self.save_unsaved()
-            except FencedError as exc:
-                with self._wake:
-                    self.fenced = exc  # the main loop raises it at its next submit
-                    self._wake.notify_all()
-                return
-            except CheckpointUnavailableError as exc:
-                with self._wake:
-                    self.failing = exc  # the main loop takes over, pausing until a store is back
-                    self._wake.notify_all()
-
     def flush(self) -> None:
         """Copy the newest committed position to the database (from Redis when it is up)."""
-        with self._lock:
+        with self._io:
             position = self.committed
             if self.fast is not None and not self.fast_down:
                 # Redis gone since the last commit: the position in memory is the same one.
@@ -496,30 +487,65 @@ class Checkpointer:
                 self.on_saved("database")
                 self.flushed, self.flushed_at = position, self.clock()
             except FencedError as exc:
-                self.fenced = exc  # the main loop raises it at its next commit
+                with self._wake:
+                    self.fenced = exc  # the caller raises it at its next submit
             except CheckpointUnavailableError as exc:
                 log.warning("flush to the %s failed (%s); retrying in %.1f s", self.durable.name, exc,
                             self.flush_interval_s)  # fmt: skip
 
+    # -- the writer ----------------------------------------------------------------------------
+
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="checkpoint-flusher", daemon=True)
-        self._thread.start()
         self._writer = threading.Thread(target=self._write_loop, name="checkpoint-writer", daemon=True)
         self._writer.start()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.flush_interval_s):
-            self.flush()
-
     def stop(self) -> None:
-        self._stop.set()
+        """Stop the writer, then save what it had not reached and flush it to the database."""
         with self._wake:
+            self._stopping = True
             self._wake.notify_all()
         if self._writer is not None:
             self._writer.join()
             self._writer = None
-        if self._thread is not None:
-            self._thread.join()
         with contextlib.suppress(CheckpointUnavailableError, FencedError):
-            self.save_unsaved()  # what the writer had not reached; both stores down: the last saved stays
+            self.save_unsaved()  # both stores down: the last saved stays
         self.flush()
+
+    def _writing(self) -> bool:
+        return self._writer is not None and self._writer.is_alive() and self.fenced is None
+
+    def _flush_due(self) -> bool:
+        return self.clock() - self.flushed_at >= self.flush_interval_s
+
+    def _owed(self) -> bool:  # under _wake
+        return self._unsaved is not None and self.failing is None
+
+    def _write_loop(self) -> None:
+        """Save the newest submitted position as it comes; flush when the interval is up."""
+        tried = -self.flush_interval_s  # the last flush: once per interval, whatever it found to do
+        while True:
+            with self._wake:
+                since = self.clock() - max(self.flushed_at, tried)
+                wait = max(0.0, self.flush_interval_s - since) if self.committed is not None else None
+                self._wake.wait_for(lambda: self._stopping or self._owed(), wait)
+                if self._stopping:
+                    return
+                save = self._owed()
+            try:
+                if save:
+                    self.save_unsaved()
+                now = self.clock()
+                if self.committed != self.flushed and now - max(self.flushed_at, tried) >= self.flush_interval_s:
+                    tried = now
+                    self.flush()
+            except FencedError as exc:
+                with self._wake:
+                    self.fenced = exc  # the caller raises it at its next submit
+                    self._wake.notify_all()
+                return
+            except CheckpointUnavailableError as exc:
+                with self._wake:
+                    self.failing = exc  # the caller takes over, pausing until a store is back
+                    self._wake.notify_all()
+            if self.fenced is not None:
+                return

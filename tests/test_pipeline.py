@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -384,6 +385,31 @@ def test_the_writer_thread_saves_the_newest_position_without_holding_up_the_loop
     finally:
         checkpointer.stop()
     assert durable.value == pos(50)  # stop() flushes to the database
+
+
+def test_the_writer_copies_to_the_database_once_per_interval_of_the_injected_clock() -> None:
+    now = [0.0]
+    fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+    checkpointer = Checkpointer(fast, durable, 0.2, clock=lambda: now[0])
+
+    def soon(done: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    checkpointer.start()
+    try:
+        checkpointer.submit(pos(10))
+        soon(lambda: durable.value == pos(10))  # the first position goes to the database at once
+        checkpointer.submit(pos(20))
+        checkpointer.settle(10)
+        time.sleep(0.5)  # 0.5 s of real time, none of the injected clock's: no copy is due
+        assert (fast.value, durable.value) == (pos(20), pos(10))
+        now[0] = 0.2
+        soon(lambda: durable.value == pos(20))
+    finally:
+        checkpointer.stop()
+    assert durable.writes == [pos(10), pos(20)]
 
 
 def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Path) -> None:
