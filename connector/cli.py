@@ -38,7 +38,7 @@ from connector.errors import (
 )
 from connector.filters import TableFilter
 from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch
-from connector.position import POSITION_TEXT, Position, position_of_text
+from connector.position import POSITION_TEXT, Cursor, Position, position_of_text
 from connector.replica.client import open_connection
 from connector.runner import Connector, checkpoint_stores, presence_key, run_with_lease
 from connector.schema.capture import master_position
@@ -127,10 +127,11 @@ def decode_files(
     written = 0
     encoder = JsonLineEncoder()
     for path in files:
-        builder = FlatMessageBuilder(os.path.basename(path), query=WHOLE_QUERIES)
-        parser = BinlogParser(os.path.basename(path))
+        cursor = Cursor(os.path.basename(path))  # a file's events name it: one owner, read by all three
+        builder = FlatMessageBuilder(cursor, query=WHOLE_QUERIES)
+        parser = BinlogParser(cursor)
         if tracker is not None:
-            tracker.source = parser.source
+            tracker.cursor = cursor
             parser.table_hook = tracker.table_hook
         for event in iter_file_events(path, start, stop, parser):
             for item in builder.feed_batched(event):

@@ -34,6 +34,7 @@ from connector.binlog.jsonb import JsonPartial
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
+from connector.position import Cursor
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
@@ -335,8 +336,10 @@ WHOLE_QUERIES = QueryText(True, 1 << 62)  # `sluice decode`: a file is read to b
 class FlatMessageBuilder:
     """Turns one ordered event stream into flat messages."""
 
-    def __init__(self, file: str = "", clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES) -> None:
-        self.file = file
+    def __init__(
+        self, file: str | Cursor = "", clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES
+    ) -> None:
+        self.cursor = file if isinstance(file, Cursor) else Cursor(file)  # the file named in `source`
         self._clock = clock
         self._query_text = query
         self._gtid: str | None = None
@@ -431,7 +434,7 @@ class FlatMessageBuilder:
         self._sql = ""
         if not rows.rows:
             return None
-        source = {"file": self.file, "pos": event.pos, "server_id": event.header.server_id}
+        source = {"file": self.cursor.file, "pos": event.pos, "server_id": event.header.server_id}
         return RowBatch(shape, rows, head, source, base)
 
     def _query(self, event: Event, query: QueryEvent) -> Iterator[FlatMessage]:
@@ -456,7 +459,7 @@ class FlatMessageBuilder:
             "data": None,
             "old": None,
             "gtid": self._gtid,
-            "source": {"file": self.file, "pos": event.pos, "server_id": event.header.server_id, "row": 0},
+            "source": {"file": self.cursor.file, "pos": event.pos, "server_id": event.header.server_id, "row": 0},
         }
         if ddl:
             self._gtid = None  # DDL commits on its own

@@ -17,6 +17,18 @@ from functools import lru_cache
 from connector.errors import PositionError
 
 
+class Cursor:
+    """The binlog file a stream is reading, with one owner.
+
+    The parser, the schema tracker and the message builder name the file in errors and in
+    `source.file`; each reads it here, and a ROTATE moves it once, for all of them."""
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: str = "") -> None:
+        self.file = file
+
+
 @dataclass(frozen=True, slots=True)
 class Position:
     file: str

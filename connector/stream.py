@@ -43,7 +43,7 @@ from connector.errors import Disposition, SluiceError, SourceUnavailableError, c
 from connector.filters import TableFilter
 from connector.flat import NO_QUERIES, FlatMessage, FlatMessageBuilder, QueryText, RowBatch
 from connector.lazy import Lazy
-from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
+from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
@@ -178,11 +178,12 @@ class TransactionAssembler:
         query: QueryText = NO_QUERIES,
         on_statement_rows: Callable[[str, str], None] = lambda database, table: None,
     ) -> None:
-        self.file = start.file
+        self.cursor = Cursor(start.file)  # the one owner of the file, read by the builder and the tracker
         self.on_statement_rows = on_statement_rows  # a captured table's rows logged as a statement
         self.tracker = tracker
+        tracker.cursor = self.cursor
         self.included = included
-        self.builder = FlatMessageBuilder(start.file, query=query)
+        self.builder = FlatMessageBuilder(self.cursor, query=query)
         self.gtids: MariadbGtidState | MysqlGtidSet | None = _gtid_state(start.gtid_set, mariadb)
         self.mariadb = mariadb
         self.in_txn = False  # between a GTID or BEGIN and the transaction's end
@@ -198,6 +199,10 @@ class TransactionAssembler:
 
         self.quiet_until = quiet_until.sort_key() if quiet_until is not None else None
 
+    @property
+    def file(self) -> str:
+        return self.cursor.file
+
     def feed(self, event: Event) -> Iterator[StreamItem]:
         if self.quiet_until is not None:
             return self._quiet_feed(event)
@@ -205,7 +210,7 @@ class TransactionAssembler:
 
     def _quiet_feed(self, event: Event) -> Iterator[StreamItem]:
         assert self.quiet_until is not None
-        if binlog_sort_key(self.file, event.pos) < self.quiet_until:
+        if binlog_sort_key(self.cursor.file, event.pos) < self.quiet_until:
             _drain(self._feed(event))  # re-read for the prepared XA transactions it holds
             return
         self.quiet_until = None
@@ -245,7 +250,7 @@ class TransactionAssembler:
     def _begin(self, event: Event, body: GtidEvent | MariadbGtidEvent) -> None:
         self.in_txn, self.rows = True, 0
         self.gtid = body.gtid
-        self.txn_start = Position(self.file, event.pos)
+        self.txn_start = Position(self.cursor.file, event.pos)
         # MariaDB's GTID event stands for BEGIN unless the transaction is one statement.
         self.began = isinstance(body, MariadbGtidEvent) and not body.flags & _MARIADB_FL_STANDALONE
         self.xa_open = isinstance(body, MariadbGtidEvent) and bool(body.flags & _MARIADB_FL_PREPARED_XA)
@@ -261,7 +266,7 @@ class TransactionAssembler:
             definition = self.tracker.definition(body.table)
             # Rendered only if someone reads them: the Avro path encodes the batch's images.
             messages = Lazy(lambda: tuple(batch.messages()), len(body.rows))
-            changes = Changes(messages, self.file, event.pos, definition, batch)
+            changes = Changes(messages, self.cursor.file, event.pos, definition, batch)
             if self.xa_open:
                 self.held.append(changes)
             else:
@@ -276,7 +281,7 @@ class TransactionAssembler:
             self.in_txn = self.began = True
             self.xa_open = upper.startswith("XA START")
             if self.txn_start is None:
-                self.txn_start = Position(self.file, event.pos)
+                self.txn_start = Position(self.cursor.file, event.pos)
             return
         decision = _XA_DECISION.match(sql) if upper.startswith("XA ") else None
         if decision is not None:
@@ -295,7 +300,7 @@ class TransactionAssembler:
             self._statement_rows(sql, body.schema)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if messages:
-            yield Changes(messages, self.file, event.pos)
+            yield Changes(messages, self.cursor.file, event.pos)
         if not self.began:
             yield self._commit(event, feed_builder=False)
 
@@ -316,7 +321,7 @@ class TransactionAssembler:
         else:
             xid = Xid(body.format_id, body.gtrid, body.bqual)
             if held:
-                self.prepared[xid] = _Prepared(self.txn_start or Position(self.file, event.pos), tuple(held))
+                self.prepared[xid] = _Prepared(self.txn_start or Position(self.cursor.file, event.pos), tuple(held))
             else:  # of tables not captured: nothing to hold, but its decision is no surprise
                 self.uncaptured.add(xid)
         yield self._commit(event)
@@ -328,12 +333,12 @@ class TransactionAssembler:
             log.warning(
                 "XA COMMIT %s at %s:%d: its XA PREPARE was not read by this connector (it precedes the position the "
                 "connector first started from); rows it changed in captured tables, if any, are not published: "
-                "re-snapshot those tables (`sluice snapshot`)", xid_text, self.file, event.pos,
+                "re-snapshot those tables (`sluice snapshot`)", xid_text, self.cursor.file, event.pos,
             )  # fmt: skip
         self.uncaptured.discard(xid)
         if prepared is not None and commit:
             self.rows = sum(len(c.batch.rows.rows) for c in prepared.changes if c.batch is not None)
-            yield from restamped(prepared.changes, self.file, event.pos, event.header.server_id)
+            yield from restamped(prepared.changes, self.cursor.file, event.pos, event.header.server_id)
         yield self._commit(event)
 
     def _ddl_captured(self, message: FlatMessage, changed_captured: bool) -> bool:
@@ -345,7 +350,7 @@ class TransactionAssembler:
     def _rotate(self, event: Event) -> Iterator[StreamItem]:
         body = event.body
         assert isinstance(body, RotateEvent)
-        self.file = self.tracker.source = self.builder.file = body.next_file
+        self.cursor.file = body.next_file
         real = event.header.log_pos != 0 and not event.header.flags & c.LOG_EVENT_ARTIFICIAL_F
         if real and not self.in_txn:
             yield Heartbeat(self._position(body.position, event))
@@ -368,7 +373,7 @@ class TransactionAssembler:
         state = gtids if gtids is not None else self.gtids
         # Heartbeats and fake rotates carry no time: keep the last event's.
         self.timestamp = event.header.timestamp or self.timestamp
-        return Position(self.file, pos, str(state) if state is not None else "", event.header.server_id,
+        return Position(self.cursor.file, pos, str(state) if state is not None else "", event.header.server_id,
                         self.timestamp, xa=self._oldest_prepared())  # fmt: skip
 
     def _oldest_prepared(self) -> str:
@@ -523,13 +528,12 @@ class ChangeStream:
         info = self.info = dump.open()
         self.tracker.server = (info.mariadb, info.release)  # how its DDL reads (connector/schema/sqltokens.py)
         try:
-            parser = self._parser(dump_at.file, info)
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.query,
                 on_statement_rows=self._warn_statement_rows,
             )  # fmt: skip
-            self.tracker.source = dump_at.file
+            parser = self._parser(assembler.cursor, info)
             skipping = handed is not None
             for raw in dump.events():
                 header = parse_header(raw)
@@ -545,7 +549,6 @@ class ChangeStream:
                     if not isinstance(item, Changes):
                         skipping = False
                     yield item
-                parser.source = assembler.file
             if blocking:  # a blocking dump has no end: the server is going away (shutdown)
                 raise SourceUnavailableError(f"{start.file}: the server ended the binlog dump")
         finally:
@@ -558,8 +561,8 @@ class ChangeStream:
                 self.info = check_server(conn, self.settings)
         return self.info
 
-    def _parser(self, file: str, info: ServerInfo) -> BinlogParser:
-        parser = BinlogParser(file, checksum=info.checksum)
+    def _parser(self, cursor: Cursor, info: ServerInfo) -> BinlogParser:
+        parser = BinlogParser(cursor, checksum=info.checksum)
         parser.rows_cache = self.rows_cache
         parser.typed_rows = self.typed_rows
         parser.table_hook = self.tracker.table_hook

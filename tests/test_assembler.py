@@ -13,7 +13,7 @@ from connector.flat import NO_QUERIES, QueryText
 from connector.position import MysqlGtidSet, Position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.stream import Changes, Commit, StreamItem, TransactionAssembler, statement_logged_change
+from connector.stream import Changes, Commit, Heartbeat, StreamItem, TransactionAssembler, statement_logged_change
 from tests.corpus import CORPUS
 
 
@@ -121,3 +121,16 @@ def test_rows_logged_as_a_statement_are_reported_for_captured_tables_only() -> N
         assert not [i for i in items if isinstance(i, Changes)]  # no row message can be made of the text
         pos += 50
     assert seen == [("shop", "orders"), ("shop", "orders")]
+
+
+def test_a_rotate_moves_the_file_for_the_builder_the_tracker_and_the_parser_at_once() -> None:
+    path = CORPUS / "mysql-cdc-rs/5.7_29_row_query_log.bin"
+    included = TableFilter.of(None, None)
+    tracker = SchemaTracker(MemoryHistoryStore(), included)
+    assembler = TransactionAssembler(Position(path.name, 4), tracker, included, mariadb=False)
+    parser = BinlogParser(assembler.cursor)
+    items = [item for event in iter_file_events(str(path), parser=parser) for item in assembler.feed(event)]
+    last = items[-1]
+    assert isinstance(last, Heartbeat) and last.position.file != path.name
+    rotated = last.position.file
+    assert (assembler.file, tracker.source, parser.source, assembler.builder.cursor.file) == (rotated,) * 4

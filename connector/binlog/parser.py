@@ -46,6 +46,7 @@ from connector.errors import (
     UnknownEventTypeError,
     UnsupportedBinlogError,
 )
+from connector.position import Cursor
 
 _HEADER = struct.Struct("<IBIIIH")
 
@@ -132,8 +133,10 @@ TableHook = Callable[[TableMapEvent, int], TableMapEvent | None]
 class BinlogParser:
     """Decodes a sequence of events from one source (a file or a dump stream)."""
 
-    def __init__(self, source: str = "", *, checksum: bool | None = None, verify_checksum: bool = True) -> None:
-        self.source = source
+    def __init__(
+        self, source: str | Cursor = "", *, checksum: bool | None = None, verify_checksum: bool = True
+    ) -> None:
+        self.cursor = source if isinstance(source, Cursor) else Cursor(source)
         self.fde: FormatDescriptionEvent | None = None
         self.checksum = checksum  # do events end with a CRC32? None: as the FDE says
         self.verify_checksum = verify_checksum
@@ -149,6 +152,15 @@ class BinlogParser:
         self.typed_rows = False  # rows events also decoded with numbers for the Avro path (RowsEvent.typed)
 
     # -- entry point ---------------------------------------------------------------
+
+    @property
+    def source(self) -> str:
+        """The file being read (for error messages): the cursor's."""
+        return self.cursor.file
+
+    @source.setter
+    def source(self, file: str) -> None:
+        self.cursor.file = file
 
     def decode(self, data: bytes, pos: int, header: EventHeader | None = None) -> Event:
         """`header`: `parse_header(data)` when the caller has read it already."""

@@ -25,7 +25,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.errors import SchemaMismatchError
 from connector.filters import TableFilter
 from connector.flat import mysql_type
-from connector.position import Position
+from connector.position import Cursor, Position
 from connector.schema.binlogmatch import disagreements, named
 from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl
 from connector.schema.history import HistoryRecord, HistoryStore, rebuild
@@ -60,14 +60,14 @@ def statement_text(sql: str, limit: int = 300) -> str:
 
 class SchemaTracker:
     def __init__(
-        self, store: HistoryStore, included: TableFilter, refresh: Refresher | None = None, source: str = ""
+        self, store: HistoryStore, included: TableFilter, refresh: Refresher | None = None, source: str | Cursor = ""
     ) -> None:
         self.store = store
         self.included = included
         self.refresh = refresh
         self.schema = Schema()
         self.seeded_at: Position | None = None
-        self.source = source  # the current binlog file, for error messages
+        self.cursor = source if isinstance(source, Cursor) else Cursor(source)  # the file, for error messages
         # The server's flavour and version numbers (MariaDB?, (10, 11, 6)): how its DDL reads.
         self.server: tuple[bool, tuple[int, ...]] = (False, ())
         self._named: dict[bytes, tuple[Table, TableMapEvent]] = {}
@@ -84,6 +84,15 @@ class SchemaTracker:
         # [[source.key_columns]]: the key of tables without a primary key, by (database, table).
         self.keys: dict[tuple[str, str], tuple[str, ...]] = {}
         self._keyed: dict[int, tuple[Table, Table]] = {}
+
+    @property
+    def source(self) -> str:
+        """The binlog file being read (for error messages): the cursor's."""
+        return self.cursor.file
+
+    @source.setter
+    def source(self, file: str) -> None:
+        self.cursor.file = file
 
     # -- start ---------------------------------------------------------------------------
 
