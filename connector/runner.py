@@ -205,7 +205,7 @@ def message_encoder(config: Config) -> MessageEncoder:
 def configure_pipeline(pipeline: Pipeline, config: Config) -> None:
     """The [kafka] options that add messages: tombstones, column rules, transaction and heartbeat topics."""
     k = config.kafka
-    pipeline.tombstones = k.tombstones
+    pipeline.produce.tombstones = k.tombstones
     pipeline.columns = ColumnRules.of(k.columns)
     if k.transaction_topic:
         pipeline.transactions = TransactionTopic(f"{k.topic_prefix}._transaction")
@@ -352,6 +352,7 @@ class Connector:
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
+            metrics=self.metrics,
         )  # fmt: skip
         self.stream.observer = self.metrics.event
         self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
@@ -360,7 +361,6 @@ class Connector:
         self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
         self.stream.on_source = self._source_up
         configure_pipeline(self.pipeline, self.config)
-        self.pipeline.metrics = self.metrics
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         if transcoder is None:

@@ -82,7 +82,7 @@ def test_event_rows_hold_a_rows_events_rows_in_one_message(tmp_path: Path) -> No
 
 def test_a_tombstone_follows_each_delete_on_its_keys_partition(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
-    rig.pipeline.tombstones = True
+    rig.pipeline.produce.tombstones = True
     rig.run([changes(row("INSERT", 1, "a", 10)), changes(row("DELETE", 1, "a", 20)), Commit(pos(30), None, 2)])
     messages = rig.sink.messages("cdc.db.t")
     assert [m.value is None for m in messages] == [False, False, True]

@@ -50,18 +50,26 @@ def changes(*messages: dict[str, Any], t: Table | None = None) -> Changes:
 
 
 class Rig:
-    def __init__(self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail") -> None:
+    def __init__(
+        self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None
+    ) -> None:
         self.now = 0.0  # the pipeline's clock: tests move it
-        self.sink = MemorySink()
+        self.sink = sink or MemorySink()
+        self.stop = threading.Event()
         self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
         self.checkpointer = Checkpointer(self.fast, self.durable, 3.0, clock=lambda: self.now)
         self.directory = SchemaDirectory(tmp / "schemas")
         self.sleeps: list[float] = []
+        self.on_sleep: Any = self.sleeps.append  # what the pipeline's waits do: tests may replace it
         self.pipeline = Pipeline(
             MessageEncoder(self.directory, SingleObjectFraming()), self.sink, TopicRouter("cdc", []),
-            self.checkpointer, max_in_flight, sleep=self.sleeps.append, delivery_timeout_s=300, clock=lambda: self.now,
+            self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
+            clock=lambda: self.now,
             oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"),
         )  # fmt: skip
+
+    def _sleep(self, seconds: float) -> None:
+        self.on_sleep(seconds)  # looked up at each wait: a test sets on_sleep after the rig is built
 
     def run(self, items: list[StreamItem]) -> None:
         self.pipeline.run(items)
@@ -214,10 +222,10 @@ def test_inflight_takes_acknowledgements_that_cover_several_messages() -> None:
 
 
 def test_kafka_silent_past_the_delivery_timeout_stops_with_the_checkpoint_before_it(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
+    rig = Rig(tmp_path, sink=SlowSink(stalls=0))
     rig.run([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1)])
-    down = SlowSink(stalls=10**9)  # acknowledges nothing
-    rig.pipeline.sink = down
+    assert isinstance(rig.sink, SlowSink)
+    rig.sink.stalls = 10**9  # from here on, Kafka acknowledges nothing
     items: list[StreamItem] = [changes(row("INSERT", 2, "b", 200)), Commit(pos(250), None, 1)]
     rig.pipeline.take(items[0])
     rig.now += 299  # within the timeout: waiting is not an error
@@ -247,24 +255,28 @@ def test_silence_counts_from_the_last_acknowledgement_while_messages_wait() -> N
 
 
 class UnreachableSink(MemorySink):
-    """Knows the topics it has; a new one waits for a broker that is down, until the stop (a
-    SIGTERM in `sluice run`) ends the wait, as KafkaSink's wait does."""
+    """Once `down`, knows only the topics it has; a new one waits for a broker that is down, until
+    the stop (a SIGTERM in `sluice run`) ends the wait, as KafkaSink's wait does."""
 
-    def __init__(self, known: MemorySink, stop: threading.Event) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.topics = known.topics
-        self.stop = stop
+        self.stop = threading.Event()
+        self.down = False
 
     def ensure_topic(self, topic: str, single: bool = False) -> None:
-        if topic not in self.topics:
+        if not self.down:
+            super().ensure_topic(topic, single)
+        elif topic not in self.topics:
             self.stop.set()
             raise StoppedWaitingError(f"cannot read the metadata of topic {topic}: stopped while Kafka was unreachable")
 
 
 def test_a_stop_while_kafka_is_unreachable_is_a_stop_with_what_kafka_confirmed(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
+    sink = UnreachableSink()
+    rig = Rig(tmp_path, sink=sink)
+    sink.stop = rig.stop
     rig.run([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1)])
-    rig.pipeline.sink = UnreachableSink(rig.sink, rig.pipeline.stop)
+    sink.down = True
     other = table("CREATE TABLE u (id INT PRIMARY KEY, v VARCHAR(10))")
     rig.run([
         changes(row("INSERT", 2, "b", 200)), Commit(pos(250), None, 1),  # a known topic: sent
@@ -294,9 +306,8 @@ class SlowSink(MemorySink):
 
 
 def test_backpressure_bounds_what_is_in_flight(tmp_path: Path) -> None:
-    rig = Rig(tmp_path, max_in_flight=100)
     slow = SlowSink(stalls=300)
-    rig.sink = rig.pipeline.sink = slow
+    rig = Rig(tmp_path, max_in_flight=100, sink=slow)
     items: list[StreamItem] = []
     for n in range(1, 501):
         items += [changes(row("INSERT", n, "x", n * 10)), Commit(pos(n * 10 + 5), None, 1)]
@@ -319,7 +330,7 @@ def test_redis_down_goes_to_the_database_and_both_down_pauses(tmp_path: Path) ->
         if len(rig.sleeps) == 3:
             rig.durable.down = False
 
-    rig.pipeline.sleep = recover
+    rig.on_sleep = recover
     rig.now += 3.0  # the database takes positions at most once per flush interval while Redis is down
     rig.run([Heartbeat(pos(20))])
     assert rig.sleeps and rig.durable.value == pos(20)
@@ -336,7 +347,7 @@ def test_with_redis_down_the_database_is_written_at_most_once_per_flush_interval
         rig.now += 0.1
         rig.run([Commit(pos(n * 10), None, 0)])
     assert len(rig.durable.writes) == 4  # 10 s at one write per 3 s: t = 0.1, 3.1, 6.1, 9.1
-    assert rig.checkpointer.committed == pos(1000)  # the newest is kept for the flusher
+    assert rig.checkpointer.committed == pos(1000)  # the newest is kept for the next flush
     rig.checkpointer.flush()
     assert rig.durable.value == pos(1000)
 
@@ -422,7 +433,7 @@ def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Pa
         if len(rig.sleeps) == 3:
             rig.durable.down = False
 
-    rig.pipeline.sleep = recover
+    rig.on_sleep = recover
     try:
         rig.run([changes(row("INSERT", 1, "a", 100)), Commit(pos(150), None, 1), Heartbeat(pos(200))])
     finally:
