@@ -172,7 +172,7 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
                 start = valid_at
     if start.file and not start.gtid_set:  # the first checkpoint and the snapshot's first chunk need it
         start = replace(start, gtid_set=gtid_state_at(settings, info, start))
-    tracker.source = start.file
+    tracker.cursor.file = start.file
     return Prepared(tracker, start, captured)
 
 

@@ -2,9 +2,10 @@
 
 Each step is one duty: work is handed to it (GatherStatement.submit; Produce.rows, .messages
 and .side; CommitPositions reads the in-flight FIFO itself), `poll` does what is due now, and
-`join` finishes what it holds. They are wired once, in the Pipeline's constructor: GatherStatement hands its runs to Produce; Produce tracks every
-message in the in-flight FIFO (connector/checkpoint.InFlight); CommitPositions hands the
-newest fully acknowledged position to the checkpoint policy (connector/checkpoint.Checkpointer).
+`join` finishes what it holds. They are wired once, in the Pipeline's constructor:
+GatherStatement hands its runs to Produce; Produce tracks every message in the in-flight FIFO
+(connector/checkpoint.InFlight); CommitPositions hands the newest fully acknowledged position
+to the checkpoint policy (connector/checkpoint.Checkpointer).
 """
 
 from __future__ import annotations

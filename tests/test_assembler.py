@@ -133,4 +133,4 @@ def test_a_rotate_moves_the_file_for_the_builder_the_tracker_and_the_parser_at_o
     last = items[-1]
     assert isinstance(last, Heartbeat) and last.position.file != path.name
     rotated = last.position.file
-    assert (assembler.file, tracker.source, parser.source, assembler.builder.cursor.file) == (rotated,) * 4
+    assert (assembler.file, tracker.cursor.file, parser.cursor.file, assembler.builder.cursor.file) == (rotated,) * 4

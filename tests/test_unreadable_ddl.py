@@ -45,7 +45,7 @@ def seeded(store: MemoryHistoryStore, include: list[str] | None = None) -> Schem
         read_ddl(schema, sql, "d")
     tracker = SchemaTracker(store, TableFilter.of(include, None))
     tracker.seed(schema, at(100))
-    tracker.source = "bin.000001"
+    tracker.cursor.file = "bin.000001"
     return tracker
 
 

@@ -153,15 +153,6 @@ class BinlogParser:
 
     # -- entry point ---------------------------------------------------------------
 
-    @property
-    def source(self) -> str:
-        """The file being read (for error messages): the cursor's."""
-        return self.cursor.file
-
-    @source.setter
-    def source(self, file: str) -> None:
-        self.cursor.file = file
-
     def decode(self, data: bytes, pos: int, header: EventHeader | None = None) -> Event:
         """`header`: `parse_header(data)` when the caller has read it already."""
         if len(data) < c.LOG_EVENT_HEADER_LEN:
@@ -179,7 +170,7 @@ class BinlogParser:
     def _error(self, exc: BaseException, pos: int, type_code: int, data: bytes) -> BinlogDecodeError:
         name = c.event_type_name(type_code) if type_code >= 0 else ""
         reason = str(exc) or type(exc).__name__
-        return BinlogDecodeError(reason, file=self.source, pos=pos, event_type=name, raw=bytes(data))
+        return BinlogDecodeError(reason, file=self.cursor.file, pos=pos, event_type=name, raw=bytes(data))
 
     def _decode_checked(self, header: EventHeader, data: bytes, pos: int) -> EventBody:
         if header.event_length != len(data):
@@ -197,7 +188,7 @@ class BinlogParser:
                 raise ChecksumMismatchError(
                     f"CRC32 mismatch: stored 0x{int.from_bytes(data[-4:], 'little'):08x}, "
                     f"computed 0x{zlib.crc32(data[:-4]):08x}",
-                    file=self.source, pos=pos, event_type=c.event_type_name(header.type_code), raw=bytes(data),
+                    file=self.cursor.file, pos=pos, event_type=c.event_type_name(header.type_code), raw=bytes(data),
                 )  # fmt: skip
         fde = self.fde or DEFAULT_FDE
         if end < fde.header_length:
@@ -211,7 +202,7 @@ class BinlogParser:
 
     def _unsupported(self, reason: str, pos: int, header: EventHeader, data: bytes) -> UnsupportedBinlogError:
         name = c.event_type_name(header.type_code)
-        return UnsupportedBinlogError(reason, file=self.source, pos=pos, event_type=name, raw=bytes(data))
+        return UnsupportedBinlogError(reason, file=self.cursor.file, pos=pos, event_type=name, raw=bytes(data))
 
     # -- FORMAT_DESCRIPTION ------------------------------------------------------------
 
@@ -221,7 +212,7 @@ class BinlogParser:
             raise self._unsupported(f"binlog version {fde.binlog_version} is not supported; v4 is", pos, header, data)
         if fde.checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32 and self.verify_checksum and not verify_crc(data, True):
             raise ChecksumMismatchError(
-                "CRC32 mismatch on FORMAT_DESCRIPTION", file=self.source, pos=pos,
+                "CRC32 mismatch on FORMAT_DESCRIPTION", file=self.cursor.file, pos=pos,
                 event_type="FORMAT_DESCRIPTION_EVENT", raw=bytes(data),
             )  # fmt: skip
         if fde.checksum_alg not in (
@@ -252,7 +243,7 @@ class BinlogParser:
             return OpaqueEvent(code, r.rest())
         raise UnknownEventTypeError(
             f"event type {code} is unknown and not flagged LOG_EVENT_IGNORABLE_F",
-            file=self.source, pos=pos, event_type=c.event_type_name(code), raw=bytes(data),
+            file=self.cursor.file, pos=pos, event_type=c.event_type_name(code), raw=bytes(data),
         )  # fmt: skip
 
     def _post_header_len(self, code: int) -> int:

@@ -85,15 +85,6 @@ class SchemaTracker:
         self.keys: dict[tuple[str, str], tuple[str, ...]] = {}
         self._keyed: dict[int, tuple[Table, Table]] = {}
 
-    @property
-    def source(self) -> str:
-        """The binlog file being read (for error messages): the cursor's."""
-        return self.cursor.file
-
-    @source.setter
-    def source(self, file: str) -> None:
-        self.cursor.file = file
-
     # -- start ---------------------------------------------------------------------------
 
     def restore(self, as_of: Position) -> bool:
@@ -310,7 +301,7 @@ class SchemaTracker:
         return result
 
     def before_seed(self, pos: int) -> bool:
-        return self.seeded_at is not None and Position(self.source, pos).sort_key() < self.seeded_at.sort_key()
+        return self.seeded_at is not None and Position(self.cursor.file, pos).sort_key() < self.seeded_at.sort_key()
 
     def _blocked(self, table_map: TableMapEvent, pos: int, blocked: Blocked) -> UnreadableDdlError:
         name = f"{table_map.schema}.{table_map.table}"
@@ -320,14 +311,14 @@ class SchemaTracker:
             f"to go on, say what the table was after it: `sluice schema set {name} --from-server --config FILE` "
             f"(the server's definition now, right if the table has not changed since) or `sluice schema set {name} "
             "--ddl 'CREATE TABLE ...' --config FILE`, then start again",
-            file=self.source, pos=pos, event_type="TABLE_MAP_EVENT",
+            file=self.cursor.file, pos=pos, event_type="TABLE_MAP_EVENT",
         )  # fmt: skip
 
     def _mismatch(self, table_map: TableMapEvent, pos: int, problems: list[str]) -> SchemaMismatchError:
         return SchemaMismatchError(
             f"TABLE_MAP of `{table_map.schema}`.`{table_map.table}` disagrees with the tracked schema: "
             + "; ".join(problems),
-            file=self.source, pos=pos, event_type="TABLE_MAP_EVENT",
+            file=self.cursor.file, pos=pos, event_type="TABLE_MAP_EVENT",
         )  # fmt: skip
 
 
