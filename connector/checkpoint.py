@@ -525,9 +525,14 @@ class Checkpointer:
         tried = -self.flush_interval_s  # the last flush: once per interval, whatever it found to do
         while True:
             with self._wake:
-                since = self.clock() - max(self.flushed_at, tried)
-                wait = max(0.0, self.flush_interval_s - since) if self.committed is not None else None
-                self._wake.wait_for(lambda: self._stopping or self._owed(), wait)
+                while not (self._stopping or self._owed()):
+                    if self.committed == self.flushed:
+                        self._wake.wait()  # nothing to flush: until a position comes, or the stop
+                        continue
+                    left = self.flush_interval_s - (self.clock() - max(self.flushed_at, tried))
+                    if left <= 0:
+                        break
+                    self._wake.wait(left)
                 if self._stopping:
                     return
                 save = self._owed()

@@ -423,6 +423,34 @@ def test_the_writer_copies_to_the_database_once_per_interval_of_the_injected_clo
     assert durable.writes == [pos(10), pos(20)]
 
 
+def test_an_idle_writer_sleeps_until_a_position_or_its_next_flush() -> None:
+    # Flushed and idle past the interval, the writer has nothing due: it must wait for a
+    # submit, not wake again and again (a busy loop asks the clock without end).
+    asked = [0]
+
+    def clock() -> float:
+        asked[0] += 1
+        return time.monotonic()
+
+    fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+    checkpointer = Checkpointer(fast, durable, 0.05, clock=clock)
+    checkpointer.start()
+    try:
+        checkpointer.submit(pos(10))
+        checkpointer.settle(10)
+        time.sleep(0.3)  # the position is flushed within the first interval; then nothing is due
+        assert durable.value == pos(10)
+        before = asked[0]
+        time.sleep(0.3)
+        assert asked[0] - before < 20
+        checkpointer.submit(pos(20))  # a new position wakes it: Redis now, the database an interval on
+        checkpointer.settle(10)
+        assert fast.value == pos(20)
+    finally:
+        checkpointer.stop()
+    assert durable.value == pos(20)
+
+
 def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.checkpointer.start()
