@@ -29,9 +29,7 @@ from dataclasses import replace
 
 from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
-from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, InFlight
-from connector.columns import ColumnRules
 from connector.errors import StoppedWaitingError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
@@ -42,19 +40,16 @@ from connector.schema.model import Table
 from connector.sink.kafka import Sink
 from connector.sink.partitioning import TopicRouter
 from connector.snapshot.coordinator import Snapshotter
-from connector.steps import CommitPositions, Counters, GatherStatement, Produce, paused
+from connector.steps import CommitPositions, Counters, Encode, GatherStatement, Produce, paused
 from connector.stream import Changes, Commit, StreamItem
 
 log = logging.getLogger("sluice.pipeline")
 
-def _changes_key(message: FlatMessage, table: Table) -> bool:
-    old = message["old"][0] if message["old"] else {}
-    return any(k in old for k in table.primary_key)
-
 
 class Pipeline:
-    """Stream items in, routed and encoded, through the steps (connector/steps.py):
-    GatherStatement -> Produce -> (Kafka's acknowledgements) -> CommitPositions."""
+    """Stream items in, through the steps (connector/steps.py): Encode -> GatherStatement ->
+    Produce -> (Kafka's acknowledgements) -> CommitPositions. What is here is the order of work:
+    a snapshot's hand-over, the transaction and heartbeat records, where positions close."""
 
     def __init__(
         self,
@@ -73,7 +68,6 @@ class Pipeline:
     ) -> None:
         self.encoder = encoder
         self.sink = sink
-        self.router = router
         self.max_in_flight = max_in_flight
         self.inflight = InFlight(clock)
         self.stop = stop or threading.Event()
@@ -87,8 +81,8 @@ class Pipeline:
             self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics,
         )  # fmt: skip
         self.gather = GatherStatement(self.produce, group_limit)
-        # Options (connector/runner.py sets them from [kafka]):
-        self.columns = ColumnRules([])  # tables whose columns are filtered or masked
+        self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters)
+        # Options (connector/runner.py sets them from [kafka], and the columns rules on Encode):
         self.transactions: TransactionTopic | None = None
         self.heartbeats: HeartbeatTopic | None = None
 
@@ -121,9 +115,7 @@ class Pipeline:
                     return  # a keyless table waiting for its READ, which carries this change
             if self.transactions is not None and item.table is not None:
                 self._transaction_change(item)
-            if not self._send_rows(item):
-                for message in item.messages:
-                    self._send(message, item.table)
+            self.encode.submit(item)
             if not self.gather.open:  # a statement still gathering breathes when it is handed on
                 self.breathe()
             return
@@ -144,7 +136,7 @@ class Pipeline:
     def publish(self, message: FlatMessage, table: Table) -> None:
         if message["type"] == "TRUNCATE" and not self.encoder.truncate_markers:
             return
-        self._send(message, table)
+        self.encode.message(message, table)
 
     def close_position(self, position: Position) -> None:
         self.gather.join()
@@ -156,7 +148,7 @@ class Pipeline:
         self.commit.poll()
         self._backpressure()
 
-    # -- routing ---------------------------------------------------------------------------
+    # -- side records ----------------------------------------------------------------------
 
     def _side_records(self, item: StreamItem, position: Position) -> None:
         """The transaction's END and a heartbeat, when configured, before the position closes."""
@@ -178,56 +170,6 @@ class Pipeline:
         if record is not None:
             self.gather.join()
             self.produce.side(topic, record)
-
-    def _send(self, message: FlatMessage, table: Table | None) -> None:
-        self.gather.join()
-        database, name = message["database"], message["table"]
-        if message["isDdl"]:
-            # One partition (0 also on a topic made before with more): statements stay in order.
-            topic = self.router.ddl_topic(database)
-            self.sink.ensure_topic(topic, single=True)
-            self.produce.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0)
-            self.counters.statements += 1
-            return
-        if table is None:
-            return  # a statement that is not DDL (GRANT, ...): nothing to publish
-        shaped = self.columns.table(table)
-        if shaped is not None:  # [[kafka.columns]]: the message as its rule shapes it
-            message, table = self.columns.message(message, table), shaped
-        self._send_row(message, table)
-
-    def _send_row(self, message: FlatMessage, table: Table) -> None:
-        database, name = message["database"], message["table"]
-        if message["type"] == "UPDATE" and _changes_key(message, table):
-            # The old key's messages live on its own partition: a DELETE there, an INSERT under
-            # the new key, so every key's history stays in one partition, in order.
-            before = {**message["data"][0], **message["old"][0]}
-            self._send_row({**message, "type": "DELETE", "data": [before], "old": None}, table)
-            self._send_row({**message, "type": "INSERT", "old": None}, table)
-            return
-        topic = self._row_topic(database, name)
-        self.produce.rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
-
-    def _send_rows(self, item: Changes) -> bool:
-        """A rows event's changes from their decoded images, gathered with the rest of its statement;
-        False where the encoder wants them one by one."""
-        batch, table = item.batch, item.table
-        if batch is None or table is None or self.columns.table(table) is not None:
-            return False
-        database, name = batch.head["database"], batch.head["table"]
-        topic = self._row_topic(database, name)
-        encoded = self.encoder.rows(batch, table, topic)
-        if encoded is None:
-            self.gather.join()
-            return False
-        ends = bool(batch.rows.flags & STMT_END_F)
-        self.gather.submit(topic, database, name, batch.head["type"], encoded, ends)
-        return True
-
-    def _row_topic(self, database: str, name: str) -> str:
-        topic = self.router.topic(database, name)
-        self.sink.ensure_topic(topic)
-        return topic
 
     # -- waiting ---------------------------------------------------------------------------
 

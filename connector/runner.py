@@ -206,7 +206,7 @@ def configure_pipeline(pipeline: Pipeline, config: Config) -> None:
     """The [kafka] options that add messages: tombstones, column rules, transaction and heartbeat topics."""
     k = config.kafka
     pipeline.produce.tombstones = k.tombstones
-    pipeline.columns = ColumnRules.of(k.columns)
+    pipeline.encode.columns = ColumnRules.of(k.columns)
     if k.transaction_topic:
         pipeline.transactions = TransactionTopic(f"{k.topic_prefix}._transaction")
     if k.heartbeat_interval_s > 0:

@@ -1,11 +1,12 @@
-"""The pipeline's steps after encoding: gather a statement, produce to Kafka, commit positions.
+"""The pipeline's steps: encode a change, gather a statement, produce to Kafka, commit positions.
 
-Each step is one duty: work is handed to it (GatherStatement.submit; Produce.rows, .messages
-and .side; CommitPositions reads the in-flight FIFO itself), `poll` does what is due now, and
-`join` finishes what it holds. They are wired once, in the Pipeline's constructor:
-GatherStatement hands its runs to Produce; Produce tracks every message in the in-flight FIFO
-(connector/checkpoint.InFlight); CommitPositions hands the newest fully acknowledged position
-to the checkpoint policy (connector/checkpoint.Checkpointer).
+Each step is one duty: work is handed to it (Encode.submit and .message; GatherStatement.submit;
+Produce.rows, .messages and .side; CommitPositions reads the in-flight FIFO itself), `poll`
+does what is due now, and `join` finishes what it holds. They are wired once, in the
+Pipeline's constructor: Encode hands a rows event's changes to GatherStatement and anything
+else to Produce; GatherStatement hands its runs to Produce; Produce tracks every message in
+the in-flight FIFO (connector/checkpoint.InFlight); CommitPositions hands the newest fully
+acknowledged position to the checkpoint policy (connector/checkpoint.Checkpointer).
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 
-from connector.avro.encoding import Encoded
+from connector.avro.encoding import Encoded, MessageEncoder
+from connector.binlog.constants import STMT_END_F
 from connector.checkpoint import Checkpointer, InFlight
+from connector.columns import ColumnRules
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
+from connector.flat import FlatMessage
 from connector.metrics import Metrics
 from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position
+from connector.schema.model import Table
 from connector.sink.kafka import RECORD_OVERHEAD, Sink
-from connector.sink.partitioning import table_partition
+from connector.sink.partitioning import TopicRouter, table_partition
+from connector.stream import Changes
 
 log = logging.getLogger("sluice.pipeline")
 
@@ -264,3 +270,87 @@ class GatherStatement:
         run, self._open = self._open, None
         if run is not None:
             self.produce.rows(run.topic, run.database, run.table, run.kind, run.encoded)
+
+
+def _changes_key(message: FlatMessage, table: Table) -> bool:
+    old = message["old"][0] if message["old"] else {}
+    return any(k in old for k in table.primary_key)
+
+
+class Encode:
+    """Encode: a change to its topic's Avro key and value.
+
+    A rows event's changes are encoded from their decoded images in one pass and gathered with
+    the rest of their statement; what that path does not take (a [[kafka.columns]] rule, an
+    UPDATE that moves a key, images that leave columns out) goes one message at a time. An
+    UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the new,
+    so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
+    on one partition."""
+
+    def __init__(
+        self, encoder: MessageEncoder, router: TopicRouter, sink: Sink, gather: GatherStatement, produce: Produce,
+        counters: Counters,
+    ) -> None:  # fmt: skip
+        self.encoder = encoder
+        self.router = router
+        self.sink = sink
+        self.gather = gather
+        self.produce = produce
+        self.counters = counters
+        self.columns = ColumnRules([])  # tables whose columns are filtered or masked ([[kafka.columns]])
+
+    def submit(self, item: Changes) -> None:
+        if not self._rows(item):
+            for message in item.messages:
+                self.message(message, item.table)
+
+    def message(self, message: FlatMessage, table: Table | None) -> None:
+        """One change or statement, after what is gathered."""
+        self.gather.join()
+        database, name = message["database"], message["table"]
+        if message["isDdl"]:
+            # One partition (0 also on a topic made before with more): statements stay in order.
+            topic = self.router.ddl_topic(database)
+            self.sink.ensure_topic(topic, single=True)
+            self.produce.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0)
+            self.counters.statements += 1
+            return
+        if table is None:
+            return  # a statement that is not DDL (GRANT, ...): nothing to publish
+        shaped = self.columns.table(table)
+        if shaped is not None:  # [[kafka.columns]]: the message as its rule shapes it
+            message, table = self.columns.message(message, table), shaped
+        self._row(message, table)
+
+    def _row(self, message: FlatMessage, table: Table) -> None:
+        database, name = message["database"], message["table"]
+        if message["type"] == "UPDATE" and _changes_key(message, table):
+            # The old key's messages live on its own partition: a DELETE there, an INSERT under
+            # the new key, so every key's history stays in one partition, in order.
+            before = {**message["data"][0], **message["old"][0]}
+            self._row({**message, "type": "DELETE", "data": [before], "old": None}, table)
+            self._row({**message, "type": "INSERT", "old": None}, table)
+            return
+        topic = self._topic(database, name)
+        self.produce.rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
+
+    def _rows(self, item: Changes) -> bool:
+        """A rows event's changes from their decoded images, gathered with the rest of its statement;
+        False where the encoder wants them one by one."""
+        batch, table = item.batch, item.table
+        if batch is None or table is None or self.columns.table(table) is not None:
+            return False
+        database, name = batch.head["database"], batch.head["table"]
+        topic = self._topic(database, name)
+        encoded = self.encoder.rows(batch, table, topic)
+        if encoded is None:
+            self.gather.join()
+            return False
+        ends = bool(batch.rows.flags & STMT_END_F)
+        self.gather.submit(topic, database, name, batch.head["type"], encoded, ends)
+        return True
+
+    def _topic(self, database: str, name: str) -> str:
+        topic = self.router.topic(database, name)
+        self.sink.ensure_topic(topic)
+        return topic

@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from connector.avro.encoding import subject_name
+from connector.avro.encoding import MessageEncoder, subject_name
 from connector.canal import CanalJsonEncoder, java_float_text
 from connector.columns import ColumnRules
 from connector.config import ColumnRule, parse_config
@@ -21,8 +21,9 @@ from tests.test_config import complete
 from tests.test_pipeline import Rig, changes, pos, row, table
 
 
-def _canal(rig: Rig, rows: str = "row", old: str = "changed") -> None:
-    rig.pipeline.encoder = CanalJsonEncoder(rig.directory, rows, old)  # type: ignore[assignment]
+def _canal(tmp_path: Path, old: str = "changed") -> Rig:
+    """A rig whose pipeline writes canal's FlatMessage JSON."""
+    return Rig(tmp_path, encoder=lambda directory: cast(MessageEncoder, CanalJsonEncoder(directory, "row", old)))
 
 
 def _json(rig: Rig, topic: str) -> list[dict[str, Any]]:
@@ -39,8 +40,7 @@ def test_floats_print_as_java_prints_them(text: str, java: str) -> None:
 
 
 def test_canal_json_has_every_flatmessage_field_and_changed_columns_in_old(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    _canal(rig)
+    rig = _canal(tmp_path)
     update = row("UPDATE", 1, "b", 20, old={"v": "a"})
     rig.run([changes(row("INSERT", 1, "a", 10)), changes(update), Commit(pos(30), None, 2)])
     first, update = _json(rig, "cdc.db.t")
@@ -54,8 +54,7 @@ def test_canal_json_has_every_flatmessage_field_and_changed_columns_in_old(tmp_p
 
 
 def test_old_full_is_the_whole_before_image(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    _canal(rig, old="full")
+    rig = _canal(tmp_path, old="full")
     rig.run([changes(row("UPDATE", 1, "b", 20, old={"v": "a"})), Commit(pos(30), None, 1)])
     (update,) = _json(rig, "cdc.db.t")
     assert update["old"] == [{"id": "1", "v": "a"}]
@@ -116,9 +115,8 @@ def test_transactions_and_heartbeats_have_their_topics(tmp_path: Path) -> None:
 
 
 def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    _canal(rig)
-    rig.pipeline.columns = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"],
+    rig = _canal(tmp_path)
+    rig.pipeline.encode.columns = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"],
                                                       hash_salt="s", mask_chars=3)])  # fmt: skip
     t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
     message = {**row("INSERT", 1, "secret", 10), "data": [{"id": "1", "v": "secret", "w": "7", "h": "x"}]}
@@ -161,9 +159,7 @@ def test_consume_shows_bytes_as_hex_and_json_and_tombstones_as_they_are(tmp_path
 
 @pytest.mark.parametrize("fmt", ["avro", "canal-json"])
 def test_a_keyless_snapshots_truncate_marker_is_written_only_where_the_format_has_it(tmp_path: Path, fmt: str) -> None:
-    rig = Rig(tmp_path)
-    if fmt == "canal-json":
-        _canal(rig)
+    rig = _canal(tmp_path) if fmt == "canal-json" else Rig(tmp_path)
     keyless = table("CREATE TABLE t (n INT, v VARCHAR(10))")
     marker = {**row("TRUNCATE", 1, None, 10), "pkNames": None, "data": None}
     read = {**row("READ", 1, "a", 10), "pkNames": None, "data": [{"n": "1", "v": "a"}]}

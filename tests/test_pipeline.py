@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,15 @@ def changes(*messages: dict[str, Any], t: Table | None = None) -> Changes:
     return Changes(tuple(messages), "bin.000001", messages[0]["source"]["pos"], t or table())
 
 
+def _avro(directory: SchemaDirectory) -> MessageEncoder:
+    return MessageEncoder(directory, SingleObjectFraming())
+
+
 class Rig:
     def __init__(
-        self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None
-    ) -> None:
+        self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None,
+        encoder: Callable[[SchemaDirectory], MessageEncoder] | None = None,
+    ) -> None:  # fmt: skip
         self.now = 0.0  # the pipeline's clock: tests move it
         self.sink = sink or MemorySink()
         self.stop = threading.Event()
@@ -62,7 +67,7 @@ class Rig:
         self.sleeps: list[float] = []
         self.on_sleep: Any = self.sleeps.append  # what the pipeline's waits do: tests may replace it
         self.pipeline = Pipeline(
-            MessageEncoder(self.directory, SingleObjectFraming()), self.sink, TopicRouter("cdc", []),
+            (encoder or _avro)(self.directory), self.sink, TopicRouter("cdc", []),
             self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
             clock=lambda: self.now,
             oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"),
