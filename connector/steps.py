@@ -61,217 +61,6 @@ def paused(metrics: Metrics | None, reason: str, on: bool) -> None:
             metrics.paused_for.discard(reason)
 
 
-class CommitPositions:
-    """Commit: the newest position up to which Kafka acknowledged every message, to the checkpoint
-    policy. When both checkpoint stores refuse it, `poll` holds the reader and retries with a
-    growing pause until one takes it: nothing read after it is lost, nothing is skipped."""
-
-    def __init__(
-        self, inflight: InFlight, checkpointer: Checkpointer, counters: Counters, sleep: Callable[[float], None],
-        stop: threading.Event, metrics: Metrics | None,
-    ) -> None:  # fmt: skip
-        self.inflight = inflight
-        self.checkpointer = checkpointer
-        self.counters = counters
-        self.sleep = sleep
-        self.stop = stop
-        self.metrics = metrics
-        self.last: Position | None = None  # the newest position handed to the checkpointer
-
-    def poll(self) -> None:
-        position = self.inflight.committable()
-        if position is not None:
-            self.last = position
-            self.counters.commits += 1
-            try:
-                self.checkpointer.submit(position)  # the writer thread's, or written here when it is not running
-                if self.checkpointer.failing is None:
-                    return
-            except SluiceError as exc:
-                if classify(exc) is not Disposition.PAUSE:
-                    raise
-        elif self.checkpointer.failing is None:
-            return
-        self._save_when_possible()
-
-    def join(self, timeout_s: float) -> None:
-        """Commit what Kafka acknowledged, and wait until the checkpointer has written it."""
-        self.poll()
-        self.checkpointer.settle(timeout_s)
-        if self.checkpointer.failing is not None:
-            self._save_when_possible()
-
-    def _save_when_possible(self) -> None:
-        """Both stores refused the newest position: hold it and stop reading until one takes it."""
-        delay = 0.1
-        while True:
-            try:
-                self.checkpointer.save_unsaved()
-                break
-            except SluiceError as exc:
-                if classify(exc) is not Disposition.PAUSE:
-                    raise
-                paused(self.metrics, "checkpoint stores", True)
-                log.warning("cannot save position %s (%s); pausing %.1f s", self.last, exc, delay)
-                self.sleep(delay)
-                self.counters.pauses += 1
-                self.counters.paused_s += delay
-                delay = min(delay * 2, 5.0)
-                if self.stop.is_set():
-                    raise
-        paused(self.metrics, "checkpoint stores", False)
-
-
-class Produce:
-    """Produce: encoded messages to Kafka in order, each tracked in the in-flight FIFO.
-
-    Each message is measured against its topic's limit first; one over it is replaced as the
-    oversize policy says. Rows of a table without a key keep to one partition; a DELETE is
-    followed by its key's tombstone when `tombstones` is on. `poll` serves Kafka's delivery
-    reports every few items or milliseconds and raises what Kafka gave up on; `join` waits
-    until what is in flight is acknowledged."""
-
-    def __init__(
-        self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
-        committed: Callable[[], Position | None], clock: Callable[[], float], delivery_timeout_s: float,
-        metrics: Metrics | None,
-    ) -> None:  # fmt: skip
-        self.sink = sink
-        self.inflight = inflight
-        self.oversize = oversize
-        self.counters = counters
-        self.committed = committed  # where the checkpoint stays, for the errors' words
-        self.clock = clock
-        self.delivery_timeout_s = delivery_timeout_s
-        self.metrics = metrics
-        self.tombstones = False  # a null value under each DELETE's key, after it
-        self._unpolled = 0  # items since Kafka was last polled
-        self._polled_at = clock()
-
-    def rows(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded]) -> None:
-        """Row changes of one table and operation, in order."""
-        partition = None
-        if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
-            partition = table_partition(database, name, self.sink.partitions(topic))
-        self.messages(topic, database, name, encoded, partition)
-        if self.tombstones and kind == "DELETE" and partition is None:
-            # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
-            keys = [key for key, _ in encoded if key is not None]
-            self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
-        self.counters.rows += len(encoded)
-        if self.metrics is not None:
-            self.metrics.row(database, name, kind, len(encoded))
-
-    def side(self, topic: str, record: tuple[bytes, bytes]) -> None:
-        """A heartbeat or transaction record on its one-partition topic."""
-        self.sink.ensure_topic(topic, single=True)
-        self.sink.produce_many(topic, [record], 0, self.inflight.track(1))
-
-    def messages(
-        self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None
-    ) -> None:
-        """Messages to Kafka in order, each measured against its topic's limit first."""
-        limit = self.sink.limit(topic)
-        # One C-speed pass over the values; keys are small (an index key is at most 3072 bytes).
-        if max(map(len, map(_VALUE, encoded))) + RECORD_OVERHEAD + _KEY_MARGIN <= limit:
-            self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
-            return
-        run: list[Encoded] = []
-        for key, value in encoded:
-            if len(key or b"") + len(value) + RECORD_OVERHEAD <= limit:
-                run.append((key, value))
-                continue
-            if run:
-                self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
-                run = []
-            self._replace(Oversized(topic, database, name, key, value, limit, RECORD_OVERHEAD), partition)
-        if run:
-            self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
-
-    def _replace(self, message: Oversized, partition: int | None) -> None:
-        """An oversized message: what the policy puts in its place (or it stops the connector)."""
-        replacement = self.oversize.decide(message)
-        if self.metrics is not None:
-            self.metrics.oversized.labels(message.database, message.table, self.oversize.policy).inc()
-        if replacement.topic != message.topic:  # the dead-letter topic: one partition per key, 0 without
-            self.sink.ensure_topic(replacement.topic)
-            partition = None if replacement.key is not None else 0
-        self.sink.produce_many(replacement.topic, [(replacement.key, replacement.value)], partition,
-                               self.inflight.track(1), replacement.headers)  # fmt: skip
-
-    def poll(self) -> None:
-        """Kafka's delivery reports, when enough items or time have passed; then what it reported."""
-        self._unpolled += 1
-        now = self.clock()
-        if self._unpolled >= _POLL_EVERY_ITEMS or now - self._polled_at >= _POLL_EVERY_S:
-            self.sink.poll(0)
-            self._unpolled, self._polled_at = 0, now
-        self.check()
-
-    def check(self) -> None:
-        """Raise DeliveryError when Kafka gave up on a message, or acknowledged nothing for too long."""
-        if self.inflight.errors:
-            if self.metrics is not None:
-                self.metrics.delivery_errors.inc(len(self.inflight.errors))
-            raise DeliveryError(
-                f"Kafka gave up on message(s): {self.inflight.errors[0]}; the checkpoint stays at {self.committed()}"
-            )
-        if self.inflight.silent_s() > self.delivery_timeout_s:
-            raise DeliveryError(
-                f"Kafka acknowledged nothing for {self.delivery_timeout_s:g} s with {self.inflight.outstanding} "
-                f"message(s) waiting; the checkpoint stays at {self.committed()}"
-            )
-
-    def join(self, deadline: float) -> None:
-        """Wait (until `deadline`, time.monotonic's) for Kafka to acknowledge what is in flight."""
-        while self.inflight.outstanding and time.monotonic() < deadline:
-            self.sink.poll(0.1)
-        self.sink.flush(max(0.0, deadline - time.monotonic()))
-
-
-@dataclass
-class _Run:
-    topic: str
-    database: str
-    table: str
-    kind: str
-    encoded: list[Encoded]  # never empty: a run starts with a rows event's changes
-
-
-class GatherStatement:
-    """Gather: a statement's rows events, handed to Produce together once the statement ends
-    (STMT_END_F) or `limit` messages are gathered, whichever comes first: one partition lookup
-    and one acknowledgement per partition for the lot, not per 8 KiB event. Whatever else is
-    produced, and every transaction's end, joins this step first, so order holds."""
-
-    def __init__(self, produce: Produce, limit: int) -> None:
-        self.produce = produce
-        self.limit = limit
-        self._open: _Run | None = None
-
-    @property
-    def open(self) -> bool:
-        return self._open is not None
-
-    def submit(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded], ends: bool) -> None:
-        """One rows event's changes (`encoded`, the encoder's own list); `ends`: its statement ends here."""
-        run = self._open
-        keyless = encoded[0][0] is None
-        if run is None or run.topic != topic or run.kind != kind or (run.encoded[0][0] is None) != keyless:
-            self.join()
-            run = self._open = _Run(topic, database, name, kind, encoded)
-        else:
-            run.encoded += encoded
-        if ends or len(run.encoded) >= self.limit:
-            self.join()
-
-    def join(self) -> None:
-        """The gathered rows of the open statement to Produce."""
-        run, self._open = self._open, None
-        if run is not None:
-            self.produce.rows(run.topic, run.database, run.table, run.kind, run.encoded)
-
-
 def _changes_key(message: FlatMessage, table: Table) -> bool:
     old = message["old"][0] if message["old"] else {}
     return any(k in old for k in table.primary_key)
@@ -354,3 +143,212 @@ class Encode:
         topic = self.router.topic(database, name)
         self.sink.ensure_topic(topic)
         return topic
+
+
+@dataclass
+class _Run:
+    topic: str
+    database: str
+    table: str
+    kind: str
+    encoded: list[Encoded]  # never empty: a run starts with a rows event's changes
+
+
+class GatherStatement:
+    """Gather: a statement's rows events, handed to Produce together once the statement ends
+    (STMT_END_F) or `limit` messages are gathered, whichever comes first: one partition lookup
+    and one acknowledgement per partition for the lot, not per 8 KiB event. Whatever else is
+    produced, and every transaction's end, joins this step first, so order holds."""
+
+    def __init__(self, produce: Produce, limit: int) -> None:
+        self.produce = produce
+        self.limit = limit
+        self._open: _Run | None = None
+
+    @property
+    def open(self) -> bool:
+        return self._open is not None
+
+    def submit(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded], ends: bool) -> None:
+        """One rows event's changes (`encoded`, the encoder's own list); `ends`: its statement ends here."""
+        run = self._open
+        keyless = encoded[0][0] is None
+        if run is None or run.topic != topic or run.kind != kind or (run.encoded[0][0] is None) != keyless:
+            self.join()
+            run = self._open = _Run(topic, database, name, kind, encoded)
+        else:
+            run.encoded += encoded
+        if ends or len(run.encoded) >= self.limit:
+            self.join()
+
+    def join(self) -> None:
+        """The gathered rows of the open statement to Produce."""
+        run, self._open = self._open, None
+        if run is not None:
+            self.produce.rows(run.topic, run.database, run.table, run.kind, run.encoded)
+
+
+class Produce:
+    """Produce: encoded messages to Kafka in order, each tracked in the in-flight FIFO.
+
+    Each message is measured against its topic's limit first; one over it is replaced as the
+    oversize policy says. Rows of a table without a key keep to one partition; a DELETE is
+    followed by its key's tombstone when `tombstones` is on. `poll` serves Kafka's delivery
+    reports every few items or milliseconds and raises what Kafka gave up on; `join` waits
+    until what is in flight is acknowledged."""
+
+    def __init__(
+        self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
+        committed: Callable[[], Position | None], clock: Callable[[], float], delivery_timeout_s: float,
+        metrics: Metrics | None,
+    ) -> None:  # fmt: skip
+        self.sink = sink
+        self.inflight = inflight
+        self.oversize = oversize
+        self.counters = counters
+        self.committed = committed  # where the checkpoint stays, for the errors' words
+        self.clock = clock
+        self.delivery_timeout_s = delivery_timeout_s
+        self.metrics = metrics
+        self.tombstones = False  # a null value under each DELETE's key, after it
+        self._unpolled = 0  # items since Kafka was last polled
+        self._polled_at = clock()
+
+    def rows(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded]) -> None:
+        """Row changes of one table and operation, in order."""
+        partition = None
+        if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
+            partition = table_partition(database, name, self.sink.partitions(topic))
+        self.messages(topic, database, name, encoded, partition)
+        if self.tombstones and kind == "DELETE" and partition is None:
+            # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
+            keys = [key for key, _ in encoded if key is not None]
+            self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
+        self.counters.rows += len(encoded)
+        if self.metrics is not None:
+            self.metrics.row(database, name, kind, len(encoded))
+
+    def side(self, topic: str, record: tuple[bytes, bytes]) -> None:
+        """A heartbeat or transaction record on its one-partition topic."""
+        self.sink.ensure_topic(topic, single=True)
+        self.sink.produce_many(topic, [record], 0, self.inflight.track(1))
+
+    def messages(self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None) -> None:
+        """Messages to Kafka in order, each measured against its topic's limit first."""
+        limit = self.sink.limit(topic)
+        # One C-speed pass over the values; keys are small (an index key is at most 3072 bytes).
+        if max(map(len, map(_VALUE, encoded))) + RECORD_OVERHEAD + _KEY_MARGIN <= limit:
+            self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))
+            return
+        run: list[Encoded] = []
+        for key, value in encoded:
+            if len(key or b"") + len(value) + RECORD_OVERHEAD <= limit:
+                run.append((key, value))
+                continue
+            if run:
+                self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
+                run = []
+            self._replace(Oversized(topic, database, name, key, value, limit, RECORD_OVERHEAD), partition)
+        if run:
+            self.sink.produce_many(topic, run, partition, self.inflight.track(len(run)))
+
+    def _replace(self, message: Oversized, partition: int | None) -> None:
+        """An oversized message: what the policy puts in its place (or it stops the connector)."""
+        replacement = self.oversize.decide(message)
+        if self.metrics is not None:
+            self.metrics.oversized.labels(message.database, message.table, self.oversize.policy).inc()
+        if replacement.topic != message.topic:  # the dead-letter topic: one partition per key, 0 without
+            self.sink.ensure_topic(replacement.topic)
+            partition = None if replacement.key is not None else 0
+        self.sink.produce_many(replacement.topic, [(replacement.key, replacement.value)], partition,
+                               self.inflight.track(1), replacement.headers)  # fmt: skip
+
+    def poll(self) -> None:
+        """Kafka's delivery reports, when enough items or time have passed; then what it reported."""
+        self._unpolled += 1
+        now = self.clock()
+        if self._unpolled >= _POLL_EVERY_ITEMS or now - self._polled_at >= _POLL_EVERY_S:
+            self.sink.poll(0)
+            self._unpolled, self._polled_at = 0, now
+        self.check()
+
+    def check(self) -> None:
+        """Raise DeliveryError when Kafka gave up on a message, or acknowledged nothing for too long."""
+        if self.inflight.errors:
+            if self.metrics is not None:
+                self.metrics.delivery_errors.inc(len(self.inflight.errors))
+            raise DeliveryError(
+                f"Kafka gave up on message(s): {self.inflight.errors[0]}; the checkpoint stays at {self.committed()}"
+            )
+        if self.inflight.silent_s() > self.delivery_timeout_s:
+            raise DeliveryError(
+                f"Kafka acknowledged nothing for {self.delivery_timeout_s:g} s with {self.inflight.outstanding} "
+                f"message(s) waiting; the checkpoint stays at {self.committed()}"
+            )
+
+    def join(self, deadline: float) -> None:
+        """Wait (until `deadline`, time.monotonic's) for Kafka to acknowledge what is in flight."""
+        while self.inflight.outstanding and time.monotonic() < deadline:
+            self.sink.poll(0.1)
+        self.sink.flush(max(0.0, deadline - time.monotonic()))
+
+
+class CommitPositions:
+    """Commit: the newest position up to which Kafka acknowledged every message, to the checkpoint
+    policy. When both checkpoint stores refuse it, `poll` holds the reader and retries with a
+    growing pause until one takes it: nothing read after it is lost, nothing is skipped."""
+
+    def __init__(
+        self, inflight: InFlight, checkpointer: Checkpointer, counters: Counters, sleep: Callable[[float], None],
+        stop: threading.Event, metrics: Metrics | None,
+    ) -> None:  # fmt: skip
+        self.inflight = inflight
+        self.checkpointer = checkpointer
+        self.counters = counters
+        self.sleep = sleep
+        self.stop = stop
+        self.metrics = metrics
+        self.last: Position | None = None  # the newest position handed to the checkpointer
+
+    def poll(self) -> None:
+        position = self.inflight.committable()
+        if position is not None:
+            self.last = position
+            self.counters.commits += 1
+            try:
+                self.checkpointer.submit(position)  # the writer thread's, or written here when it is not running
+                if self.checkpointer.failing is None:
+                    return
+            except SluiceError as exc:
+                if classify(exc) is not Disposition.PAUSE:
+                    raise
+        elif self.checkpointer.failing is None:
+            return
+        self._save_when_possible()
+
+    def join(self, timeout_s: float) -> None:
+        """Commit what Kafka acknowledged, and wait until the checkpointer has written it."""
+        self.poll()
+        self.checkpointer.settle(timeout_s)
+        if self.checkpointer.failing is not None:
+            self._save_when_possible()
+
+    def _save_when_possible(self) -> None:
+        """Both stores refused the newest position: hold it and stop reading until one takes it."""
+        delay = 0.1
+        while True:
+            try:
+                self.checkpointer.save_unsaved()
+                break
+            except SluiceError as exc:
+                if classify(exc) is not Disposition.PAUSE:
+                    raise
+                paused(self.metrics, "checkpoint stores", True)
+                log.warning("cannot save position %s (%s); pausing %.1f s", self.last, exc, delay)
+                self.sleep(delay)
+                self.counters.pauses += 1
+                self.counters.paused_s += delay
+                delay = min(delay * 2, 5.0)
+                if self.stop.is_set():
+                    raise
+        paused(self.metrics, "checkpoint stores", False)
