@@ -517,6 +517,13 @@ class Checkpointer:
     def _flush_due(self) -> bool:
         return self.clock() - self.flushed_at >= self.flush_interval_s
 
+    def _flush_in(self, tried: float) -> float | None:
+        """Seconds until the database is owed a copy (0 or less: now), counted from its last write
+        or the writer's last try; None while it holds the newest position."""
+        if self.committed == self.flushed:
+            return None
+        return self.flush_interval_s - (self.clock() - max(self.flushed_at, tried))
+
     def _owed(self) -> bool:  # under _wake
         return self._unsaved is not None and self.failing is None
 
@@ -526,22 +533,19 @@ class Checkpointer:
         while True:
             with self._wake:
                 while not (self._stopping or self._owed()):
-                    if self.committed == self.flushed:
-                        self._wake.wait()  # nothing to flush: until a position comes, or the stop
-                        continue
-                    left = self.flush_interval_s - (self.clock() - max(self.flushed_at, tried))
-                    if left <= 0:
+                    left = self._flush_in(tried)
+                    if left is not None and left <= 0:
                         break
-                    self._wake.wait(left)
+                    self._wake.wait(left)  # None: nothing to flush, until a position comes or the stop
                 if self._stopping:
                     return
                 save = self._owed()
             try:
                 if save:
                     self.save_unsaved()
-                now = self.clock()
-                if self.committed != self.flushed and now - max(self.flushed_at, tried) >= self.flush_interval_s:
-                    tried = now
+                left = self._flush_in(tried)
+                if left is not None and left <= 0:
+                    tried = self.clock()
                     self.flush()
             except FencedError as exc:
                 with self._wake:
