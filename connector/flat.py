@@ -339,7 +339,7 @@ class FlatMessageBuilder:
     def __init__(
         self, file: str | Cursor = "", clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES
     ) -> None:
-        self.cursor = file if isinstance(file, Cursor) else Cursor(file)  # the file named in `source`
+        self.cursor = Cursor.of(file)  # the file named in `source`
         self._clock = clock
         self._query_text = query
         self._gtid: str | None = None

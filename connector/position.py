@@ -28,6 +28,11 @@ class Cursor:
     def __init__(self, file: str = "") -> None:
         self.file = file
 
+    @staticmethod
+    def of(file: str | Cursor) -> Cursor:
+        """The cursor given, or a cursor of its own on the file named."""
+        return file if isinstance(file, Cursor) else Cursor(file)
+
 
 @dataclass(frozen=True, slots=True)
 class Position:

@@ -136,7 +136,7 @@ class BinlogParser:
     def __init__(
         self, source: str | Cursor = "", *, checksum: bool | None = None, verify_checksum: bool = True
     ) -> None:
-        self.cursor = source if isinstance(source, Cursor) else Cursor(source)
+        self.cursor = Cursor.of(source)
         self.fde: FormatDescriptionEvent | None = None
         self.checksum = checksum  # do events end with a CRC32? None: as the FDE says
         self.verify_checksum = verify_checksum

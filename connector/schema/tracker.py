@@ -67,7 +67,7 @@ class SchemaTracker:
         self.refresh = refresh
         self.schema = Schema()
         self.seeded_at: Position | None = None
-        self.cursor = source if isinstance(source, Cursor) else Cursor(source)  # the file, for error messages
+        self.cursor = Cursor.of(source)  # the file, for error messages
         # The server's flavour and version numbers (MariaDB?, (10, 11, 6)): how its DDL reads.
         self.server: tuple[bool, tuple[int, ...]] = (False, ())
         self._named: dict[bytes, tuple[Table, TableMapEvent]] = {}
