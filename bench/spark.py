@@ -44,7 +44,7 @@ from tests.live import ROOT, connect, live_config
 DB = "sluice_bench_lake"
 
 
-def bench_config(tmp: str, conf: dict[str, str]) -> Config:
+def bench_config(tmp: str, conf: dict[str, str], key_range: int) -> Config:
     name = f"benchlake{uuid.uuid4().hex[:6]}"
     base = live_config([rf"{DB}\..*"], name=name, server_id=4700)
     return replace(
@@ -52,7 +52,8 @@ def bench_config(tmp: str, conf: dict[str, str]) -> Config:
         kafka=replace(base.kafka, topic_prefix=name),
         avro=AvroSection(schemas_dir=os.path.join(tmp, "schemas")),
         spark=SparkSection(master="local[2]", lake_dir="", checkpoint_dir="", shuffle_partitions=2,
-                           ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml"), conf=conf),
+                           ivy_settings=str(ROOT / "deploy" / "spark" / "ivysettings.xml"), conf=conf,
+                           key_range=key_range),
     )  # fmt: skip
 
 
@@ -131,6 +132,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3, help="workloads of changes after the initial load")
     parser.add_argument("--profile", action="store_true", help="each Spark job of the mirror with its seconds")
+    parser.add_argument("--key-range", type=int, default=0, help="[spark] key_range of the mirror (0: off)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
@@ -141,7 +143,7 @@ def main() -> None:
         conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + events,
                 "spark.eventLog.compress": "false"} if args.profile else {}  # fmt: skip
         conf.update(setting.split("=", 1) for setting in args.conf)
-        config = bench_config(tmp, conf)
+        config = bench_config(tmp, conf, args.key_range)
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position
         spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it

@@ -211,6 +211,10 @@ class SparkSection:
     checkpoint_dir: str = ".run/spark-checkpoints"  # Structured Streaming state, one folder per job
     trigger_s: float = 10.0  # micro-batch interval when not --once
     shuffle_partitions: int = 4
+    # > 0: a new mirror table whose leading key column is an integer is partitioned by that key
+    # divided by this (Iceberg's truncate), so a MERGE rewrites the ranges its batch touches, not
+    # the table. 0: unpartitioned (each MERGE may rewrite every file).
+    key_range: int = 0
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
     ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
     conf: dict[str, str] = field(default_factory=dict)  # any Spark or Delta setting, applied last
@@ -437,6 +441,7 @@ def _validate(config: Config, where: str) -> None:
         (config.snapshot.mode in ("initial", "never"), "snapshot.mode", "initial, never"),
         (1 <= config.snapshot.chunk_size <= 1_000_000, "snapshot.chunk_size", "1..1000000"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
+        (0 <= config.spark.key_range <= 2**62, "spark.key_range", "0 (off) or a positive width of key values"),
     ]  # fmt: skip
     checks += _security_checks(config)
     for ok, key, accepted in checks:

@@ -53,6 +53,9 @@ log = logging.getLogger("sluice.spark")
 
 POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was last changed at
 TRUNCATED_AT = "sluice.truncatedAt"  # a mirror table's property: the position it was last emptied at
+RANGE = "_sluice_range"  # with [spark] key_range: the mirror's partition column, leading key div the width
+KEY_RANGE = "sluice.keyRange"  # a ranged mirror table's property: its width
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
 def session(config: Config, app: str) -> SparkSession:
@@ -280,10 +283,32 @@ def newest_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     return by_key.agg(newest).select("_newest.*")
 
 
-def merge(target: DeltaTable, latest: DataFrame, keys: list[str]) -> None:
+def ranged(latest: DataFrame, key: str, width: int) -> DataFrame:
+    """`latest` with its rows' key range: the leading key column divided by `width`."""
+    return latest.withColumn(RANGE, F.expr(f"`{key}` div {width}"))
+
+
+def key_bounds(latest: DataFrame, key: str) -> str:
+    """The batch's leading key values as a condition on the target: Delta reads and rewrites
+    only the files whose statistics overlap it (with ranges, those of the ranges it touches)."""
+    low, high = latest.agg(F.min(key), F.max(key)).collect()[0]
+    return "" if low is None else f" AND t.`{key}` BETWEEN {int(low)} AND {int(high)}"
+
+
+def create(spark: SparkSession, path: str, latest: DataFrame, key: str, width: int) -> None:
+    """A new mirror table of the batch's newest non-deleted rows; with a width, partitioned by key range."""
+    rows = latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type")
+    if not width:
+        rows.write.format("delta").save(path)
+        return
+    ranged(rows, key, width).write.format("delta").partitionBy(RANGE).save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{KEY_RANGE}' = '{width}')")
+
+
+def merge(target: DeltaTable, latest: DataFrame, keys: list[str], bounds: str = "") -> None:
     """Apply each key's newest change where it is newer than the row's position in the table."""
     columns = [c for c in latest.columns if c != "_sluice_type"]
-    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys) + bounds
     newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
     values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in columns}
     (
@@ -312,12 +337,20 @@ def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) 
 def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
     directory = schemas.directory
     cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
+    widths: dict[str, int] = {}  # per mirror table, its key range width (0: not partitioned by range)
 
     def cut_of(path: str) -> int:
         if path not in cuts:
-            properties = DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]
-            cuts[path] = int(properties.get(TRUNCATED_AT, -1))
+            detail = DeltaTable.forPath(spark, path).detail().collect()[0]
+            cuts[path] = int(detail["properties"].get(TRUNCATED_AT, -1))
+            ranges = RANGE in detail["partitionColumns"]  # a crash before the property: the config's
+            widths[path] = int(detail["properties"].get(KEY_RANGE, config.spark.key_range)) if ranges else 0
         return cuts[path]
+
+    def width_for(latest: DataFrame, key: str) -> int:
+        """A new mirror table's key range width: [spark] key_range if its leading key is an integer."""
+        integral = latest.schema[key].dataType.simpleString() in _INTEGRAL
+        return config.spark.key_range if integral else 0
 
     def empty(database: str, table: str, at: int, batch_id: int) -> None:
         """Rows last changed before the statement at `at` deleted; `at` kept with the table."""
@@ -349,13 +382,17 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             if not exists:
                 # A new table holds nothing to merge with: its rows are the batch's newest
                 # non-deleted ones. Run again (a crash before the checkpoint), it merges.
-                latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type").write.format("delta").save(path)
+                create(spark, path, latest, keys[0], width_for(latest, keys[0]))
                 log.info("batch %d: created the mirror of %s.%s", batch_id, database, table)
                 continue
             follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
+            width = widths[path]
+            if width:
+                latest = ranged(latest, keys[0], width)
             latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
             try:
-                merge(DeltaTable.forPath(spark, path), latest, keys)
+                bounds = key_bounds(latest, keys[0]) if width else ""
+                merge(DeltaTable.forPath(spark, path), latest, keys, bounds)
             finally:
                 latest.unpersist()
             log.info("batch %d: merged %s.%s", batch_id, database, table)

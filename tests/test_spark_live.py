@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
-from spark.jobs import TRUNCATED_AT, run, session
+from spark.jobs import KEY_RANGE, RANGE, TRUNCATED_AT, run, session
 from tests.live import KAFKA, ROOT, connect, fresh_database
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_pipeline_live import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
@@ -334,3 +335,61 @@ def test_the_mirror_empties_tables_dropped_on_the_source_and_made_again(tmp_path
     shutil.rmtree(config.spark.checkpoint_dir)  # every batch again: the drops are applied already
     run(config, "mirror", once=True)
     assert_mirror_equals_source(spark, config, db, reader)
+
+
+def test_a_mirror_by_key_range_rewrites_only_the_ranges_a_batch_touches(tmp_path: Path) -> None:
+    """[spark] key_range: a new mirror table with an integer leading key is partitioned by key div
+    the width, and a batch whose changes fall in one range rewrites that range's files alone;
+    a text key stays unpartitioned. Both equal SELECT * after each batch."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    config, db = lake_config(tmp_path, "lakerange")
+    config = replace(config, spark=replace(config.spark, key_range=100))
+    fresh_database(db, "CREATE TABLE {db}.n (id BIGINT PRIMARY KEY, v INT)",
+                   "CREATE TABLE {db}.s (k VARCHAR(10) PRIMARY KEY, v INT)")  # fmt: skip
+    Connector(config).run(blocking=False)  # first start: capture
+    with connect(db).cursor() as cur:
+        cur.executemany("INSERT INTO n VALUES (%s, %s)", [(i, i) for i in range(400)])  # ranges 0 to 3
+        cur.executemany("INSERT INTO s VALUES (%s, %s)", [(f"k{i}", i) for i in range(50)])
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    spark = session(config, "test")
+    lake = Path(config.spark.lake_dir) / "mirror" / db
+
+    def files_by_range() -> dict[int, set[str]]:
+        frame = spark.read.format("delta").load(str(lake / "n")).select(RANGE, F.input_file_name().alias("f"))
+        out: dict[int, set[str]] = {}
+        for row in frame.distinct().collect():
+            out.setdefault(row[RANGE], set()).add(row["f"])
+        return out
+
+    def assert_equal_to_source() -> None:
+        for table, key in (("n", "id"), ("s", "k")):
+            with connect(db).cursor() as cur:
+                cur.execute(f"SELECT {key}, v FROM {table}")
+                want = sorted(cur.fetchall())
+            got = sorted((r[key], r["v"]) for r in mirror_rows(spark, str(lake / table)))
+            assert got == want, f"mirror of {table}: {len(got)} rows, SELECT * {len(want)}"
+
+    assert_equal_to_source()
+    numbers, texts = (DeltaTable.forPath(spark, str(lake / t)).detail().collect()[0] for t in ("n", "s"))
+    assert numbers["partitionColumns"] == [RANGE] and numbers["properties"][KEY_RANGE] == "100"
+    assert texts["partitionColumns"] == [] and KEY_RANGE not in texts["properties"]
+    before = files_by_range()
+    assert sorted(before) == [0, 1, 2, 3]
+
+    with connect(db).cursor() as cur:  # range 1 changed; range 10 new
+        cur.execute("UPDATE n SET v = v + 1000 WHERE id BETWEEN 100 AND 199 AND id % 2 = 0")
+        cur.execute("DELETE FROM n WHERE id = 150")
+        cur.executemany("INSERT INTO n VALUES (%s, %s)", [(i, i) for i in range(1000, 1010)])
+        cur.execute("UPDATE s SET v = v + 1 WHERE k = 'k7'")
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    assert_equal_to_source()
+    after = files_by_range()
+    assert sorted(after) == [0, 1, 2, 3, 10]
+    assert all(after[r] == before[r] for r in (0, 2, 3))  # untouched ranges: the same files
+    assert not after[1] & before[1]  # range 1's files rewritten
+    merged = DeltaTable.forPath(spark, str(lake / "n")).history(1).collect()[0]
+    assert merged["operation"] == "MERGE"
+    assert int(merged["operationMetrics"]["numTargetFilesRemoved"]) == len(before[1])
