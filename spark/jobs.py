@@ -295,6 +295,11 @@ def key_bounds(latest: DataFrame, key: str) -> str:
     return "" if low is None else f" AND t.`{key}` BETWEEN {int(low)} AND {int(high)}"
 
 
+def width_for(latest: DataFrame, key: str, key_range: int) -> int:
+    """A new mirror table's key range width: [spark] key_range if its leading key is an integer."""
+    return key_range if latest.schema[key].dataType.simpleString() in _INTEGRAL else 0
+
+
 def create(spark: SparkSession, path: str, latest: DataFrame, key: str, width: int) -> None:
     """A new mirror table of the batch's newest non-deleted rows; with a width, partitioned by key range."""
     rows = latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type")
@@ -347,10 +352,10 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             widths[path] = int(detail["properties"].get(KEY_RANGE, config.spark.key_range)) if ranges else 0
         return cuts[path]
 
-    def width_for(latest: DataFrame, key: str) -> int:
-        """A new mirror table's key range width: [spark] key_range if its leading key is an integer."""
-        integral = latest.schema[key].dataType.simpleString() in _INTEGRAL
-        return config.spark.key_range if integral else 0
+    def width_of(path: str) -> int:
+        """A mirror table's key range width (0: not partitioned by range), read with its cut."""
+        cut_of(path)
+        return widths[path]
 
     def empty(database: str, table: str, at: int, batch_id: int) -> None:
         """Rows last changed before the statement at `at` deleted; `at` kept with the table."""
@@ -382,11 +387,11 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
             if not exists:
                 # A new table holds nothing to merge with: its rows are the batch's newest
                 # non-deleted ones. Run again (a crash before the checkpoint), it merges.
-                create(spark, path, latest, keys[0], width_for(latest, keys[0]))
+                create(spark, path, latest, keys[0], width_for(latest, keys[0], config.spark.key_range))
                 log.info("batch %d: created the mirror of %s.%s", batch_id, database, table)
                 continue
             follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
-            width = widths[path]
+            width = width_of(path)
             if width:
                 latest = ranged(latest, keys[0], width)
             latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
