@@ -4,15 +4,17 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-NATIVE := connector/_transcode.c
+# The compiled module's sources; connector/csrc/spec.h is written by connector/native_spec.py.
+NATIVE := connector/_transcode.c $(wildcard connector/csrc/*.c connector/csrc/*.h)
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(NATIVE) | md5sum | cut -c1-8)
 
 .PHONY: install services services-down run test lint typecheck unit bench clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(NATIVE)
+$(STAMP): pyproject.toml $(NATIVE) connector/native_spec.py
 	PYTHON=$(PYTHON) bash deploy/toolchain.sh
+	$(PYTHON) -m connector.native_spec
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -193,7 +193,7 @@ def _old(message: FlatMessage, full: bool) -> dict[str, Text]:
 
 class CanalJsonEncoder:
     """Row changes and statements as canal's FlatMessage JSON: the `MessageEncoder` interface
-    the pipeline writes through (`rows`, `row`, `ddl`)."""
+    the pipeline writes through (`rows`, `row`, `ddl`, `kernel_rows`)."""
 
     key_bytes = 0  # a key is its JSON text: hashed whole
     # No TRUNCATE row message before a keyless table's snapshot: canal has no such row type and
@@ -208,6 +208,10 @@ class CanalJsonEncoder:
         self.compiled_rows = 0
 
     def registry(self) -> None:
+        return None
+
+    def kernel_rows(self, table_map: object, table: Table, topic: str) -> None:
+        """None: the compiled kernel writes Avro, so canal's JSON takes the Python path (connector/lane.py)."""
         return None
 
     def check(self) -> None:

@@ -60,6 +60,9 @@ class SourceSection:
     # as Debezium's include.query; a bulk INSERT's text is megabytes. When on, cut to this many bytes.
     include_query: bool = False
     query_max_bytes: int = 4096
+    # The compiled kernel takes the usual transactions with no Python per event (connector/lane.py);
+    # false: every event takes the Python path, its reference (slower; the same messages).
+    compiled_kernel: bool = True
     key_columns: list[KeyColumns] = field(default_factory=list)
     # A DDL statement Sluice cannot read: "stop" (rows of the tables it names stop the connector
     # until `sluice schema set` gives their definition) or "refresh" (re-read them from the server

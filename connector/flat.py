@@ -381,6 +381,10 @@ class FlatMessageBuilder:
     def _end_transaction(self) -> None:
         self._gtid, self._sql = None, ""
 
+    def take_over(self, gtid: str | None) -> None:
+        """A transaction the compiled kernel began (connector/lane.py) goes on here: its GTID."""
+        self._gtid, self._sql, self._last_rows_pos = gtid, "", -1
+
     def _shape(self, table: TableMapEvent) -> TableShape:
         # The same TABLE_MAP object comes back for every transaction (the parser decodes each
         # body once): look it up by identity before hashing its columns.

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -23,6 +24,9 @@ from connector.binlog.constants import event_type_name
 from connector.binlog.events import Event
 from connector.errors import ConfigError
 from connector.position import Position
+
+if TYPE_CHECKING:
+    from connector.lane import Burst
 
 log = logging.getLogger("sluice.progress")
 
@@ -77,6 +81,19 @@ class Metrics:
             self.last_event_time = float(header.timestamp)
         if header.log_pos:
             self._file, self._pos = file, header.log_pos
+        self.last_loop = self.clock()
+
+    def burst(self, burst: Burst) -> None:
+        """The events a kernel run read (connector/lane.py): `event` for each, at once."""
+        counts = self._event_counts
+        for code, count in burst.events:
+            counts[code] = counts.get(code, 0) + count
+        self.bytes_total += burst.bytes
+        if burst.last_event is not None:
+            timestamp, log_pos = burst.last_event
+            if timestamp > 0:
+                self.last_event_time = float(timestamp)
+            self._file, self._pos = burst.file, log_pos
         self.last_loop = self.clock()
 
     @property

@@ -1,14 +1,35 @@
-"""The compiled hot path (connector/_transcode.c), when it was built.
+"""The compiled module (connector/_transcode.c and connector/csrc/), when it was built: its interface.
 
-`make install` builds it. Without it (a platform with no C compiler), every rows event takes
-the Python path, which is the reference the compiled one is tested against."""
+`make install` builds it. Without it (a platform with no C compiler), every event takes the
+Python path, which is the reference the compiled one is tested against. Its constants and record
+layouts come from connector/native_spec.py."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+
+class EventKernel(Protocol):
+    """A streaming session's per-event loop (connector/csrc/kernel.c; connector/lane.py drives it)."""
+
+    def configure(self, checksum: bool, mariadb: bool, table_map: int, rows_v1: int, rows_v2: int, query: int,
+                  skip_queries: bool, /) -> bool: ...  # fmt: skip
+    def file(self, name: bytes, number: int, /) -> None: ...
+    def table(self, table_id: int, body: bytes, plan: tuple[Any, ...] | bool | None, /) -> None: ...
+    def begin(self, shape: bytes, /) -> None: ...
+    def clear(self) -> None: ...
+    def release(self) -> tuple[int, int, str | None, int, int, int]: ...
+    def run(self, buffer: bytearray, start: int, end: int, sequence: int, ts_ms: int, timestamp: int,
+            max_messages: int, /) -> tuple[Any, ...]: ...  # fmt: skip
 
 
 class Transcoder(Protocol):
+    """The module's functions: this is their one declaration for the type checker (no stub)."""
+
+    Kernel: Callable[[], EventKernel]
+
     def transcode(
         self, body: bytes, program: bytes, kind: int, keys: bytes, key_prefix: bytes, first: bytes, rest: bytes,
         old_null: bytes, old_open: bytes, tail: bytes, base: int, /,
@@ -20,16 +41,16 @@ class Transcoder(Protocol):
 
     def route(
         self, messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, skip: int, /
-    ) -> tuple[list[tuple[bytes, bytes | None, int]], list[tuple[bytes, bytes | None, int, int]]]:
+    ) -> tuple[list[tuple[bytes | None, bytes | None, int]], list[tuple[bytes | None, bytes | None, int, int]]]:
         """Each message's partition, the last of each partition apart (connector/sink/partitioning.route_python)."""
 
 
 def _load() -> Transcoder | None:
     try:
-        from connector import _transcode  # noqa: PLC0415 - optional: a guarded import
+        module = importlib.import_module("connector._transcode")
     except ImportError:  # the build makes it; tests/test_transcode.py insists that it is there
         return None
-    return _transcode
+    return cast(Transcoder, module)
 
 
 transcoder = _load()
@@ -37,7 +58,7 @@ transcoder = _load()
 # Said once when `sluice run` starts without it (pip installs Sluice without it where it cannot
 # be compiled: the extension is optional in pyproject.toml).
 NOT_BUILT = (
-    "the compiled kernel (connector/_transcode.c) is not built here: every rows event takes the Python"
+    "the compiled kernel (connector/_transcode.c) is not built here: every event takes the Python"
     " path, several times slower; `make install`, or pip install with a C compiler and Python's headers,"
     " builds it"
 )

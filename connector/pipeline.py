@@ -33,6 +33,7 @@ from connector.checkpoint import Checkpointer, InFlight
 from connector.errors import StoppedWaitingError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
+from connector.lane import Burst, Planner
 from connector.metrics import Metrics
 from connector.oversize import OversizePolicy
 from connector.position import Position
@@ -108,6 +109,9 @@ class Pipeline:
     def take(self, item: StreamItem) -> None:
         if self.metrics is not None:
             self.metrics.tick()
+        if isinstance(item, Burst):
+            self._burst(item)
+            return
         if isinstance(item, Changes):
             if self.snapshot is not None:
                 self.snapshot.saw(item)
@@ -119,17 +123,43 @@ class Pipeline:
             if not self.gather.open:  # a statement still gathering breathes when it is handed on
                 self.breathe()
             return
+        self._close(item, item.position, 1 if isinstance(item, Commit) else 0)
+
+    def _burst(self, burst: Burst) -> None:
+        """The compiled kernel's messages, then the position of the last transaction it committed."""
         self.gather.join()
-        position = item.position
+        self.produce.burst(burst)
+        if self.metrics is not None:
+            self.metrics.burst(burst)
+        if burst.position is None:
+            self.breathe()  # a transaction still open: its end comes in a later item
+        else:
+            self._close(burst, burst.position, burst.transactions)
+
+    def _close(self, item: StreamItem, position: Position, transactions: int) -> None:
+        """A position closes: what is gathered goes first, then side records; a snapshot's turn."""
+        self.gather.join()
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
         self._side_records(item, position)
         self.inflight.close(position)
-        if isinstance(item, Commit):
-            self.counters.transactions += 1
+        self.counters.transactions += transactions
         self.breathe()
         if self.snapshot is not None:
             self.snapshot.turn(position, self, self.stop.is_set)
+
+    # -- what the stream's lane uses (connector/lane.Lanes) ------------------------------------
+
+    def planner(self) -> Planner | None:
+        """How the kernel's tables are planned; None with side topics, whose records the kernel
+        does not write (a transaction's BEGIN and END, heartbeats)."""
+        if self.transactions is not None or self.heartbeats is not None:
+            return None
+        return self.encode.plan
+
+    def takes_bursts(self) -> bool:
+        """Not while a snapshot has tables to read: it sees every change (Snapshotter.saw, holds)."""
+        return self.snapshot is None or not self.snapshot.state.tables
 
     # -- what the snapshot uses (connector/snapshot/coordinator.Emitter) ----------------------
 

@@ -189,15 +189,22 @@ class MysqlGtidSet:
 
     def with_gtid(self, gtid: str) -> MysqlGtidSet:
         key, gno = self.split(gtid)
+        return self._with(key, gno, gno)
+
+    def with_interval(self, sid: str, first: int, last: int) -> MysqlGtidSet:
+        """With the untagged GTIDs sid:first to sid:last (`sid` as MySQL prints it)."""
+        return self._with((sid, ""), first, last)
+
+    def _with(self, key: tuple[str, str], first: int, last: int) -> MysqlGtidSet:
         sets = self.sets
         for n, (k, intervals) in enumerate(sets):
             if k == key:
-                if intervals and intervals[-1][1] + 1 == gno:  # the server's next number: the last interval grows
-                    grown = (*intervals[:-1], (intervals[-1][0], gno))
+                if intervals and intervals[-1][1] + 1 == first:  # the server's next numbers: the last interval grows
+                    grown = (*intervals[:-1], (intervals[-1][0], last))
                     return MysqlGtidSet((*sets[:n], (key, grown), *sets[n + 1 :]))
                 break
         merged = dict(sets)
-        merged[key] = _merge([*merged.get(key, ()), (gno, gno)])
+        merged[key] = _merge([*merged.get(key, ()), (first, last)])
         return MysqlGtidSet(tuple(sorted(merged.items())))
 
     def contains(self, gtid: str) -> bool:

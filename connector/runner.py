@@ -344,9 +344,6 @@ class Connector:
         if self.sole_job:
             tune_gc()
         settings = replace(self.config.source.settings(), takeover=self.takeover)
-        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter())
-        self.stream.query = self.config.source.query_text()
-        self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
         oversize = OversizePolicy(self.config.kafka.oversized, message_reader(self.config, self.encoder),
                                   self.config.kafka.topic_prefix)  # fmt: skip
         self.pipeline = Pipeline(
@@ -354,6 +351,11 @@ class Connector:
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
             metrics=self.metrics,
         )  # fmt: skip
+        # The compiled kernel's bursts go to the pipeline, which plans its tables (connector/lane.py).
+        lanes = self.pipeline if self.config.source.compiled_kernel else None
+        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), lanes=lanes)
+        self.stream.query = self.config.source.query_text()
+        self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
         self.stream.observer = self.metrics.event
         self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
             database, table
@@ -392,5 +394,6 @@ class Connector:
                 self.http.shutdown()
                 self.http.server_close()
             counters = self.pipeline.counters
-            log.info("stopped: %d rows, %d statements, %d transactions; position %s", counters.rows,
-                     counters.statements, counters.transactions, self.checkpointer.committed)  # fmt: skip
+            log.info("stopped: %d rows (%d by the compiled kernel), %d statements, %d transactions; position %s",
+                     counters.rows, counters.kernel_rows, counters.statements, counters.transactions,
+                     self.checkpointer.committed)  # fmt: skip

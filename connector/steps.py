@@ -20,11 +20,14 @@ from operator import itemgetter
 
 from connector.avro.encoding import Encoded, MessageEncoder
 from connector.binlog.constants import STMT_END_F
+from connector.binlog.tablemap import TableMapEvent
 from connector.checkpoint import Checkpointer, InFlight
 from connector.columns import ColumnRules
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
 from connector.flat import FlatMessage
+from connector.lane import Burst, KernelPlan
 from connector.metrics import Metrics
+from connector.native_spec import KINDS
 from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position
 from connector.schema.model import Table
@@ -40,11 +43,14 @@ _VALUE = itemgetter(1)
 _POLL_EVERY_ITEMS = 16
 _POLL_EVERY_S = 0.005
 _KEY_MARGIN = 4096  # keys are measured one by one only when a value comes this close to the limit
+_KIND_DELETE = KINDS["KIND_DELETE"]
+_ALL_KINDS = sum(1 << kind for kind in KINDS.values())
 
 
 @dataclass
 class Counters:
     rows: int = 0
+    kernel_rows: int = 0  # of them, the compiled kernel's (connector/lane.py)
     statements: int = 0
     transactions: int = 0
     commits: int = 0  # positions written to the checkpoint stores
@@ -139,6 +145,27 @@ class Encode:
         self.gather.submit(topic, database, name, batch.head["type"], encoded, ends)
         return True
 
+    def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
+        """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
+        partitions `_rows`, GatherStatement and Produce would give them. None where they are not
+        written that way: a [[kafka.columns]] rule, a column the transcoder does not cover."""
+        if self.columns.table(table) is not None:
+            return None
+        database, name = table_map.schema, table_map.table
+        topic = self._topic(database, name)
+        rows = self.encoder.kernel_rows(table_map, table, topic)
+        if rows is None:
+            return None
+        partitions = self.sink.partitions(topic)
+        keyless = not rows.keys
+        fixed = table_partition(database, name, partitions) if keyless else -1
+        kinds = _ALL_KINDS if keyless or not self.produce.tombstones else _ALL_KINDS & ~(1 << _KIND_DELETE)
+        return KernelPlan(
+            topic, database, name, rows.columns, rows.keys, rows.value_prefix, rows.key_prefix, rows.heads,
+            rows.data_open, rows.old_null, rows.old_open, partitions, fixed, self.sink.key_framing_bytes, kinds,
+            self.sink.limit(topic) - RECORD_OVERHEAD,
+        )  # fmt: skip
+
     def _topic(self, database: str, name: str) -> str:
         topic = self.router.topic(database, name)
         self.sink.ensure_topic(topic)
@@ -227,6 +254,16 @@ class Produce:
         self.counters.rows += len(encoded)
         if self.metrics is not None:
             self.metrics.row(database, name, kind, len(encoded))
+
+    def burst(self, burst: Burst) -> None:
+        """A kernel run's messages, routed and measured already (connector/lane.py)."""
+        for topic, plain, tails, count in burst.topics:
+            self.sink.produce_routed(topic, plain, tails, self.inflight.track(count))
+        for database, name, kind, count in burst.rows:
+            self.counters.rows += count
+            self.counters.kernel_rows += count
+            if self.metrics is not None:
+                self.metrics.row(database, name, kind, count)
 
     def side(self, topic: str, record: tuple[bytes, bytes]) -> None:
         """A heartbeat or transaction record on its one-partition topic."""

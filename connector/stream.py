@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from connector.binlog import constants as c
 from connector.binlog.events import (
@@ -42,6 +43,7 @@ from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
 from connector.flat import NO_QUERIES, FlatMessage, FlatMessageBuilder, QueryText, RowBatch
+from connector.lane import Burst, Dump, Lane, Lanes, sid_text
 from connector.lazy import Lazy
 from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
@@ -75,7 +77,7 @@ class Heartbeat:
     position: Position
 
 
-StreamItem = Changes | Commit | Heartbeat
+StreamItem = Changes | Commit | Heartbeat | Burst  # Burst: the compiled kernel's (connector/lane.py)
 
 _TXN_END = ("COMMIT", "ROLLBACK")
 _IN_TXN_CONTROL = re.compile(r"^(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+TO|XA\s+END)\b", re.IGNORECASE)
@@ -177,13 +179,16 @@ class TransactionAssembler:
         quiet_until: Position | None = None,
         query: QueryText = NO_QUERIES,
         on_statement_rows: Callable[[str, str], None] = lambda database, table: None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.cursor = Cursor(start.file)  # the one owner of the file, read by the builder and the tracker
+        """`clock`: wall time, the messages' `ts` (the kernel's too: connector/lane.py)."""
+        self.cursor = Cursor(start.file)
+        self.clock = clock  # the one owner of the file, read by the builder and the tracker
         self.on_statement_rows = on_statement_rows  # a captured table's rows logged as a statement
         self.tracker = tracker
         tracker.cursor = self.cursor
         self.included = included
-        self.builder = FlatMessageBuilder(self.cursor, query=query)
+        self.builder = FlatMessageBuilder(self.cursor, clock, query)
         self.gtids: MariadbGtidState | MysqlGtidSet | None = _gtid_state(start.gtid_set, mariadb)
         self.mariadb = mariadb
         self.in_txn = False  # between a GTID or BEGIN and the transaction's end
@@ -369,6 +374,29 @@ class TransactionAssembler:
             _drain(self.builder.feed(event))  # the builder forgets the transaction's GTID and SQL
         return commit
 
+    # -- the compiled kernel's transactions (connector/lane.py) --------------------------------
+
+    def kernel_commit(self, gtids: list[tuple[Any, ...]], log_pos: int, timestamp: int, server_id: int) -> Position:
+        """Transactions the kernel committed: the GTIDs they add (MySQL: (server UUID bytes, first,
+        last) runs; MariaDB: (domain, server, sequence), the last of each domain), and where the last
+        one ends."""
+        state = self.gtids
+        for gtid in gtids:
+            if isinstance(state, MysqlGtidSet):
+                state = state.with_interval(sid_text(gtid[0]), gtid[1], gtid[2])
+            elif isinstance(state, MariadbGtidState):
+                state = state.with_gtid(f"{gtid[0]}-{gtid[1]}-{gtid[2]}")
+        self.gtids = state
+        self.timestamp = timestamp
+        return Position(self.cursor.file, log_pos, str(state) if state is not None else "", server_id, timestamp,
+                        xa=self._oldest_prepared())  # fmt: skip
+
+    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None) -> None:
+        """A transaction the kernel began goes on here: the events it read of it are handed on."""
+        self.in_txn, self.began, self.gtid, self.rows, self.txn_start = True, began, gtid, rows, start
+        self.xa_open, self.held = False, []
+        self.builder.take_over(gtid)
+
     def _position(self, pos: int, event: Event, gtids: MariadbGtidState | MysqlGtidSet | None = None) -> Position:
         state = gtids if gtids is not None else self.gtids
         # Heartbeats and fake rotates carry no time: keep the last event's.
@@ -433,8 +461,14 @@ class ChangeStream:
         included: TableFilter,
         backoff: Backoff = Backoff(),
         sleep: Callable[[float], None] = time.sleep,
+        lanes: Lanes | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`lanes`: where the compiled kernel's bursts go, and its plans come from (the Pipeline);
+        None: every event takes the Python path. `clock`: wall time, the messages' `ts`."""
         self.settings = settings
+        self.lanes = lanes
+        self.clock = clock
         self.tracker = tracker
         self.included = included
         self.backoff = backoff
@@ -442,7 +476,7 @@ class ChangeStream:
         self.rows_cache = RowsDecoderCache()
         self.info: ServerInfo | None = None
         self.reconnects = 0
-        self.observer: Callable[[Event, int, str], None] | None = None  # every event: metrics
+        self.observer: Observer | None = None  # every event the Python path reads: metrics
         self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
         self.query = NO_QUERIES  # what row messages' `sql` carries of their statement
         self._assembler: TransactionAssembler | None = None  # the current session's
@@ -468,9 +502,11 @@ class ChangeStream:
                 for item in session:
                     if isinstance(item, Changes):
                         handed = (item.file, item.pos)
-                    else:
+                    elif item.position is not None:  # a Burst's: None when it committed nothing
                         position, handed = item.position, None
                         prepared = dict(self._assembler.prepared) if self._assembler is not None else {}
+                    if isinstance(item, Burst) and item.handed is not None:
+                        handed = (item.file, item.handed)
                     if not progress:  # the session's first item: the next failure starts a fresh backoff
                         progress = True
                         delays = self.backoff.delays()
@@ -531,24 +567,11 @@ class ChangeStream:
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.query,
-                on_statement_rows=self._warn_statement_rows,
+                on_statement_rows=self._warn_statement_rows, clock=self.clock,
             )  # fmt: skip
             parser = self._parser(assembler.cursor, info)
-            skipping = handed is not None
-            for raw in dump.events():
-                header = parse_header(raw)
-                pos = header.log_pos - header.event_length if header.log_pos else 0
-                event = parser.decode(raw, pos, header)
-                size = len(raw)
-                del raw  # a rows event's images live on in its body: a 64 MiB row is not held twice
-                if self.observer is not None:
-                    self.observer(event, size, assembler.file)
-                for item in assembler.feed(event):
-                    if skipping and _handed_before(item, handed):
-                        continue  # handed on before the connection dropped
-                    if not isinstance(item, Changes):
-                        skipping = False
-                    yield item
+            lane = self._lane(parser, assembler)
+            yield from session_items(dump.stream, parser, assembler, lane, self.observer, handed)
             if blocking:  # a blocking dump has no end: the server is going away (shutdown)
                 raise SourceUnavailableError(f"{start.file}: the server ended the binlog dump")
         finally:
@@ -561,6 +584,12 @@ class ChangeStream:
                 self.info = check_server(conn, self.settings)
         return self.info
 
+    def _lane(self, parser: BinlogParser, assembler: TransactionAssembler) -> Lane | None:
+        if self.lanes is None or not self.typed_rows:
+            return None
+        return Lane.of(self.lanes.planner(), self.lanes.takes_bursts, self.tracker, parser, assembler,
+                       self.query.include)  # fmt: skip
+
     def _parser(self, cursor: Cursor, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(cursor, checksum=info.checksum)
         parser.rows_cache = self.rows_cache
@@ -568,6 +597,61 @@ class ChangeStream:
         parser.table_hook = self.tracker.table_hook
         parser.table_filter = self.included
         return parser
+
+
+Observer = Callable[[Event, int, str], None]  # every event the Python path reads, its size, the file: metrics
+
+
+def session_items(
+    dump: Dump, parser: BinlogParser, assembler: TransactionAssembler, lane: Lane | None,
+    observer: Observer | None = None, handed: tuple[str, int] | None = None,
+) -> Iterator[StreamItem]:  # fmt: skip
+    """One dump session's items: the kernel's bursts where it takes the packets, the Python path's
+    items (parser, assembler) everywhere else. `handed`: the last rows event of the open transaction
+    handed on before a reconnect; its changes up to there are not handed on again."""
+    skipping = handed is not None
+    events = dump.events()
+    while True:
+        if lane is not None and lane.ready(skipping):
+            burst, pythons = lane.step(dump)
+            if burst is not None:
+                yield burst
+            if not pythons:
+                continue
+            lane.release()  # the next packet is the Python path's, and an open transaction with it
+        box = [next(events, None)]
+        if box[0] is None:
+            return
+        for item in assembler.feed(_decoded(box, parser, assembler, lane, observer)):
+            if skipping and _handed_before(item, handed):
+                continue  # handed on before the connection dropped
+            if not isinstance(item, Changes):
+                skipping = False
+            yield item
+
+
+def _decoded(
+    box: list[bytes | None], parser: BinlogParser, assembler: TransactionAssembler, lane: Lane | None,
+    observer: Observer | None,
+) -> Event:  # fmt: skip
+    """The Python path's event of the raw bytes in `box`, which it takes out: a rows event's images
+    live on in its body, and a 64 MiB row is not held twice."""
+    raw = box.pop()
+    assert raw is not None
+    header = parse_header(raw)
+    pos = header.log_pos - header.event_length if header.log_pos else 0
+    event = parser.decode(raw, pos, header)
+    size = len(raw)
+    if lane is not None and header.type_code in _TAUGHT:
+        lane.learn(event, raw)
+    del raw
+    if observer is not None:
+        observer(event, size, assembler.file)
+    return event
+
+
+# What the kernel is taught from (Lane.learn): the tables, BEGIN's shape, the source's format.
+_TAUGHT = frozenset({c.EventType.TABLE_MAP_EVENT, c.EventType.QUERY_EVENT, c.EventType.FORMAT_DESCRIPTION_EVENT})
 
 
 def _handed_before(item: StreamItem, handed: tuple[str, int] | None) -> bool:

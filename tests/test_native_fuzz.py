@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.build import ROOT, SOURCE, Build, atheris_dir, build, compiler, environment
+from tests.fuzz.build import ROOT, Build, atheris_dir, build, compiler, environment
 from tests.fuzz.native_fuzz import MODULE
 
-FUZZ_SECONDS = 60  # the production path (about 450 inputs a second here: ~25,000 inputs)
+# The production path: a TABLE_MAP and rows event (about 450 inputs a second here: ~25,000 inputs),
+# and whole sessions read with the kernel and without (two reads an input: fewer a second).
+SECONDS = {"events": 45, "session": 60}
 BOUNDARY_SECONDS = 15  # the direct calls (about 15,000 a second)
 PER_INPUT_TIMEOUT = 10  # libFuzzer's -timeout: an input that runs longer is a hang
 MALLOC_LIMIT_MB = 1024  # one allocation larger than this is a finding (an input asking for GiBs)
@@ -64,13 +66,16 @@ def executed(report: str) -> int:
     return int(found[1])
 
 
-def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", sorted(SECONDS))
+def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path, target: str) -> None:
+    """events: a TABLE_MAP and rows event through the parser, assembler and pipeline; session: two
+    transactions as a dump sends them, read with the compiled kernel and without (alike)."""
     seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
     corpus.mkdir()
     status, report, artifacts = fuzz(
-        sanitized, tmp_path, f"--seeds={seeds}", f"-max_total_time={FUZZ_SECONDS}",
-        f"-timeout={PER_INPUT_TIMEOUT}", "-max_len=8192", str(corpus), str(seeds),
-        limit=FUZZ_SECONDS + 300,
+        sanitized, tmp_path, f"--target={target}", f"--seeds={seeds}", f"-max_total_time={SECONDS[target]}",
+        f"-timeout={PER_INPUT_TIMEOUT}", "-max_len=16384", str(corpus), str(seeds),
+        limit=SECONDS[target] + 300,
     )  # fmt: skip
     assert status == 0 and not artifacts, f"finding, reproducer {artifacts}:\n{report[-6000:]}"
     cases = re.search(r"native_fuzz: (\d+) cases", report)
@@ -83,7 +88,7 @@ def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path)
     if sanitized.coverage:  # clang: the C module's own edges guide the fuzzer too
         assert re.search(r"Loaded 1 modules\s+\(\d+ inline 8-bit counters\)", report), report[:3000]
     speed = re.search(r"stat::average_exec_per_sec:\s+(\d+)", report)
-    print(f"{runs} inputs through sluice run's path, {speed[1] if speed else '?'} a second")
+    print(f"{target}: {runs} inputs through sluice run's path, {speed[1] if speed else '?'} a second")
 
 
 def test_the_module_s_boundary_survives_the_fuzzer(sanitized: Build, tmp_path: Path) -> None:
@@ -97,25 +102,40 @@ def test_the_module_s_boundary_survives_the_fuzzer(sanitized: Build, tmp_path: P
     assert executed(report) >= MIN_EXECUTED
 
 
-# Bugs planted in a copy of the source: (what is replaced, by what, what the report must say).
+# Bugs planted in a copy of a source: (which, what is replaced, by what, the target that runs the
+# seeds, what the report must say).
 PLANTS = {
     # issue 17's own hang, back: a rows event against a zero-column TABLE_MAP (rig.zero_columns)
     "hang": (
-        "    if (ncols == 0 && end > 0)\n        ok = 0;",
+        "connector/csrc/rowimage.c",
+        "    if (ncols == 0)\n        return end > 0 ? -1 : 0;",
         "",
+        "events",
         "ERROR: libFuzzer: timeout",
     ),
     # murmur2 reading a word past each key
     "asan": (
+        "connector/csrc/hashes.c",
         "for (Py_ssize_t i = 0; i < whole; i += 4) {",
         "for (Py_ssize_t i = 0; i <= whole; i += 4) {",
+        "events",
         "ERROR: AddressSanitizer: heap-buffer-overflow",
     ),
     # utf8_valid loading a word through a cast instead of memcpy: misaligned in most texts
     "ubsan": (
+        "connector/csrc/rowimage.c",
         "memcpy(&w, s + i, 8);",
         "w = *(const uint64_t *)(s + i);",
+        "events",
         "runtime error: load of misaligned address",
+    ),
+    # the kernel writing another event time than the Python path does
+    "kernel": (
+        "connector/csrc/kernel.c",
+        "buf_long(open, (int64_t)e->timestamp * 1000)",
+        "buf_long(open, (int64_t)e->timestamp * 1001)",
+        "session",
+        "the kernel's session differs from the Python path's",
     ),
 }
 
@@ -124,15 +144,16 @@ PLANTS = {
 def test_a_planted_bug_is_reported_with_its_input(sanitized: Build, tmp_path: Path, plant: str) -> None:
     """The harness cannot pass vacuously: with a bug put back, running the seeds alone (no
     mutation) ends in that bug's report and a reproducer file, which is the input that found it."""
-    old, new, says = PLANTS[plant]
-    source = SOURCE.read_text()
-    assert source.count(old) == 1, f"the planted {plant} no longer matches connector/_transcode.c"
-    broken = build(tmp_path / "build", source.replace(old, new))
+    name, old, new, target, says = PLANTS[plant]
+    source = (ROOT / name).read_text()
+    assert source.count(old) == 1, f"the planted {plant} no longer matches {name}"
+    broken = build(tmp_path / "build", {name: source.replace(old, new)})
     seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
     corpus.mkdir()
     status, report, artifacts = fuzz(
-        broken, tmp_path, f"--seeds={seeds}", "-runs=0", "-timeout=5", str(corpus), str(seeds), limit=300
-    )
+        broken, tmp_path, f"--target={target}", f"--seeds={seeds}", "-runs=0", "-timeout=5", str(corpus), str(seeds),
+        limit=300,
+    )  # fmt: skip
     assert status != 0 and says in report, report[-6000:]
     assert len(artifacts) == 1, (artifacts, report[-3000:])
     assert artifacts[0].name.startswith("timeout-" if plant == "hang" else "crash-")

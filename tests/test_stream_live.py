@@ -618,7 +618,7 @@ def published(items: Iterator[StreamItem], end: Position) -> tuple[list[tuple[st
     for item in items:
         if isinstance(item, Changes):
             pending += [(m["type"], m["data"][0]["id"], m["source"]["pos"]) for m in item.messages]
-        else:
+        elif item.position is not None:  # no lanes: no Burst, whose position may be None
             out += pending
             pending, last = [], item.position
             if item.position.sort_key() >= end.sort_key():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import fastavro
@@ -36,9 +37,9 @@ from connector.avro.transcode import KINDS, program
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
-from connector.binlog.tablemap import ColumnMeta
+from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.errors import AvroWriteError, EncodingError, RegistryError
-from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape
+from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, table_shape
 from connector.native import transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
@@ -336,6 +337,36 @@ class _RowsPlan:
         return tuple(f["name"] for f in source) == _SOURCE and source[3]["type"] == "int"
 
 
+@dataclass(frozen=True, slots=True)
+class KernelRows:
+    """The Avro side of a kernel plan (connector/lane.KernelPlan): the transcode program, the framing,
+    and the envelope's parts that are the same for every event of the table."""
+
+    columns: bytes
+    keys: bytes  # empty for a table without a primary key
+    value_prefix: bytes
+    key_prefix: bytes
+    heads: tuple[bytes, bytes, bytes]  # database .. pkNames, for INSERT, UPDATE, DELETE
+    data_open: bytes
+    old_null: bytes
+    old_open: bytes
+
+
+# What the kernel writes of the envelope itself (connector/csrc/kernel.c, envelope()): `id`, `es`
+# and `ts` as longs, `sql` as "", `gtid` as a [null, string] union, and `source`'s fields.
+_KERNEL_FIELDS = {0: "long", 6: "long", 7: "long", 8: "string", 9: ["null", "string"]}
+_KERNEL_SOURCE = ["long", "string", "long", "int"]
+
+
+def kernel_envelope(value: dict[str, Any]) -> bool:
+    """The value schema's envelope is the one the kernel writes (a version written by this Sluice)."""
+    fields = value["fields"]
+    if tuple(f["name"] for f in fields) != _ENVELOPE or any(fields[i]["type"] != t for i, t in _KERNEL_FIELDS.items()):
+        return False
+    source = fields[12]["type"]
+    return isinstance(source, dict) and [f["type"] for f in source.get("fields", ())] == _KERNEL_SOURCE
+
+
 class MessageEncoder:
     # A keyless table's snapshot begins with a TRUNCATE message (data null) on its topic.
     truncate_markers = True
@@ -395,6 +426,21 @@ class MessageEncoder:
             # TypeError, AttributeError: a NULL in a field with no null branch (the generated
             # encoders do not test for it, on the hot path): `row` names the column.
             return None
+
+    def kernel_rows(self, table_map: TableMapEvent, table: Table, topic: str) -> KernelRows | None:
+        """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
+        (connector/lane.py); None where it cannot: a column the transcoder does not cover, binlog
+        columns that are not the table's, or an envelope other than the one the kernel writes."""
+        codec = self._codec(table)
+        shape = table_shape(table_map)
+        plan = self._plan(codec, shape, table_map.columns)
+        if plan is None or plan.native is None or not kernel_envelope(codec.version.value):
+            return None
+        value_prefix, key_prefix = self._prefixes(codec.version, topic)
+        head = {"database": table_map.schema, "table": table_map.table, "isDdl": False, "pkNames": shape.pk_names}
+        heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in ("INSERT", "UPDATE", "DELETE"))
+        return KernelRows(plan.native.columns, plan.native.keys, value_prefix, key_prefix,
+                          (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
 
     def compiled(self, batch: RowBatch, table: Table, topic: str) -> list[Encoded] | None:
         """`rows` through the compiled transcoder alone: None where it declines (or does not apply)."""

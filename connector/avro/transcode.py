@@ -13,7 +13,6 @@ character sets, pre-5.6 temporal types, wider DECIMALs, and MariaDB's UUID/INET 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +24,18 @@ from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
 from connector.native import transcoder
+from connector.native_spec import KINDS as SPEC_KINDS
+from connector.native_spec import OPS, record
 from connector.schema.model import BINARY_TYPES, Column
 
-# Keep in step with the OP_ constants of connector/_transcode.c.
-OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL = 1, 2, 3, 4, 5, 6
-OP_DATE, OP_DATETIME2, OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = 7, 8, 9, 10, 11, 12
-
-COLUMN = struct.Struct("<7i")  # op, width, a, b, null branch, value branch, (unused): column_t
-KEY = struct.Struct("<3i")  # column, null branch, value branch: key_t_
-KINDS = {RowsKind.WRITE: 0, RowsKind.UPDATE: 1, RowsKind.DELETE: 2}
+# The column operations and record layouts the C code reads, from their one spec.
+OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
+OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
+OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
+COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
+KEY = record("key_t_")  # column, null branch, value branch
+KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
+         RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
 
 # binlog type -> (the tracked type it must be, width)
 _INTEGERS: dict[int, tuple[str, int]] = {

@@ -182,7 +182,7 @@ class BinlogParser:
                 "binlog version 1 or 3 (MySQL before 5.0) is not supported; v4 is", pos, header, data
             )
         end = len(data)
-        if self._has_checksum():
+        if self.has_checksum():
             end -= c.BINLOG_CHECKSUM_LEN
             if self.verify_checksum and not verify_crc(data, False):
                 raise ChecksumMismatchError(
@@ -195,7 +195,8 @@ class BinlogParser:
             raise FormatError(f"event of {end} bytes is shorter than the {fde.header_length}-byte header")
         return self._dispatch(header, Reader(data, fde.header_length, end), pos, data)
 
-    def _has_checksum(self) -> bool:
+    def has_checksum(self) -> bool:
+        """Do events end with a CRC-32 (as the source said, or its FORMAT_DESCRIPTION)?"""
         if self.checksum is not None:
             return self.checksum
         return self.fde is not None and self.fde.checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32

@@ -18,6 +18,7 @@ from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.errors import FormatError
+from connector.native_spec import record
 
 Row = tuple[Any, ...]
 # (before image, after image); None where the operation has no such image.
@@ -374,7 +375,7 @@ PREFIXED_STRING_TYPES = frozenset(
         T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
     }
 )  # fmt: skip
-WALK = struct.Struct("<3i")  # fixed width, length prefix size, strict UTF-8 (connector/_transcode.c walk_t)
+WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8 (connector/native_spec.py)
 
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:

@@ -16,8 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from connector.errors import FormatError
+from connector.native_spec import DIG2BYTES
 
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+_DIG2BYTES = DIG2BYTES  # the compiled transcoder's too (connector/csrc/spec.h)
 
 
 def decimal_size(precision: int, scale: int) -> int:

@@ -15,9 +15,9 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 import pymysql
 
@@ -46,8 +46,9 @@ _unlisted_warned: list[bool] = []  # the replica list was refused once already (
 _LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
 MARIA_SLAVE_CAPABILITY_MINE = 4
-# The dump's read buffer (BinlogDump._stream_from_here).
-_STREAM_BUFFER = 1 << 18
+# The dump's read buffer (DumpBuffer): the compiled kernel handles the packets inside it in place,
+# so a rows event of up to about this size stays on the kernel's path.
+_STREAM_BUFFER = 1 << 20
 # How this process registers (SHOW SLAVE HOSTS shows it): one name per process, so a
 # reconnect recognises its own earlier registration and any other holder is a conflict.
 REPORT_HOST = f"sluice-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"[:60]
@@ -172,6 +173,126 @@ def _privilege_problems(conn: pymysql.connections.Connection) -> list[str]:
     return [f"the user lacks {', '.join(missing)}: GRANT {', '.join(missing)} ON *.* TO the connector's user"]
 
 
+class DumpBuffer:
+    """The dump's bytes, read from the socket in large chunks into one buffer, which the compiled
+    kernel reads in place (`window`, `advance`, `fill`) and PacketReader reads from (`read`).
+
+    A payload longer than the buffer is read into bytes of its own, never through it."""
+
+    def __init__(self, sock: socket.socket, where: Callable[[], str], size: int = _STREAM_BUFFER) -> None:
+        self._sock = sock
+        self._where = where
+        self.data = bytearray(size)
+        self._view = memoryview(self.data)
+        self.start = self.end = 0  # the unread bytes: data[start:end]
+
+    def advance(self, n: int) -> None:
+        assert 0 <= n <= self.end - self.start
+        self.start += n
+
+    def fill(self) -> bool:
+        """Read what the socket has (waiting for some); False when the packet at `start` is longer
+        than the buffer, so that reading more could never complete it."""
+        if self.end - self.start >= 4:
+            length = int.from_bytes(self._view[self.start : self.start + 3], "little")
+            if length + 4 > len(self.data):
+                return False
+        self._recv()
+        return True
+
+    def read(self, n: int) -> bytes:
+        """Exactly n bytes (PacketReader's source)."""
+        if n > len(self.data):
+            return self._read_long(n)
+        while self.end - self.start < n:
+            self._recv()
+        out = bytes(self._view[self.start : self.start + n])
+        self.start += n
+        return out
+
+    def _recv(self) -> None:
+        if self.start:  # what is unread moves to the front: the socket's bytes go after it
+            unread = self.end - self.start
+            self._view[:unread] = self._view[self.start : self.end]
+            self.start, self.end = 0, unread
+        got = self._sock.recv_into(self._view[self.end :])  # OSError (a timeout too) goes to the caller
+        if not got:
+            raise SourceUnavailableError(f"{self._where()}: the server closed the connection mid-packet")
+        self.end += got
+
+    def _read_long(self, n: int) -> bytes:
+        out = bytearray(n)
+        have = self.end - self.start
+        out[:have] = self._view[self.start : self.end]
+        self.start = self.end = 0
+        view = memoryview(out)
+        while have < n:
+            got = self._sock.recv_into(view[have:])
+            if not got:
+                raise SourceUnavailableError(f"{self._where()}: the server closed the connection mid-packet")
+            have += got
+        del view
+        return bytes(out)
+
+
+class DumpStream:
+    """A dump's packets after the command that started it: each event's bytes for the Python path
+    (`events`), and the buffer they are read through for the compiled kernel (connector/lane.py),
+    which takes whole packets from it in place (`buffer`, `took`, `fill`)."""
+
+    def __init__(
+        self, sock: socket.socket, where: Callable[[], str], server_error: Callable[[packets.ServerError], Exception]
+    ) -> None:  # fmt: skip
+        self.buffer = DumpBuffer(sock, where)
+        self.reader = PacketReader(self.buffer.read)
+        self.reader.reset(0)
+        self._where = where
+        self._server_error = server_error
+
+    @property
+    def sequence(self) -> int:
+        """The last packet's sequence number."""
+        return self.reader.sequence
+
+    def took(self, consumed: int, sequence: int) -> None:
+        """The kernel handled `consumed` bytes of packets, the last numbered `sequence`."""
+        self.buffer.advance(consumed)
+        self.reader.sequence = sequence
+
+    def fill(self) -> bool:
+        """More of the dump in the buffer (waiting for it); False when the next packet is longer than
+        the buffer could ever hold: the Python path reads it, into its own bytes."""
+        try:
+            return self.buffer.fill()
+        except (TimeoutError, OSError) as exc:
+            raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
+
+    def events(self) -> Iterator[bytes]:
+        """Raw event bytes until the server ends a non-blocking dump; errors are typed."""
+        read = self.reader.read_status_and_rest
+        while True:
+            try:
+                status, rest = read()
+            except SequenceRestartError as exc:  # MariaDB's shutdown error arrives with sequence 0
+                raise SourceUnavailableError(f"{self._where()}: the server closed the stream") from exc
+            except (TimeoutError, OSError) as exc:
+                raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
+            if status == 0:
+                # The event, read as its own bytes; this suspended frame keeps no reference to
+                # it (a local would keep a 64 MiB row alive twice while the caller works on it).
+                box = [rest]
+                del rest
+                yield box.pop()
+                continue
+            payload = rest if status < 0 else bytes((status,)) + rest
+            if payload[:1] == b"\xff":
+                raise self._server_error(packets.parse_error(payload))
+            elif packets.is_eof(payload):
+                return
+            else:
+                raise ProtocolError(f"unexpected packet in the binlog stream: {payload[:16].hex()}")
+
+
 class BinlogDump:
     """One dump session: registered, negotiated, and streaming event bytes from a start."""
 
@@ -186,7 +307,7 @@ class BinlogDump:
         self.conn: pymysql.connections.Connection | None = None
         self.info: ServerInfo | None = None
         self._reader: PacketReader | None = None
-        self._stream: BinaryIO | None = None  # the dump's bytes, read in large chunks
+        self._stream: DumpStream | None = None  # the dump's packets, read in large chunks
 
     def open(self, register: bool = True) -> ServerInfo:
         """Check, negotiate, register and dump. `register=False`: a reader of a past stretch of
@@ -302,20 +423,21 @@ class BinlogDump:
         return data
 
     def _stream_from_here(self) -> None:
-        """Read the dump through a buffer of _STREAM_BUFFER bytes, not pymysql's 8 KiB one: a
-        recv per event (rows events are 8 KiB) cost more than decoding some of them. pymysql's
-        buffer is empty here: the server sent nothing after the last reply it read."""
-        assert self.conn is not None and self._reader is not None
-        self._stream = self.conn._sock.makefile("rb", buffering=_STREAM_BUFFER)  # type: ignore[attr-defined]
-        self._reader = PacketReader(self._read_stream)
-        self._reader.reset(0)
+        """Read the dump through a DumpStream, not pymysql's 8 KiB buffer: a recv per event (rows
+        events are 8 KiB) cost more than decoding some of them. pymysql's buffer is empty here:
+        the server sent nothing after the last reply it read."""
+        assert self.conn is not None
+        sock = self.conn._sock  # type: ignore[attr-defined]
+        if self.settings.heartbeat_s > 0:  # a quiet server still sends a heartbeat every heartbeat_s
+            sock.settimeout(max(2 * self.settings.heartbeat_s, 5))
+        self._stream = DumpStream(sock, self._where, lambda error: self._server_error(error, "binlog dump"))
+        self._reader = self._stream.reader
 
-    def _read_stream(self, n: int) -> bytes:
+    @property
+    def stream(self) -> DumpStream:
+        """The dump's packets (after open)."""
         assert self._stream is not None
-        data = self._stream.read(n)  # OSError (a timeout too) goes to events()
-        if len(data) < n:
-            raise SourceUnavailableError(f"{self._where()}: the server closed the connection mid-packet")
-        return data
+        return self._stream
 
     def _expect_ok(self, what: str) -> None:
         payload = self._payload()
@@ -343,31 +465,7 @@ class BinlogDump:
 
     def events(self) -> Iterator[bytes]:
         """Raw event bytes until the server ends a non-blocking dump; errors are typed."""
-        if self.conn is not None and self.settings.heartbeat_s > 0:
-            self.conn._sock.settimeout(max(2 * self.settings.heartbeat_s, 5))  # type: ignore[attr-defined]
-        assert self._reader is not None
-        read = self._reader.read_status_and_rest
-        while True:
-            try:
-                status, rest = read()  # what _status_and_rest does, without its call per event
-            except (pymysql.err.OperationalError, SequenceRestartError) as exc:
-                raise self._lost(exc) from exc
-            except (TimeoutError, OSError) as exc:
-                raise SourceUnavailableError(f"{self._where()}: no event or heartbeat in time ({exc})") from exc
-            if status == 0:
-                # The event, read as its own bytes; this suspended frame keeps no reference to
-                # it (a local would keep a 64 MiB row alive twice while the caller works on it).
-                box = [rest]
-                del rest
-                yield box.pop()
-                continue
-            payload = rest if status < 0 else bytes((status,)) + rest
-            if payload[:1] == b"\xff":
-                raise self._server_error(packets.parse_error(payload), "binlog dump")
-            elif packets.is_eof(payload):
-                return
-            else:
-                raise ProtocolError(f"unexpected packet in the binlog stream: {payload[:16].hex()}")
+        return self.stream.events()
 
     def _server_error(self, error: packets.ServerError, what: str) -> SourceError:
         if error.code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
@@ -405,10 +503,7 @@ class BinlogDump:
         return self.settings.use_gtid and bool(self.start.gtid_set)
 
     def close(self) -> None:
-        if self._stream is not None:
-            with contextlib.suppress(OSError):
-                self._stream.close()  # its reference keeps the socket open otherwise
-            self._stream = None
+        self._stream = None
         if self.conn is not None:
             with contextlib.suppress(pymysql.err.Error, OSError):  # already gone: closing is best effort
                 self.conn.close()

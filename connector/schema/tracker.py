@@ -254,6 +254,17 @@ class SchemaTracker:
         self._named[table_map.raw] = (tracked, result)
         return result
 
+    def settled(self, table_map: TableMapEvent, pos: int) -> bool:
+        """Whether a TABLE_MAP the hook resolved (to `table_map`) reads the same at any later position,
+        so the compiled kernel may take it again by its bytes alone (connector/lane.py): after the
+        seed; before it, where the schema history has the table and agrees with it (else the hook
+        took the TABLE_MAP's own names, which after the seed would be a mismatch)."""
+        if not self.before_seed(pos):
+            return True
+        name = (table_map.schema, table_map.table)
+        tracked = self.schema.get(*name)
+        return tracked is not None and name not in self.schema.blocked and not disagreements(tracked, table_map)
+
     def definition(self, table_map: TableMapEvent) -> Table:
         """The definition rows of this (already checked) TABLE_MAP were written with.
 

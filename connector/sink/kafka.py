@@ -31,7 +31,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import SinkError, StoppedWaitingError
 from connector.logs import LIBRDKAFKA
-from connector.sink.partitioning import route
+from connector.sink.partitioning import Plain, Tail, route
 
 log = logging.getLogger("sluice.kafka")
 
@@ -55,8 +55,17 @@ class Sink(Protocol):
         partition None: each key's murmur2 partition (a message without a key needs one).
         headers: Kafka headers for every message of the call."""
 
+    def produce_routed(self, topic: str, plain: list[Plain], tails: list[Tail], done: Delivered) -> None:
+        """Messages whose partitions are chosen already, as partitioning.route gives them (the kernel
+        routes its own: connector/lane.py): `plain` in order, then `tails`, the last message of each
+        partition, whose acknowledgement answers for `count` messages."""
+
     def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
         """A null value under each key, on the key's partition, in order (log compaction drops the key)."""
+
+    @property
+    def key_framing_bytes(self) -> int:
+        """Bytes of a key's framing, which its partition's hash leaves out (partitioning.route's skip)."""
 
     def poll(self, timeout: float) -> int: ...
 
@@ -193,6 +202,11 @@ class KafkaSink:
         fixed = -1 if partition is None else partition
         batch = cast(Batch, messages if isinstance(messages, list) else list(messages))  # values None: tombstones
         plain, tails = route(batch, self.partitions(topic), fixed, self.settings.key_framing_bytes)
+        self.produce_routed(topic, plain, tails, done, headers)
+
+    def produce_routed(
+        self, topic: str, plain: list[Plain], tails: list[Tail], done: Delivered, headers: Headers | None = None
+    ) -> None:
         produce = self.producer.produce
         try:
             for value, key, p in plain:  # no callback: the tail of their partition answers for them
@@ -207,6 +221,10 @@ class KafkaSink:
                 self._produce_when_room(topic, value, key, p, partial(_delivered, topic, done, count), headers)
         except KafkaException as exc:
             raise _stopped(exc) from exc
+
+    @property
+    def key_framing_bytes(self) -> int:
+        return self.settings.key_framing_bytes
 
     def produce_tombstones(self, topic: str, keys: list[bytes], done: Delivered) -> None:
         plain, tails = route([(key, b"") for key in keys], self.partitions(topic), -1, self.settings.key_framing_bytes)
@@ -414,7 +432,7 @@ class MemorySink:
         self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, key_framing_bytes: int = 0
     ) -> None:
         self.default_partitions = partitions
-        self.key_framing_bytes = key_framing_bytes
+        self._key_framing_bytes = key_framing_bytes
         self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
         self.max_message_bytes = max_message_bytes
         self.topics: dict[str, list[list[StoredMessage]]] = {}
@@ -439,6 +457,15 @@ class MemorySink:
         fixed = -1 if partition is None else partition
         batch = cast(Batch, messages if isinstance(messages, list) else list(messages))  # values None: tombstones
         plain, tails = route(batch, len(self.topics[topic]), fixed, self.key_framing_bytes)
+        self._store(topic, plain, tails, done, headers)
+
+    def produce_routed(self, topic: str, plain: list[Plain], tails: list[Tail], done: Delivered) -> None:
+        self.ensure_topic(topic)
+        self._store(topic, plain, tails, done, None)
+
+    def _store(
+        self, topic: str, plain: list[Plain], tails: list[Tail], done: Delivered, headers: Headers | None
+    ) -> None:
         failed: dict[int, str] = {}
         for value, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
             error = self._failures.pop(0) if self._failures else None
@@ -453,6 +480,10 @@ class MemorySink:
         for _, key, p in [*plain, *((v, k, q) for v, k, q, _ in tails)]:
             self._pending.append((StoredMessage(topic, p, -1, key, None), None))
         self._acks += [(done, count, None) for _, _, _, count in tails]
+
+    @property
+    def key_framing_bytes(self) -> int:
+        return self._key_framing_bytes
 
     @property
     def waiting(self) -> int:

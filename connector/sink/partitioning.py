@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from connector.native import transcoder
+from connector.native_spec import NUMBERS
 
-_M = 0x5BD1E995
+_M = NUMBERS["MURMUR2_M"]  # the compiled router's too (connector/csrc/spec.h)
 _MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2, as a signed 32-bit int like Java's."""
     length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
+    h = (NUMBERS["MURMUR2_SEED"] ^ length) & _MASK
     whole = length - length % 4
     for i in range(0, whole, 4):
         k = int.from_bytes(data[i : i + 4], "little")

@@ -1,4 +1,5 @@
-"""connector/_transcode.c built with AddressSanitizer and UBSan, beside the normal build, never in its place.
+"""The compiled module (connector/_transcode.c and connector/csrc/) built with AddressSanitizer and UBSan,
+beside the normal build, never in its place.
 
 clang (deploy/toolchain.sh installs it) also instruments the C code's edges for libFuzzer
 (`-fsanitize=fuzzer-no-link`), so the fuzzer is guided by the C module's coverage as well as
@@ -21,11 +22,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "connector" / "_transcode.c"
+# The module's sources as pyproject.toml builds it, and the headers they include.
+SOURCES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"][0]["sources"])
+HEADERS = tuple(str(p.relative_to(ROOT)) for p in sorted((ROOT / "connector" / "csrc").glob("*.h")))
 DEFAULT_OUT = ROOT / ".run" / "fuzz" / "build"
 
 SANITIZE = (
@@ -51,9 +55,10 @@ def compiler() -> str | None:
     return None
 
 
-def build(out: Path = DEFAULT_OUT, source: str | None = None) -> Build:
-    """The sanitizer build of `source` (the module's own text by default) into `out`; a build whose
-    compiler, flags and text have not changed is kept."""
+def build(out: Path = DEFAULT_OUT, plants: dict[str, str] | None = None) -> Build:
+    """The sanitizer build into `out`: of the module's own files, or with `plants` (a source's path
+    -> the text it is built with instead) of copies; a build whose compiler, flags and texts have
+    not changed is kept."""
     cc = compiler()
     if cc is None:
         raise FileNotFoundError("no C compiler (clang or gcc): deploy/toolchain.sh installs one")
@@ -61,19 +66,22 @@ def build(out: Path = DEFAULT_OUT, source: str | None = None) -> Build:
     if cc == "clang":
         flags.append("-fsanitize=fuzzer-no-link")
     target = out / "connector" / f"_transcode{sysconfig.get_config_var('EXT_SUFFIX')}"
-    text = SOURCE.read_text() if source is None else source
+    texts = {name: (plants or {}).get(name) or (ROOT / name).read_text() for name in (*SOURCES, *HEADERS)}
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
-    stamp = hashlib.sha256("\0".join([version, *flags, text]).encode()).hexdigest()
+    stamp = hashlib.sha256("\0".join([version, *flags, *texts.values()]).encode()).hexdigest()
     made = Build(target, cc, _preload(cc), cc == "clang")
     stamp_file = out / "stamp"
     if target.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
         return made
     target.parent.mkdir(parents=True, exist_ok=True)
-    compiled = SOURCE  # the module's own file, so that reports name connector/_transcode.c
-    if source is not None:
-        compiled = out / "_transcode.c"
-        compiled.write_text(source)
-    subprocess.run([cc, *flags, str(compiled), "-o", str(target)], check=True, capture_output=True, text=True)
+    tree = ROOT  # the module's own files, so that reports name them
+    if plants:
+        tree = out / "src"
+        for name, text in texts.items():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_text(text)
+    subprocess.run([cc, *flags, *(str(tree / name) for name in SOURCES), "-o", str(target)], check=True,
+                   capture_output=True, text=True)  # fmt: skip
     stamp_file.write_text(stamp)
     return made
 

@@ -15,8 +15,13 @@ that found it where -artifact_prefix says.
 first; --work=DIR is where the encoders keep their schema directories. tests/test_native_fuzz.py
 runs it (see build.environment).
 
---target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows` and `route`
-called directly with any arguments. Production hands them only the programs and layouts that
+--target=session fuzzes whole dump sessions instead (tests/fuzz/session.py): the same cases as
+two transactions in the dump's packets, cut anywhere, read with the compiled kernel taking what
+it can and on the Python path alone; the two must end alike, message for message, position for
+position, error for error.
+
+--target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows`, `route` and a
+`Kernel` called directly with any arguments. Production hands them only the programs and layouts that
 connector/avro/transcode.py and rowcodec.walk_layout make, and the module checks them anyway
 (program_ok, walk_ok, route's checks) rather than trust them: every call returns or raises
 ValueError (TypeError for a message that is not a pair of bytes), under the sanitizers.
@@ -30,6 +35,7 @@ import os
 import struct
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 
@@ -50,7 +56,7 @@ def load_sanitized(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules["connector._transcode"] = module
     spec.loader.exec_module(module)
-    connector._transcode = module  # what `from connector import _transcode` finds
+    connector.__dict__["_transcode"] = module  # what `from connector import _transcode` finds
     return module
 
 
@@ -81,15 +87,16 @@ def main(argv: list[str]) -> None:
     argv, work = _option(argv, "work")
     with atheris.instrument_imports(include=["connector"]):
         from connector import native  # noqa: PLC0415 - after the swap, so that it finds the sanitizer build
-        from tests.fuzz import rig  # noqa: PLC0415 - the same: it imports the connector's modules
+        from tests.fuzz import rig, session  # noqa: PLC0415 - the same: they import the connector's modules
 
     # The production modules hold the sanitizer build: no side door, no second copy.
     assert native.transcoder is module and Path(str(module.__file__)).resolve() == path, native.transcoder
     cases = rig.load_cases(Path(work or tempfile.mkdtemp(prefix="sluice-fuzz-")))
-    print(f"native_fuzz: {len(cases)} cases, module {path}", file=sys.stderr, flush=True)
+    print(f"native_fuzz: {len(cases)} cases, module {path}, {target or 'events'}", file=sys.stderr, flush=True)
+    seeds = session.seeds(cases) if target == "session" else rig.seeds(cases)
     if seeds_dir is not None:
         Path(seeds_dir).mkdir(parents=True, exist_ok=True)
-        for n, seed in enumerate(rig.seeds(cases)):
+        for n, seed in enumerate(seeds):
             (Path(seeds_dir) / f"seed-{n:03d}").write_bytes(seed)
 
     def one_input(data: bytes) -> None:
@@ -97,7 +104,12 @@ def main(argv: list[str]) -> None:
         if decoded is not None:
             rig.run(*decoded)
 
-    atheris.Setup(argv, one_input)
+    def one_session(data: bytes) -> None:
+        decoded = session.decode(cases, data)
+        if decoded is not None:
+            session.check(decoded)
+
+    atheris.Setup(argv, one_session if target == "session" else one_input)
     atheris.Fuzz()
 
 
@@ -109,7 +121,7 @@ def boundary(module: ModuleType, data: bytes) -> None:
     """One call of the module with arguments made of `data`: it returns, or refuses them."""
     fdp = atheris.FuzzedDataProvider(data)
     with contextlib.suppress(ValueError):
-        (_transcode, _count_rows, _route)[fdp.ConsumeIntInRange(0, 2)](module, fdp)
+        (_transcode, _count_rows, _route, _kernel)[fdp.ConsumeIntInRange(0, 3)](module, fdp)
 
 
 def _int(fdp: atheris.FuzzedDataProvider) -> int:
@@ -146,6 +158,65 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
         module.route(messages, partitions, fixed, skip)
     except TypeError as exc:  # what it says of a message that is not a (key, value) pair of bytes
         assert "is not a (key, value) pair of bytes" in str(exc), exc
+
+
+# Columns the kernel's plans are made of, whole (op, width, a, b, null branch, value branch): an
+# INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4).
+GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6, 5, 10, 2, 0, 1), (7, 3, 0, 0, 0, 1),
+                (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1)]  # fmt: skip
+# The event types the kernel handles, and two it leaves to Python.
+KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
+
+
+def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    """A kernel configured and taught anything, then run over packets of any events: it returns
+    (or refuses what it was taught with ValueError); the events are framed as a dump frames them
+    (lengths, sequence numbers, CRC-32), so that their bodies, not the framing, meet the handlers."""
+    kernel = module.Kernel()
+    checksum = fdp.ConsumeBool()
+    lengths = [int(fdp.PickValueInList(choices)) for choices in ([0, 6, 8, 9], [0, 6, 8], [0, 10, 12], [12, 13, 255])]
+    kernel.configure(checksum, fdp.ConsumeBool(), *lengths, fdp.ConsumeBool())
+    kernel.file(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)), fdp.ConsumeIntInRange(0, 2**32 - 1))
+    bodies = []
+    for _ in range(fdp.ConsumeIntInRange(0, 3)):
+        body = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40))
+        bodies.append(body)
+        kind = fdp.ConsumeIntInRange(0, 2)
+        plan = None if kind == 0 else False if kind == 1 else _plan(fdp)
+        kernel.table(int.from_bytes(body[:6].ljust(6, b"\0"), "little"), body, plan)
+    if fdp.ConsumeBool():
+        kernel.begin(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)))
+    packets, sequence, pos = [], 0, 4
+    for _ in range(fdp.ConsumeIntInRange(0, 8)):
+        code = int(fdp.PickValueInList(KERNEL_EVENTS))
+        taught = bodies and code == 19 and fdp.ConsumeBool()  # a TABLE_MAP it knows
+        body = bodies[0] if taught else fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 300))
+        length = 19 + len(body) + 4 * checksum
+        event = struct.pack("<IBIIIH", 1_700_000_000, code, 1, length, pos + length, 0) + body
+        event += struct.pack("<I", zlib.crc32(event)) if checksum else b""
+        sequence = (sequence + 1) & 0xFF
+        packets.append(struct.pack("<I", len(event) + 1)[:3] + bytes([sequence]) + b"\x00" + event)
+        pos += length
+    buffer = bytearray(b"".join(packets) + fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 8)))
+    kernel.run(buffer, 0, len(buffer), 0, 1_700_000_000_000, 0, int(fdp.PickValueInList([1, 2, 4096])))
+    kernel.release()
+    kernel.clear()
+
+
+def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
+    """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit."""
+    columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
+               for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
+    program = b"".join(struct.pack("<7i", *c, 0) for c in columns)
+    fields = range(fdp.ConsumeIntInRange(0, 2))
+    keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
+    parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8)]
+    partitions = int(fdp.PickValueInList([-1, 0, 1, 3, 4096]))
+    fixed = int(fdp.PickValueInList([-1, 0, 2, 3]))
+    limit = int(fdp.PickValueInList([-1, 0, 50, 1 << 20]))
+    numbers = [fdp.ConsumeIntInRange(0, 3), fdp.ConsumeIntInRange(0, 3), partitions, fixed,
+               fdp.ConsumeIntInRange(-1, 12), fdp.ConsumeIntInRange(-1, 8), limit]  # fmt: skip
+    return (program, keys, *parts, *numbers)
 
 
 if __name__ == "__main__":

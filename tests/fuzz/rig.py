@@ -63,6 +63,7 @@ FILES = [
     "maxwell/binlog.000004",
     "canal/parse-tsdb-mysql-bin.000002",
     "mariadb-server/mysql-test/std_data/rpl/master-bin-seq_10.3.36.000001",
+    "mariadb-server/mysql-test/std_data/mdev6020-mysql-bin.000001",  # MariaDB 10.0, no checksums
     "mysql-server/mysql-test/std_data/rpl_binlog_with_gipk_info_full_metadata.000001",
     "mysql-server/mysql-test/std_data-zip-members/instant_ddl__crashed_datadir__data__binlog.000001",
     "mysql-server/mysql-test/std_data-zip-members/datadir_tablespace_linux__db1__binlog.000001",
@@ -95,6 +96,7 @@ class Case:
     rows: tuple[int, bytes]
     crc: bool  # the file's events end with a CRC32
     mariadb: bool
+    fde: bytes = b""  # the file's FORMAT_DESCRIPTION event
     original: Table | None = None  # the definition its rows are written with, once one was
     encoder: MessageEncoder | None = None
     directory: _Directory | None = None
@@ -145,6 +147,7 @@ def _file_cases(name: str, directory: Path) -> Iterator[Case]:
     parser.table_filter = INCLUDED
     events = iter_file_events(str(path), parser=parser)
     first = next(events)  # the FORMAT_DESCRIPTION: which server wrote the file
+    fde = parser.last
     mariadb = parser.fde is not None and "mariadb" in parser.fde.server_version.lower()
     assembler = TransactionAssembler(Position(path.name, 4), tracker, INCLUDED, mariadb)
     # a case per column layout and rows event type (a file's tables often share one)
@@ -167,7 +170,7 @@ def _file_cases(name: str, directory: Path) -> Iterator[Case]:
     crc = parser.checksum if parser.checksum is not None else fde_crc
     tables, undecoded = dict(parser.tables), frozenset(parser.undecoded_tables)
     for n, (table_map, rows) in enumerate(pairs.values()):
-        yield Case(name, parser, tracker, directory / str(n), tables, undecoded, table_map, rows, crc, mariadb)
+        yield Case(name, parser, tracker, directory / str(n), tables, undecoded, table_map, rows, crc, mariadb, fde)
 
 
 def pieces(case: Case) -> tuple[bytes, int, bytes, bool]:
@@ -259,7 +262,7 @@ def run(case: Case, table_map: bytes, rows_type: int, rows: bytes, before_seed: 
     # the state every input starts from: one input's TABLE_MAP does not leak into the next
     parser.tables, parser.undecoded_tables = dict(case.tables), set(case.undecoded)
     tracker.seeded_at = Position(case.file, 1 << 40) if before_seed else None
-    encoder = _encoder(case)
+    encoder = case_encoder(case)
     compiled = encoder.compiled_rows
     sink = MemorySink()
     pipeline = Pipeline(
@@ -285,7 +288,7 @@ def run(case: Case, table_map: bytes, rows_type: int, rows: bytes, before_seed: 
     return outcome
 
 
-def _encoder(case: Case) -> MessageEncoder:
+def case_encoder(case: Case) -> MessageEncoder:
     """The case's encoder, whose schema directory holds the original definition's version alone:
     what one input registered (a mutated definition, its key) does not change how the next is
     written, so an input that fails, fails alone, as its own reproducer. (A fresh directory per

@@ -1,0 +1,1052 @@
+/* The kernel: a run of the binlog dump's packets -> Kafka-ready messages, with no Python per event.
+ *
+ * connector/lane.py drives it. A run walks the dump's packets in a buffer (framing, sequence
+ * numbers, the event header, the CRC-32), and handles what most of a binlog is: GTID events,
+ * BEGIN, TABLE_MAPs it was taught, rows events of those tables (written straight to Avro keys and
+ * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS when no statement text
+ * is wanted, and XID commits, with the transaction's state and the GTIDs it committed. It stops at
+ * the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a DDL, a
+ * ROTATE, a TABLE_MAP it was not taught, a value the transcoder declines, an error packet, any
+ * malformed byte), before taking anything of it; Python then reads that packet itself.
+ *
+ * What it knows, Python taught it with bytes Python had decoded itself: a TABLE_MAP's body and
+ * the plan for its rows (or that its table is not captured), and the exact status variables and
+ * schema of a BEGIN. An event whose bytes match is decoded as Python decoded it; one that does not
+ * is Python's. So the kernel cannot decode anything differently from the Python path; it can only
+ * decline, and tests/test_lane.py and the fuzzer (tests/fuzz/) hold it to that.
+ *
+ * Every loop moves on: packets by their length (at least the OK byte and a 19-byte header), rows
+ * by at least their null bitmap (rowimage.c).
+ */
+#include "native.h"
+
+#include <limits.h>
+#include <stddef.h>
+
+enum { TABLE_PYTHON = 0, TABLE_SKIP = 1, TABLE_PLAN = 2 };
+#define MAX_COLUMNS 4096 /* rows.MAX_COLUMNS */
+#define MAX_BEGINS 16    /* BEGIN shapes kept: one per connection's settings, recycled in turn */
+#define GTID_TEXT 128
+
+typedef struct {
+    column_t *cols;
+    Py_ssize_t ncols;
+    key_t_ *keys;
+    Py_ssize_t nkeys;
+    buf_t value_prefix, key_prefix, heads[3], data_open, old_null, old_open;
+    int32_t topic, metric, partitions, fixed, key_skip, kinds;
+    Py_ssize_t limit; /* key + value bytes a message may have */
+} plan_t;
+
+typedef struct {
+    uint64_t table_id;
+    int used, state;
+    unsigned char *body; /* the TABLE_MAP's body, as Python decoded it */
+    Py_ssize_t body_len;
+    plan_t *plan;
+} table_t;
+
+typedef struct {
+    PyObject *key, *value; /* key: NULL for a keyless table's rows */
+    int32_t partition;
+} out_t;
+
+typedef struct {
+    out_t *items;
+    Py_ssize_t len, cap;
+    int32_t partitions; /* the most any of its plans has */
+} topic_out_t;
+
+typedef struct {
+    unsigned char sid[16];
+    uint64_t first, last;
+} run_t; /* MySQL: consecutive numbers of one server UUID, committed in order */
+
+typedef struct {
+    uint32_t domain, server;
+    uint64_t seq;
+} domain_t; /* MariaDB: the last GTID committed in a domain */
+
+typedef struct {
+    PyObject_HEAD
+    /* the source */
+    int configured, checksum, mariadb, skip_queries;
+    int table_map_post, rows_v1_post, rows_v2_post, query_post;
+    buf_t file;            /* the binlog file's name as an Avro string (its length, then UTF-8) */
+    long long file_number; /* its numeric extension: message ids are number << 32 | pos */
+    /* what Python taught it */
+    table_t *tables;
+    Py_ssize_t tables_cap, tables_len;
+    buf_t begins[MAX_BEGINS];
+    int nbegins, next_begin;
+    /* the open transaction */
+    int in_txn, began, has_gtid, gtid_len;
+    char gtid[GTID_TEXT];
+    unsigned char pending_sid[16];
+    uint64_t pending_gno;
+    uint32_t pending_domain, pending_server;
+    long long txn_rows, txn_start, handed;
+    /* a run's output */
+    topic_out_t *outs;
+    Py_ssize_t nouts, out_total; /* out_total: messages in outs */
+    out_t *event_outs; /* one rows event's messages, until the whole event is taken */
+    Py_ssize_t event_len, event_cap;
+    long long *row_counts; /* metric * 3 + kind */
+    Py_ssize_t nrow_counts;
+    long long event_counts[256];
+    long long bytes, commits;
+    long long commit_pos, commit_server, timestamp, last_ts, last_pos;
+    run_t *runs;
+    Py_ssize_t nruns, runs_cap;
+    domain_t domains[64];
+    int ndomains;
+} Kernel;
+
+/* -- taught: tables and BEGINs ---------------------------------------------------------------- */
+
+static void plan_free(plan_t *p) {
+    if (p == NULL)
+        return;
+    PyMem_Free(p->cols);
+    PyMem_Free(p->keys);
+    buf_t *bufs[] = {&p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1], &p->heads[2],
+                     &p->data_open, &p->old_null, &p->old_open};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        PyMem_Free(bufs[i]->data);
+    PyMem_Free(p);
+}
+
+static void tables_clear(Kernel *k) {
+    for (Py_ssize_t i = 0; i < k->tables_cap; i++) {
+        if (k->tables[i].used) {
+            PyMem_Free(k->tables[i].body);
+            plan_free(k->tables[i].plan);
+        }
+    }
+    PyMem_Free(k->tables);
+    k->tables = NULL;
+    k->tables_cap = k->tables_len = 0;
+}
+
+static table_t *table_find(const Kernel *k, uint64_t id) {
+    if (k->tables_cap == 0)
+        return NULL;
+    Py_ssize_t mask = k->tables_cap - 1, i = (Py_ssize_t)(id * 0x9E3779B97F4A7C15ull >> 40) & mask;
+    for (Py_ssize_t probes = 0; probes < k->tables_cap; probes++, i = (i + 1) & mask) {
+        if (!k->tables[i].used)
+            return NULL;
+        if (k->tables[i].table_id == id)
+            return &k->tables[i];
+    }
+    return NULL;
+}
+
+/* A free slot for an id not in the table, which has room. */
+static table_t *table_free_slot(Kernel *k, uint64_t id) {
+    Py_ssize_t mask = k->tables_cap - 1, i = (Py_ssize_t)(id * 0x9E3779B97F4A7C15ull >> 40) & mask;
+    while (k->tables[i].used)
+        i = (i + 1) & mask;
+    k->tables_len++;
+    return &k->tables[i];
+}
+
+/* The slot for id: its own, or a free one (the table grows to stay at most half full). */
+static table_t *table_slot(Kernel *k, uint64_t id) {
+    table_t *found = table_find(k, id);
+    if (found != NULL)
+        return found;
+    if (2 * (k->tables_len + 1) > k->tables_cap) {
+        Py_ssize_t cap = k->tables_cap ? 2 * k->tables_cap : 16, old_cap = k->tables_cap;
+        table_t *old = k->tables, *grown = PyMem_Calloc((size_t)cap, sizeof(table_t));
+        if (grown == NULL)
+            return (table_t *)PyErr_NoMemory();
+        k->tables = grown;
+        k->tables_cap = cap;
+        k->tables_len = 0;
+        for (Py_ssize_t i = 0; i < old_cap; i++)
+            if (old[i].used)
+                *table_free_slot(k, old[i].table_id) = old[i];
+        PyMem_Free(old);
+    }
+    table_t *slot = table_free_slot(k, id);
+    *slot = (table_t){.table_id = id, .used = 1};
+    return slot;
+}
+
+static int copy_bytes(buf_t *b, PyObject *o) {
+    if (!PyBytes_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "a plan's parts are bytes");
+        return -1;
+    }
+    b->len = 0;
+    return buf_put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
+}
+
+/* A plan from Python's tuple (connector/lane.py, KernelPlan.parts), checked as the transcoder
+ * checks a program: every column walkable, every key column inside the row, partitions sane. */
+static plan_t *plan_from(PyObject *t) {
+    PyObject *cols, *keys, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen;
+    int topic, metric, partitions, fixed, skip, kinds;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(t, "SSSSSSSSSSiiiiiin;a kernel plan", &cols, &keys, &vp, &kp, &h0, &h1, &h2, &dopen,
+                          &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit))
+        return NULL;
+    Py_ssize_t ncols = PyBytes_GET_SIZE(cols) / (Py_ssize_t)sizeof(column_t);
+    Py_ssize_t nkeys = PyBytes_GET_SIZE(keys) / (Py_ssize_t)sizeof(key_t_);
+    int ok = PyBytes_GET_SIZE(cols) % (Py_ssize_t)sizeof(column_t) == 0 &&
+             PyBytes_GET_SIZE(keys) % (Py_ssize_t)sizeof(key_t_) == 0 && ncols <= MAX_COLUMNS;
+    ok = ok && program_ok((const column_t *)PyBytes_AS_STRING(cols), ncols) &&
+         keys_ok((const key_t_ *)PyBytes_AS_STRING(keys), nkeys, ncols);
+    ok = ok && topic >= 0 && topic < 4096 && metric >= 0 && metric < (1 << 20) && partitions >= 1 &&
+         fixed >= -1 && fixed < partitions && (fixed >= 0) == (nkeys == 0) && skip >= 0 && kinds >= 0 &&
+         kinds <= 7 && limit >= 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "malformed kernel plan");
+        return NULL;
+    }
+    plan_t *p = PyMem_Calloc(1, sizeof(plan_t));
+    if (p == NULL)
+        return (plan_t *)PyErr_NoMemory();
+    p->ncols = ncols;
+    p->nkeys = nkeys;
+    p->cols = PyMem_Malloc((size_t)PyBytes_GET_SIZE(cols));
+    p->keys = PyMem_Malloc((size_t)(nkeys ? PyBytes_GET_SIZE(keys) : 1));
+    if (p->cols == NULL || p->keys == NULL) {
+        plan_free(p);
+        return (plan_t *)PyErr_NoMemory();
+    }
+    memcpy(p->cols, PyBytes_AS_STRING(cols), (size_t)PyBytes_GET_SIZE(cols));
+    memcpy(p->keys, PyBytes_AS_STRING(keys), (size_t)PyBytes_GET_SIZE(keys));
+    PyObject *parts[] = {vp, kp, h0, h1, h2, dopen, onull, oopen};
+    buf_t *into[] = {&p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1], &p->heads[2],
+                     &p->data_open, &p->old_null, &p->old_open};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (copy_bytes(into[i], parts[i]) < 0) {
+            plan_free(p);
+            return NULL;
+        }
+    p->topic = topic, p->metric = metric, p->partitions = partitions, p->fixed = fixed, p->key_skip = skip;
+    p->kinds = kinds, p->limit = limit;
+    return p;
+}
+
+PyDoc_STRVAR(table_doc, "table(table_id, body, plan)\n--\n\n"
+                        "Teach a TABLE_MAP: its body as Python decoded it (after the header, before the CRC) and\n"
+                        "what its rows are: a plan tuple, None for a table not captured (its rows are skipped), or\n"
+                        "False for Python's (its rows events stop a run).");
+
+static PyObject *Kernel_table(Kernel *k, PyObject *args) {
+    unsigned long long id;
+    Py_buffer body;
+    PyObject *what;
+    if (!PyArg_ParseTuple(args, "Ky*O", &id, &body, &what))
+        return NULL;
+    plan_t *plan = NULL;
+    int state = what == Py_None ? TABLE_SKIP : what == Py_False ? TABLE_PYTHON : TABLE_PLAN;
+    if (state == TABLE_PLAN && (plan = plan_from(what)) == NULL) {
+        PyBuffer_Release(&body);
+        return NULL;
+    }
+    unsigned char *copy = PyMem_Malloc((size_t)(body.len ? body.len : 1));
+    table_t *slot = copy != NULL ? table_slot(k, id) : NULL;
+    if (slot == NULL) {
+        PyMem_Free(copy);
+        plan_free(plan);
+        PyBuffer_Release(&body);
+        return copy == NULL ? PyErr_NoMemory() : NULL;
+    }
+    memcpy(copy, body.buf, (size_t)body.len);
+    PyMem_Free(slot->body);
+    plan_free(slot->plan);
+    slot->body = copy, slot->body_len = body.len, slot->plan = plan, slot->state = state;
+    PyBuffer_Release(&body);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(begin_doc, "begin(shape)\n--\n\n"
+                        "Teach a BEGIN: a QUERY event's body Python decoded as BEGIN, from its schema length on,\n"
+                        "without the error code (connector/lane.py, begin_shape).");
+
+static PyObject *Kernel_begin(Kernel *k, PyObject *args) {
+    Py_buffer shape;
+    if (!PyArg_ParseTuple(args, "y*", &shape))
+        return NULL;
+    for (int i = 0; i < k->nbegins; i++)
+        if (k->begins[i].len == shape.len && memcmp(k->begins[i].data, shape.buf, (size_t)shape.len) == 0) {
+            PyBuffer_Release(&shape);
+            Py_RETURN_NONE;
+        }
+    buf_t *slot = &k->begins[k->next_begin];
+    k->next_begin = (k->next_begin + 1) % MAX_BEGINS;
+    if (k->nbegins < MAX_BEGINS)
+        k->nbegins++;
+    slot->len = 0;
+    int r = buf_put(slot, shape.buf, shape.len);
+    PyBuffer_Release(&shape);
+    if (r < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(clear_doc, "clear()\n--\n\nForget every table taught (a DDL statement, a new server's events).");
+
+static PyObject *Kernel_clear(Kernel *k, PyObject *unused) {
+    tables_clear(k);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(configure_doc,
+             "configure(checksum, mariadb, table_map_post, rows_v1_post, rows_v2_post, query_post, skip_queries)\n"
+             "--\n\n"
+             "The source's FORMAT_DESCRIPTION: whether events end with a CRC-32, the post-header lengths the\n"
+             "kernel reads, and whether ROWS_QUERY/ANNOTATE_ROWS are skipped (no statement text wanted).\n"
+             "Forgets every table taught.");
+
+static PyObject *Kernel_configure(Kernel *k, PyObject *args) {
+    int checksum, mariadb, tm, v1, v2, q, skip;
+    if (!PyArg_ParseTuple(args, "ppiiiip", &checksum, &mariadb, &tm, &v1, &v2, &q, &skip))
+        return NULL;
+    /* the lengths decode_rows_header and decode_query can read: a 4 or 6 byte table id, status vars;
+       0 for the rows events a server does not write (MySQL 8 lists no v1 length, 5.5 no v2) */
+    if (!((tm == 6 || tm == 8) && (v1 == 0 || v1 == 6 || v1 == 8) && (v2 == 0 || v2 == 10) && q >= 13 && q <= 255)) {
+        k->configured = 0; /* a layout the kernel does not read: every event is Python's */
+        tables_clear(k);
+        Py_RETURN_FALSE;
+    }
+    k->checksum = checksum, k->mariadb = mariadb, k->skip_queries = skip;
+    k->table_map_post = tm, k->rows_v1_post = v1, k->rows_v2_post = v2, k->query_post = q;
+    k->configured = 1;
+    tables_clear(k);
+    k->nbegins = k->next_begin = 0; /* a BEGIN's shape is read with the query post-header length */
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(file_doc, "file(avro_name, number)\n--\n\n"
+                       "The binlog file being read: its name as an Avro string, and its numeric extension.");
+
+static PyObject *Kernel_file(Kernel *k, PyObject *args) {
+    Py_buffer name;
+    long long number;
+    if (!PyArg_ParseTuple(args, "y*L", &name, &number))
+        return NULL;
+    k->file.len = 0;
+    int r = buf_put(&k->file, name.buf, name.len);
+    PyBuffer_Release(&name);
+    if (r < 0)
+        return NULL;
+    if (number < 0 || number > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a file number is 0 to 2^32 - 1");
+        return NULL;
+    }
+    k->file_number = number;
+    Py_RETURN_NONE;
+}
+
+/* -- the open transaction ---------------------------------------------------------------------- */
+
+static void txn_reset(Kernel *k) {
+    k->in_txn = k->began = k->has_gtid = 0;
+    k->gtid_len = 0;
+    k->txn_rows = 0;
+    k->txn_start = k->handed = -1;
+}
+
+static PyObject *txn_state(const Kernel *k) {
+    PyObject *gtid = k->has_gtid ? PyUnicode_DecodeASCII(k->gtid, k->gtid_len, NULL) : Py_NewRef(Py_None);
+    if (gtid == NULL)
+        return NULL;
+    return Py_BuildValue("(iiNLLL)", k->in_txn, k->began, gtid, k->txn_rows, k->txn_start, k->handed);
+}
+
+PyDoc_STRVAR(release_doc, "release()\n--\n\n"
+                          "The open transaction's state, (in_txn, began, gtid, rows, start, handed), handed to Python,\n"
+                          "which goes on with it; the kernel holds none after.");
+
+static PyObject *Kernel_release(Kernel *k, PyObject *unused) {
+    PyObject *state = txn_state(k);
+    if (state != NULL)
+        txn_reset(k);
+    return state;
+}
+
+/* -- a run's output ---------------------------------------------------------------------------- */
+
+static void outs_clear(Kernel *k) {
+    for (Py_ssize_t t = 0; t < k->nouts; t++) {
+        for (Py_ssize_t i = 0; i < k->outs[t].len; i++) {
+            Py_XDECREF(k->outs[t].items[i].key);
+            Py_XDECREF(k->outs[t].items[i].value);
+        }
+        k->outs[t].len = 0;
+    }
+    k->out_total = 0;
+    for (Py_ssize_t i = 0; i < k->event_len; i++) {
+        Py_XDECREF(k->event_outs[i].key);
+        Py_XDECREF(k->event_outs[i].value);
+    }
+    k->event_len = 0;
+}
+
+static int grow(void **items, Py_ssize_t *cap, Py_ssize_t need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t cap2 = *cap ? *cap : 16;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *grown = PyMem_Realloc(*items, (size_t)cap2 * size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *cap = cap2;
+    return 0;
+}
+
+/* One rows event's messages, all or none, to their topics' outputs. */
+static int take_event(Kernel *k, const plan_t *plan) {
+    if (plan->topic >= k->nouts) {
+        topic_out_t *grown = PyMem_Realloc(k->outs, (size_t)(plan->topic + 1) * sizeof(topic_out_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(grown + k->nouts, 0, (size_t)(plan->topic + 1 - k->nouts) * sizeof(topic_out_t));
+        k->outs = grown;
+        k->nouts = plan->topic + 1;
+    }
+    topic_out_t *o = &k->outs[plan->topic];
+    if (grow((void **)&o->items, &o->cap, o->len + k->event_len, sizeof(out_t)) < 0)
+        return -1;
+    memcpy(o->items + o->len, k->event_outs, (size_t)k->event_len * sizeof(out_t));
+    o->len += k->event_len;
+    k->out_total += k->event_len;
+    k->event_len = 0;
+    if (plan->partitions > o->partitions)
+        o->partitions = plan->partitions;
+    return 0;
+}
+
+typedef struct {
+    Kernel *k;
+    const plan_t *plan;
+} emit_ctx;
+
+/* transcode_rows's emit: one message with its partition, or DECLINE if it is over the topic's limit
+ * (Python's oversize policy decides). */
+static int emit_message(void *ctx, const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t value_len) {
+    emit_ctx *e = ctx;
+    Kernel *k = e->k;
+    const plan_t *plan = e->plan;
+    if (key_len > plan->limit || value_len > plan->limit - key_len)
+        return DECLINE;
+    int32_t partition = plan->fixed;
+    if (partition < 0) { /* the key's framing is not hashed: its partition outlives a key schema change */
+        Py_ssize_t skip = plan->key_skip < key_len ? plan->key_skip : key_len;
+        partition = key_partition((const unsigned char *)key + skip, key_len - skip, plan->partitions);
+    }
+    if (grow((void **)&k->event_outs, &k->event_cap, k->event_len + 1, sizeof(out_t)) < 0)
+        return FAIL;
+    PyObject *v = PyBytes_FromStringAndSize(value, value_len);
+    PyObject *kb = key != NULL ? PyBytes_FromStringAndSize(key, key_len) : NULL;
+    if (v == NULL || (key != NULL && kb == NULL)) {
+        Py_XDECREF(v);
+        Py_XDECREF(kb);
+        return FAIL;
+    }
+    k->event_outs[k->event_len++] = (out_t){kb, v, partition};
+    return DONE;
+}
+
+/* -- events ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t timestamp, server_id, length, log_pos;
+    int type;
+    long long pos; /* where the event starts */
+    const unsigned char *body;
+    Py_ssize_t n; /* body bytes: after the header, before the CRC */
+} event_t;
+
+enum { TAKEN = 1, PYTHONS = 0 }; /* an event's handler: taken whole, or left to Python untouched */
+
+static int gtid_mysql(Kernel *k, const event_t *e) {
+    const unsigned char *b = e->body;
+    Py_ssize_t n = e->n, r = 25;
+    if (k->mariadb || k->in_txn || n < 25)
+        return PYTHONS;
+    /* what decode_gtid reads after the number, so that a layout it would refuse stays Python's */
+    if (r < n && b[r] == 2) {
+        if (n - r < 17)
+            return PYTHONS;
+        r += 17;
+        if (n - r >= 7) {
+            int original = b[r + 6] & 0x80;
+            r += 7;
+            if (original && n - r < 7)
+                return PYTHONS;
+            r += original ? 7 : 0;
+        }
+        if (n - r > 0) {
+            static const int PACKED[256] = {[252] = 3, [253] = 4, [254] = 9};
+            int size = b[r] < 251 ? 1 : PACKED[b[r]];
+            if (size == 0 || n - r < size)
+                return PYTHONS;
+            r += size;
+        }
+        if (n - r >= 4 && (b[r + 3] & 0x80) && n - r < 8)
+            return PYTHONS;
+    }
+    uint64_t gno = le(b + 17, 8);
+    int anonymous = e->type == ANONYMOUS_GTID_LOG_EVENT;
+    if (!anonymous && (gno == 0 || gno >= (1ull << 63)))
+        return PYTHONS; /* numbers no server gives: Python says what it makes of them */
+    k->in_txn = 1, k->began = 0, k->txn_start = e->pos, k->txn_rows = 0, k->handed = -1;
+    k->has_gtid = !anonymous;
+    if (!anonymous) {
+        const unsigned char *s = b + 1;
+        memcpy(k->pending_sid, s, 16);
+        k->pending_gno = gno;
+        k->gtid_len = snprintf(k->gtid, GTID_TEXT,
+                               "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x:%llu", s[0], s[1],
+                               s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14],
+                               s[15], (unsigned long long)gno);
+    }
+    return TAKEN;
+}
+
+static int gtid_mariadb(Kernel *k, const event_t *e) {
+    const unsigned char *b = e->body;
+    if (!k->mariadb || k->in_txn || e->n < 13)
+        return PYTHONS;
+    int flags = b[12];
+    if (flags & (FL_STANDALONE | FL_PREPARED_XA | FL_COMPLETED_XA))
+        return PYTHONS; /* a statement of its own (DDL), or XA: the assembler's */
+    if ((flags & FL_GROUP_COMMIT_ID) && e->n < 21)
+        return PYTHONS;
+    k->in_txn = 1, k->began = 1, k->txn_start = e->pos, k->txn_rows = 0, k->handed = -1, k->has_gtid = 1;
+    k->pending_gno = le(b, 8);
+    k->pending_domain = (uint32_t)le(b + 8, 4);
+    k->pending_server = e->server_id;
+    k->gtid_len = snprintf(k->gtid, GTID_TEXT, "%u-%u-%llu", k->pending_domain, k->pending_server,
+                           (unsigned long long)k->pending_gno);
+    return TAKEN;
+}
+
+/* BEGIN: a QUERY event whose shape (schema length, status variables, schema, text) Python taught. */
+static int query(Kernel *k, const event_t *e) {
+    Py_ssize_t post = k->query_post;
+    if (e->n < post)
+        return PYTHONS;
+    const unsigned char *b = e->body;
+    Py_ssize_t status_len = (Py_ssize_t)le(b + 11, 2), schema_len = b[8];
+    static const char BEGIN[] = "BEGIN";
+    Py_ssize_t text = post + status_len + schema_len + 1;
+    if (text > e->n || e->n - text != 5 || memcmp(b + text, BEGIN, 5) != 0)
+        return PYTHONS;
+    /* the shape: the schema length, then everything after the error code */
+    int known = 0;
+    for (int i = 0; i < k->nbegins && !known; i++) {
+        const buf_t *s = &k->begins[i];
+        known = s->len == 1 + e->n - 11 && (unsigned char)s->data[0] == b[8] &&
+                memcmp(s->data + 1, b + 11, (size_t)(e->n - 11)) == 0;
+    }
+    if (!known)
+        return PYTHONS;
+    if (!k->in_txn) {
+        k->txn_start = e->pos, k->txn_rows = 0, k->handed = -1, k->has_gtid = 0;
+    }
+    k->in_txn = k->began = 1;
+    return TAKEN;
+}
+
+static uint64_t table_id_at(const unsigned char *b, int post) {
+    return le(b, post == 6 ? 4 : 6);
+}
+
+static int table_map(Kernel *k, const event_t *e) {
+    if (e->n < k->table_map_post)
+        return PYTHONS;
+    const table_t *t = table_find(k, table_id_at(e->body, k->table_map_post));
+    if (t == NULL || t->body_len != e->n || memcmp(t->body, e->body, (size_t)e->n) != 0)
+        return PYTHONS;
+    return TAKEN; /* the parser already holds this very TABLE_MAP for the id */
+}
+
+/* A length-encoded integer, as Reader.packed; -1 when it is not one or does not fit. */
+static Py_ssize_t packed(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, uint64_t *value) {
+    Py_ssize_t r = *at;
+    if (r >= n)
+        return -1;
+    int first = b[r], size = first < 251 ? 0 : first == 252 ? 2 : first == 253 ? 3 : first == 254 ? 8 : -1;
+    if (size < 0 || n - r - 1 < size)
+        return -1;
+    *value = size ? le(b + r + 1, size) : (uint64_t)first;
+    *at = r + 1 + size;
+    return 0;
+}
+
+static int all_set(const unsigned char *bitmap, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (!(bitmap[i >> 3] >> (i & 7) & 1))
+            return 0;
+    return 1;
+}
+
+typedef struct {
+    int kind, v2;
+} rows_type_t;
+
+static rows_type_t rows_type(int type) {
+    switch (type) {
+    case WRITE_ROWS_EVENT_V1:
+        return (rows_type_t){KIND_WRITE, 0};
+    case UPDATE_ROWS_EVENT_V1:
+        return (rows_type_t){KIND_UPDATE, 0};
+    case DELETE_ROWS_EVENT_V1:
+        return (rows_type_t){KIND_DELETE, 0};
+    case WRITE_ROWS_EVENT:
+        return (rows_type_t){KIND_WRITE, 1};
+    case UPDATE_ROWS_EVENT:
+        return (rows_type_t){KIND_UPDATE, 1};
+    default:
+        return (rows_type_t){KIND_DELETE, 1};
+    }
+}
+
+/* The envelope before a row's data, and the `source` fields before its number (encoding._envelope). */
+static int envelope(Kernel *k, const plan_t *plan, const event_t *e, int kind, long long ts_ms, buf_t *open,
+                    buf_t *tail) {
+    static const char none = 0, some = 2; /* gtid: the union's null branch (0) or string (1) */
+    open->len = tail->len = 0;
+    int bad = buf_put(open, plan->value_prefix.data, plan->value_prefix.len) < 0 ||
+              buf_long(open, k->file_number << 32 | (long long)e->pos) < 0 ||
+              buf_put(open, plan->heads[kind].data, plan->heads[kind].len) < 0 ||
+              buf_long(open, (int64_t)e->timestamp * 1000) < 0 || buf_long(open, ts_ms) < 0 ||
+              buf_long(open, 0) < 0; /* sql: "" */
+    if (!bad && k->has_gtid)
+        bad = buf_put(open, &some, 1) < 0 || buf_long(open, k->gtid_len) < 0 || buf_put(open, k->gtid, k->gtid_len) < 0;
+    else if (!bad)
+        bad = buf_put(open, &none, 1) < 0;
+    bad = bad || buf_put(open, plan->data_open.data, plan->data_open.len) < 0;
+    bad = bad || buf_long(tail, e->server_id) < 0 || buf_put(tail, k->file.data, k->file.len) < 0 ||
+          buf_long(tail, e->pos) < 0;
+    return bad ? -1 : 0;
+}
+
+static int count_rows(Kernel *k, const plan_t *plan, int kind, long long n) {
+    Py_ssize_t at = (Py_ssize_t)plan->metric * 3 + kind;
+    if (at >= k->nrow_counts) {
+        Py_ssize_t cap = k->nrow_counts;
+        if (grow((void **)&k->row_counts, &cap, at + 1, sizeof(long long)) < 0)
+            return -1;
+        memset(k->row_counts + k->nrow_counts, 0, (size_t)(cap - k->nrow_counts) * sizeof(long long));
+        k->nrow_counts = cap;
+    }
+    k->row_counts[at] += n;
+    return 0;
+}
+
+typedef struct {
+    buf_t open, tail;
+    long long ts_ms;
+} scratch_t;
+
+/* A rows event of a taught table: every row to its message, or PYTHONS with nothing taken. */
+static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
+    rows_type_t rt = rows_type(e->type);
+    int post = rt.v2 ? k->rows_v2_post : k->rows_v1_post, id_len = post == 6 ? 4 : 6;
+    const unsigned char *b = e->body;
+    Py_ssize_t n = e->n, r = id_len + 2;
+    if (!k->in_txn || post == 0 || n < r)
+        return PYTHONS;
+    const table_t *t = table_find(k, table_id_at(b, post));
+    if (t == NULL || t->state == TABLE_PYTHON)
+        return PYTHONS;
+    if (rt.v2) {
+        if (n - r < 2 || le(b + r, 2) < 2 || (Py_ssize_t)le(b + r, 2) > n - r)
+            return PYTHONS;
+        r += (Py_ssize_t)le(b + r, 2);
+    }
+    uint64_t count;
+    if (packed(b, n, &r, &count) < 0 || count > MAX_COLUMNS)
+        return PYTHONS;
+    Py_ssize_t width = (Py_ssize_t)(count + 7) / 8, images = rt.kind == KIND_UPDATE ? 2 : 1;
+    if (n - r < width * images)
+        return PYTHONS;
+    const unsigned char *present = b + r, *present_after = b + r + width;
+    r += width * images;
+    if (t->state == TABLE_SKIP)
+        return TAKEN; /* a table not captured: read up to its bitmaps, as decode_rows skips it */
+    const plan_t *plan = t->plan;
+    if ((Py_ssize_t)count != plan->ncols || !(plan->kinds >> rt.kind & 1) || !all_set(present, plan->ncols) ||
+        (images == 2 && !all_set(present_after, plan->ncols)))
+        return PYTHONS;
+    if (envelope(k, plan, e, rt.kind, sc->ts_ms, &sc->open, &sc->tail) < 0)
+        return -1;
+    bytes_t open = {(const unsigned char *)sc->open.data, sc->open.len};
+    program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys,
+                      {(const unsigned char *)plan->key_prefix.data, plan->key_prefix.len}, open, open,
+                      {(const unsigned char *)plan->old_null.data, plan->old_null.len},
+                      {(const unsigned char *)plan->old_open.data, plan->old_open.len},
+                      {(const unsigned char *)sc->tail.data, sc->tail.len}};
+    emit_ctx ctx = {k, plan};
+    Py_ssize_t before = k->event_len;
+    int done = transcode_rows(&prog, b + r, n - r, rt.kind, 0, emit_message, &ctx);
+    if (done != DONE) {
+        for (Py_ssize_t i = before; i < k->event_len; i++) {
+            Py_XDECREF(k->event_outs[i].key);
+            Py_XDECREF(k->event_outs[i].value);
+        }
+        k->event_len = before;
+        return done == FAIL ? -1 : PYTHONS;
+    }
+    long long made = k->event_len;
+    if (count_rows(k, plan, rt.kind, made) < 0 || take_event(k, plan) < 0)
+        return -1;
+    k->txn_rows += made;
+    if (made)
+        k->handed = e->pos;
+    return TAKEN;
+}
+
+/* The GTID a transaction committed, into the run's record of them. */
+static int note_gtid(Kernel *k) {
+    if (!k->has_gtid)
+        return 0;
+    if (k->mariadb) {
+        for (int i = 0; i < k->ndomains; i++)
+            if (k->domains[i].domain == k->pending_domain) {
+                k->domains[i] = (domain_t){k->pending_domain, k->pending_server, k->pending_gno};
+                return 0;
+            }
+        if (k->ndomains == 64)
+            return 1; /* a 65th domain in one run: let Python commit it */
+        k->domains[k->ndomains++] = (domain_t){k->pending_domain, k->pending_server, k->pending_gno};
+        return 0;
+    }
+    run_t *last = k->nruns ? &k->runs[k->nruns - 1] : NULL;
+    if (last != NULL && last->last + 1 == k->pending_gno && memcmp(last->sid, k->pending_sid, 16) == 0) {
+        last->last = k->pending_gno;
+        return 0;
+    }
+    if (grow((void **)&k->runs, &k->runs_cap, k->nruns + 1, sizeof(run_t)) < 0)
+        return -1;
+    run_t *run = &k->runs[k->nruns++];
+    memcpy(run->sid, k->pending_sid, 16);
+    run->first = run->last = k->pending_gno;
+    return 0;
+}
+
+static int xid(Kernel *k, const event_t *e) {
+    if (!k->in_txn || e->n < 8)
+        return PYTHONS;
+    int r = note_gtid(k);
+    if (r != 0)
+        return r > 0 ? PYTHONS : -1;
+    k->commits++;
+    k->commit_pos = e->log_pos;
+    k->commit_server = e->server_id;
+    if (e->timestamp)
+        k->timestamp = e->timestamp;
+    txn_reset(k);
+    return TAKEN;
+}
+
+static int annotation(Kernel *k, const event_t *e) {
+    /* decode_rows_query reads a length byte; ANNOTATE_ROWS is all text */
+    return k->skip_queries && (e->type != ROWS_QUERY_LOG_EVENT || e->n >= 1) ? TAKEN : PYTHONS;
+}
+
+static int handle(Kernel *k, const event_t *e, scratch_t *sc) {
+    switch (e->type) {
+    case GTID_LOG_EVENT:
+    case ANONYMOUS_GTID_LOG_EVENT:
+        return gtid_mysql(k, e);
+    case GTID_EVENT:
+        return gtid_mariadb(k, e);
+    case QUERY_EVENT:
+        return query(k, e);
+    case TABLE_MAP_EVENT:
+        return table_map(k, e);
+    case WRITE_ROWS_EVENT_V1:
+    case UPDATE_ROWS_EVENT_V1:
+    case DELETE_ROWS_EVENT_V1:
+    case WRITE_ROWS_EVENT:
+    case UPDATE_ROWS_EVENT:
+    case DELETE_ROWS_EVENT:
+        return rows(k, e, sc);
+    case XID_EVENT:
+        return xid(k, e);
+    case ROWS_QUERY_LOG_EVENT:
+    case ANNOTATE_ROWS_EVENT:
+        return annotation(k, e);
+    }
+    return PYTHONS;
+}
+
+/* The event in one packet's payload (after the OK byte); 0 if it is not one the kernel reads. */
+static int event_of(const Kernel *k, const unsigned char *ev, Py_ssize_t len, event_t *e) {
+    if (len < LOG_EVENT_HEADER_LEN)
+        return 0;
+    e->timestamp = (uint32_t)le(ev, 4);
+    e->type = ev[4];
+    e->server_id = (uint32_t)le(ev + 5, 4);
+    e->length = (uint32_t)le(ev + 9, 4);
+    e->log_pos = (uint32_t)le(ev + 13, 4);
+    /* artificial events (log_pos 0: the dump's ROTATE, FORMAT_DESCRIPTION) and lengths that
+       disagree are Python's, as are events whose CRC-32 does not check */
+    if (e->length != len || e->log_pos == 0 || e->log_pos < e->length)
+        return 0;
+    Py_ssize_t end = len;
+    if (k->checksum) {
+        if (len < LOG_EVENT_HEADER_LEN + BINLOG_CHECKSUM_LEN || crc32_of(ev, len) != CRC32_RESIDUE)
+            return 0;
+        end -= BINLOG_CHECKSUM_LEN;
+    }
+    e->pos = (long long)e->log_pos - e->length;
+    e->body = ev + LOG_EVENT_HEADER_LEN;
+    e->n = end - LOG_EVENT_HEADER_LEN;
+    return 1;
+}
+
+/* -- a run ------------------------------------------------------------------------------------- */
+
+static void run_reset(Kernel *k) {
+    outs_clear(k);
+    memset(k->event_counts, 0, sizeof k->event_counts);
+    if (k->row_counts != NULL)
+        memset(k->row_counts, 0, (size_t)k->nrow_counts * sizeof(long long));
+    k->bytes = k->commits = 0;
+    k->commit_pos = k->commit_server = -1;
+    k->last_ts = k->last_pos = -1;
+    k->nruns = 0;
+    k->ndomains = 0;
+}
+
+/* (plain, tails) as connector/sink/partitioning.route gives them, for one topic's messages. */
+static PyObject *routed(const topic_out_t *o) {
+    Py_ssize_t *last = PyMem_Malloc((size_t)o->partitions * sizeof(Py_ssize_t));
+    Py_ssize_t *count = PyMem_Calloc((size_t)o->partitions, sizeof(Py_ssize_t));
+    PyObject *plain = NULL, *tails = NULL, *result = NULL;
+    Py_ssize_t ntails = 0;
+    if (last == NULL || count == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < o->len; i++) {
+        int32_t p = o->items[i].partition;
+        ntails += count[p]++ == 0;
+        last[p] = i;
+    }
+    plain = PyList_New(o->len - ntails);
+    tails = PyList_New(ntails);
+    for (Py_ssize_t i = 0, at_plain = 0, at_tail = 0; plain && tails && i < o->len; i++) {
+        const out_t *m = &o->items[i];
+        PyObject *key = m->key != NULL ? m->key : Py_None;
+        int tail = last[m->partition] == i;
+        PyObject *item = tail ? Py_BuildValue("(OOin)", m->value, key, m->partition, count[m->partition])
+                              : Py_BuildValue("(OOi)", m->value, key, m->partition);
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(tail ? tails : plain, tail ? at_tail++ : at_plain++, item);
+    }
+    if (plain && tails)
+        result = Py_BuildValue("(OOn)", plain, tails, o->len);
+done:
+    Py_XDECREF(plain);
+    Py_XDECREF(tails);
+    PyMem_Free(last);
+    PyMem_Free(count);
+    return result;
+}
+
+static PyObject *topics_result(const Kernel *k) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t t = 0; list != NULL && t < k->nouts; t++) {
+        if (k->outs[t].len == 0)
+            continue;
+        PyObject *r = routed(&k->outs[t]), *item = r ? Py_BuildValue("(nN)", t, r) : NULL;
+        if (item == NULL || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *counts_result(const Kernel *k) {
+    PyObject *rows = PyList_New(0), *events = PyList_New(0);
+    for (Py_ssize_t i = 0; rows && i < k->nrow_counts; i++) {
+        PyObject *item = k->row_counts[i] ? Py_BuildValue("(niL)", i / 3, (int)(i % 3), k->row_counts[i]) : NULL;
+        if (k->row_counts[i] && (item == NULL || PyList_Append(rows, item) < 0))
+            Py_CLEAR(rows);
+        Py_XDECREF(item);
+    }
+    for (int i = 0; events && i < 256; i++) {
+        PyObject *item = k->event_counts[i] ? Py_BuildValue("(iL)", i, k->event_counts[i]) : NULL;
+        if (k->event_counts[i] && (item == NULL || PyList_Append(events, item) < 0))
+            Py_CLEAR(events);
+        Py_XDECREF(item);
+    }
+    if (rows == NULL || events == NULL) {
+        Py_XDECREF(rows);
+        Py_XDECREF(events);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", rows, events);
+}
+
+static PyObject *gtids_result(const Kernel *k) {
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list != NULL && i < (k->mariadb ? k->ndomains : k->nruns); i++) {
+        PyObject *item;
+        if (k->mariadb)
+            item = Py_BuildValue("(IIK)", k->domains[i].domain, k->domains[i].server,
+                                 (unsigned long long)k->domains[i].seq);
+        else
+            item = Py_BuildValue("(y#KK)", (const char *)k->runs[i].sid, (Py_ssize_t)16,
+                                 (unsigned long long)k->runs[i].first, (unsigned long long)k->runs[i].last);
+        if (item == NULL || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *run_result(Kernel *k, Py_ssize_t consumed, int reason, int sequence) {
+    PyObject *commit = k->commits ? Py_BuildValue("(LLL)", k->commit_pos, k->timestamp, k->commit_server)
+                                  : Py_NewRef(Py_None);
+    PyObject *last = k->last_pos >= 0 ? Py_BuildValue("(LL)", k->last_ts, k->last_pos) : Py_NewRef(Py_None);
+    PyObject *result = NULL, *topics = topics_result(k), *counts = counts_result(k), *gtids = gtids_result(k);
+    PyObject *txn = txn_state(k);
+    if (commit && last && topics && counts && gtids && txn)
+        result = Py_BuildValue("(nii" "OOLL" "OOOO)", consumed, reason, sequence, topics, counts, k->bytes,
+                               k->commits, commit, gtids, last, txn);
+    Py_XDECREF(commit);
+    Py_XDECREF(last);
+    Py_XDECREF(topics);
+    Py_XDECREF(counts);
+    Py_XDECREF(gtids);
+    Py_XDECREF(txn);
+    outs_clear(k);
+    return result;
+}
+
+PyDoc_STRVAR(run_doc,
+             "run(buffer, start, end, sequence, ts_ms, timestamp, max_messages)\n--\n\n"
+             "Handle the dump's packets in buffer[start:end] until one is Python's, the bytes end inside a\n"
+             "packet, or max_messages are made. sequence: the last packet's sequence number; ts_ms: the\n"
+             "messages' `ts`; timestamp: the last position's event time. Returns (consumed, reason,\n"
+             "sequence, topics, (rows, events), bytes, commits, commit, gtids, last_event, transaction):\n"
+             "topics [(topic, (plain, tails, count))] as partitioning.route gives them; rows [(metric, kind,\n"
+             "count)]; events [(type, count)]; commit (log_pos, timestamp, server_id) of the last XID or None;\n"
+             "gtids committed, MySQL [(sid, first, last)] or MariaDB [(domain, server, seq)]; last_event\n"
+             "(timestamp, log_pos) or None; transaction as release() gives it.");
+
+static PyObject *Kernel_run(Kernel *k, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t start, end, max_messages;
+    int sequence;
+    long long ts_ms, timestamp;
+    if (!PyArg_ParseTuple(args, "y*nniLLn", &buffer, &start, &end, &sequence, &ts_ms, &timestamp, &max_messages))
+        return NULL;
+    if (start < 0 || end > buffer.len || start > end || sequence < 0 || sequence > 255) {
+        PyBuffer_Release(&buffer);
+        PyErr_SetString(PyExc_ValueError, "run: a window outside the buffer, or a sequence outside 0-255");
+        return NULL;
+    }
+    run_reset(k);
+    k->timestamp = timestamp;
+    const unsigned char *s = buffer.buf;
+    Py_ssize_t p = start;
+    int reason = STOP_NEED_BYTES, failed = 0;
+    scratch_t sc = {{0}, {0}, ts_ms};
+    while (k->configured) {
+        if (end - p < 4)
+            break;
+        Py_ssize_t len = (Py_ssize_t)le(s + p, 3);
+        int seq = s[p + 3];
+        if (len == MAX_PACKET || seq != ((sequence + 1) & 0xFF) || len < 1) {
+            reason = STOP_CONTROL; /* a 16 MiB event, lost bytes, or an empty packet: Python's reader */
+            break;
+        }
+        if (end - p - 4 < len)
+            break; /* STOP_NEED_BYTES: the caller reads more (or hands a packet too big to Python) */
+        event_t e;
+        int r = s[p + 4] == 0 && event_of(k, s + p + 5, len - 1, &e) ? handle(k, &e, &sc) : PYTHONS;
+        if (r < 0) {
+            failed = 1;
+            break;
+        }
+        if (r == PYTHONS) {
+            reason = STOP_CONTROL;
+            break;
+        }
+        k->event_counts[e.type]++;
+        k->bytes += len - 1;
+        k->last_pos = e.log_pos;
+        if (e.timestamp)
+            k->last_ts = e.timestamp;
+        p += 4 + len;
+        sequence = seq;
+        if (k->out_total >= max_messages) {
+            reason = STOP_FULL;
+            break;
+        }
+    }
+    if (!k->configured)
+        reason = STOP_CONTROL;
+    PyMem_Free(sc.open.data);
+    PyMem_Free(sc.tail.data);
+    PyBuffer_Release(&buffer);
+    if (failed) { /* memory: nothing of the run is handed on, and the caller stops */
+        outs_clear(k);
+        return NULL;
+    }
+    return run_result(k, p - start, reason, sequence);
+}
+
+/* -- the type ----------------------------------------------------------------------------------- */
+
+static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Kernel *k = (Kernel *)type->tp_alloc(type, 0);
+    if (k != NULL)
+        txn_reset(k);
+    return (PyObject *)k;
+}
+
+static void Kernel_dealloc(Kernel *k) {
+    outs_clear(k);
+    tables_clear(k);
+    for (Py_ssize_t t = 0; t < k->nouts; t++)
+        PyMem_Free(k->outs[t].items);
+    PyMem_Free(k->outs);
+    PyMem_Free(k->event_outs);
+    PyMem_Free(k->row_counts);
+    PyMem_Free(k->runs);
+    PyMem_Free(k->file.data);
+    for (int i = 0; i < MAX_BEGINS; i++)
+        PyMem_Free(k->begins[i].data);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"configure", (PyCFunction)Kernel_configure, METH_VARARGS, configure_doc},
+    {"file", (PyCFunction)Kernel_file, METH_VARARGS, file_doc},
+    {"table", (PyCFunction)Kernel_table, METH_VARARGS, table_doc},
+    {"begin", (PyCFunction)Kernel_begin, METH_VARARGS, begin_doc},
+    {"clear", (PyCFunction)Kernel_clear, METH_NOARGS, clear_doc},
+    {"release", (PyCFunction)Kernel_release, METH_NOARGS, release_doc},
+    {"run", (PyCFunction)Kernel_run, METH_VARARGS, run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject KernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "connector._transcode.Kernel",
+    .tp_doc = "The per-event loop of a streaming session (connector/csrc/kernel.c, connector/lane.py).",
+    .tp_basicsize = sizeof(Kernel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Kernel_new,
+    .tp_dealloc = (destructor)Kernel_dealloc,
+    .tp_methods = Kernel_methods,
+};

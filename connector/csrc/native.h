@@ -1,0 +1,121 @@
+/* What the compiled module's files share (connector/_transcode.c is the module; see
+ * connector/native.py for what Python calls). Constants and record layouts come from spec.h,
+ * which connector/native_spec.py writes: nothing here restates a Python value by hand. */
+#ifndef SLUICE_NATIVE_H
+#define SLUICE_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "spec.h"
+
+#define SL_INTERNAL __attribute__((visibility("hidden")))
+
+/* -- growable byte buffers (PyMem) ----------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} buf_t;
+
+SL_INTERNAL int buf_grow(buf_t *b, Py_ssize_t more);
+
+static inline int buf_reserve(buf_t *b, Py_ssize_t more) {
+    return b->len + more <= b->cap ? 0 : buf_grow(b, more);
+}
+
+static inline int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
+    if (n == 0) /* a buffer not grown yet has no data: NULL + 0 is undefined */
+        return 0;
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* An Avro long: zigzag, then base-128 varint. */
+static inline int buf_long(buf_t *b, int64_t v) {
+    if (buf_reserve(b, 10) < 0)
+        return -1;
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    unsigned char *out = (unsigned char *)b->data + b->len;
+    int n = 0;
+    while (z >= 0x80) {
+        out[n++] = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    out[n++] = (unsigned char)z;
+    b->len += n;
+    return 0;
+}
+
+/* -- reading --------------------------------------------------------------------------------- */
+
+static inline uint64_t le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint64_t be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A span of bytes that someone else owns. */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} bytes_t;
+
+/* -- row images to Avro (rowimage.c) --------------------------------------------------------- */
+
+enum { DONE = 1, DECLINE = 0, FAIL = -1 };
+
+/* What writing a rows event's rows needs (connector/avro/transcode.py makes the program; the
+ * envelope's parts come from connector/avro/encoding.py or, in the kernel, from the event). */
+typedef struct {
+    const column_t *cols;
+    Py_ssize_t ncols;
+    const key_t_ *keys;
+    Py_ssize_t nkeys;
+    bytes_t key_prefix, first, rest, old_null, old_open, tail;
+} program_t;
+
+/* One row's message: its key (NULL, 0 without a key) and value, in buffers that live until the
+ * next row. Returns DONE, DECLINE (take nothing of this event) or FAIL (a Python error is set). */
+typedef int (*emit_fn)(void *ctx, const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t value_len);
+
+SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
+SL_INTERNAL int decimal_width(int precision, int scale);
+SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols);
+SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
+SL_INTERNAL int walk_ok(const walk_t *c);
+/* Every row of a rows event's images, each emitted as its key and value; DONE only when the
+ * images end exactly at `end`. base: the first row's number. */
+SL_INTERNAL int transcode_rows(const program_t *prog, const unsigned char *s, Py_ssize_t end, int kind,
+                               long long base, emit_fn emit, void *ctx);
+/* The rows of images that fit a walk layout, or -1. */
+SL_INTERNAL Py_ssize_t walk_rows(const walk_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t end,
+                                 int images);
+
+/* -- hashes (hashes.c) ----------------------------------------------------------------------- */
+
+SL_INTERNAL uint32_t murmur2(const unsigned char *data, Py_ssize_t length);
+SL_INTERNAL uint32_t crc32_of(const unsigned char *data, Py_ssize_t length);
+/* The partition Kafka's Java client picks for a key's bytes (murmur2, positive, modulo). */
+static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length, int32_t partitions) {
+    return (int32_t)((murmur2(key, length) & 0x7fffffffu) % (uint32_t)partitions);
+}
+
+/* -- the kernel (kernel.c) ------------------------------------------------------------------- */
+
+SL_INTERNAL extern PyTypeObject KernelType;
+
+#endif

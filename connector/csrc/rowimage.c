@@ -1,0 +1,556 @@
+/* Row images of a binlog rows event -> Avro bytes, without Python objects per value.
+ *
+ * connector/avro/transcode.py builds the programs this runs; it is an accelerator, not a second
+ * reference: the generated Python decoders and encoders stay the definition, and everything
+ * here answers DECLINE ("not this way") for anything it does not handle exactly as they do, so
+ * the caller takes the Python path. It never fails on data: a truncated image, a value with no
+ * typed form (a day the calendar lacks, a DECIMAL group with too many digits), text that is not
+ * strict UTF-8, a NULL in a field that cannot hold one. Every read is bounds-checked against the
+ * end of the images, and every loop moves on by at least one byte or one column.
+ *
+ * tests/test_transcode.py holds it to the Python path byte for byte, on live rows and on
+ * arbitrary bytes (equal, or declined, never different).
+ */
+#include "native.h"
+
+#include <limits.h>
+
+int buf_grow(buf_t *b, Py_ssize_t more) {
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *grown = PyMem_Realloc(b->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+/* Avro decimal bytes: the two's complement of v in (bit_length(|v|) + 8) / 8 bytes, as
+ * connector/avro/binary.py writes it (so -128 takes two bytes). */
+static int buf_decimal(buf_t *b, __int128 v) {
+    unsigned __int128 magnitude = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
+    uint64_t high = (uint64_t)(magnitude >> 64), low = (uint64_t)magnitude;
+    int bits = high ? 128 - __builtin_clzll(high) : low ? 64 - __builtin_clzll(low) : 0;
+    int n = (bits + 8) / 8;
+    if (buf_long(b, n) < 0 || buf_reserve(b, n) < 0)
+        return -1;
+    unsigned __int128 u = (unsigned __int128)v;
+    unsigned char *out = (unsigned char *)b->data + b->len;
+    for (int i = n - 1; i >= 0; i--) {
+        out[i] = (unsigned char)u;
+        u >>= 8;
+    }
+    b->len += n;
+    return 0;
+}
+
+/* Strict UTF-8, as CPython's decoder: no overlongs, no surrogates, nothing past U+10FFFF. */
+int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int more;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            more = 1;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else
+            return 0;
+        if (i + more >= n)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (int k = 2; k <= more; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
+static const uint32_t POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+
+int decimal_width(int precision, int scale) {
+    int intg = precision - scale;
+    return intg / 9 * 4 + DIG2BYTES[intg % 9] + scale / 9 * 4 + DIG2BYTES[scale % 9];
+}
+
+/* NEWDECIMAL (decimal.cc, decimal2bin) as its unscaled value; 0 if a group holds more
+ * digits than it should (values.decimal_unscaled_decoder raises NotTyped there). */
+static int read_decimal(const unsigned char *p, int precision, int scale, __int128 *out) {
+    unsigned char raw[32];
+    if (precision > 38 || scale > precision || scale < 0)
+        return 0; /* past an __int128: Python's integers take it */
+    int width = decimal_width(precision, scale);
+    int negative = !(p[0] & 0x80);
+    for (int i = 0; i < width; i++)
+        raw[i] = negative ? (unsigned char)~p[i] : p[i];
+    raw[0] &= 0x7F;
+    int intg = precision - scale, at = 0;
+    __int128 v = 0;
+    int groups[3][2] = {{intg % 9, 0}, {0, 0}, {scale % 9, 0}};
+    int full = intg / 9 + scale / 9;
+    /* the leading partial group of the integer part, the full groups, the trailing fraction */
+    for (int part = 0; part < 3; part++) {
+        int count = part == 1 ? full : (groups[part][0] ? 1 : 0);
+        int digits = part == 1 ? 9 : groups[part][0];
+        for (int k = 0; k < count; k++) {
+            int nbytes = DIG2BYTES[digits];
+            uint32_t group = (uint32_t)be(raw + at, nbytes);
+            at += nbytes;
+            if (group >= POW10[digits])
+                return 0;
+            v = v * POW10[digits] + group;
+        }
+    }
+    *out = negative ? -v : v;
+    return 1;
+}
+
+/* Days from 1970-01-01 of a valid proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+/* values._epoch_days: 1 with *days set, 2 for a zero date (null), 0 when Python's date() refuses it. */
+static int epoch_days(int64_t year, unsigned month, unsigned day, int64_t *days) {
+    static const unsigned LAST[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (!month || !day)
+        return 2;
+    if (year < 1 || year > 9999 || month > 12)
+        return 0;
+    unsigned last = LAST[month];
+    if (month == 2 && (year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)))
+        last = 29;
+    if (day > last)
+        return 0;
+    *days = days_from_civil(year, month, day);
+    return 1;
+}
+
+/* The fraction of an fsp-digit temporal: micros, or -1 when it prints more digits than fsp. */
+static int64_t fraction_micros(const unsigned char *p, int fsp) {
+    if (fsp <= 0)
+        return 0;
+    if (fsp > 6) /* programs are checked at the boundary (program_ok); this keeps POW10 in bounds anyway */
+        return -1;
+    uint64_t frac = be(p, (fsp + 1) / 2);
+    if (fsp % 2)
+        frac /= 10;
+    if (frac >= POW10[fsp])
+        return -1;
+    return (int64_t)frac * POW10[6 - fsp];
+}
+
+/* -- one value, one image, one key ------------------------------------------------------------ */
+
+typedef struct {
+    Py_ssize_t start, end; /* the value's bytes in the image buffer; start < 0: NULL */
+} span_t;
+
+static int text_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
+    if (room < c->a)
+        return DECLINE;
+    Py_ssize_t n = (Py_ssize_t)le(v, c->a);
+    if (n > room - c->a)
+        return DECLINE;
+    const unsigned char *text = v + c->a;
+    *pos += c->a + n;
+    if (c->op == OP_UTF8) {
+        if (!utf8_valid(text, n))
+            return DECLINE;
+        return buf_long(out, n) < 0 || buf_put(out, text, n) < 0 ? FAIL : DONE;
+    }
+    Py_ssize_t padded = n < c->b ? c->b : n;
+    if (buf_long(out, padded) < 0 || buf_put(out, text, n) < 0 || buf_reserve(out, padded - n) < 0)
+        return FAIL;
+    memset(out->data + out->len, 0, (size_t)(padded - n));
+    out->len += padded - n;
+    return DONE;
+}
+
+static int temporal_value(const column_t *c, const unsigned char *v, buf_t *out, int *null) {
+    int64_t days;
+    int ok;
+    switch (c->op) {
+    case OP_DATE: {
+        uint64_t d = le(v, 3);
+        ok = epoch_days((int64_t)(d >> 9), (unsigned)(d >> 5 & 15), (unsigned)(d & 31), &days);
+        if (ok == 2) {
+            *null = 1;
+            return DONE;
+        }
+        return !ok ? DECLINE : buf_long(out, days) < 0 ? FAIL : DONE;
+    }
+    case OP_DATETIME2: {
+        int64_t packed = (int64_t)be(v, 5) - 0x8000000000LL;
+        if (packed < 0)
+            return DECLINE;
+        int64_t ymd = packed >> 17, hms = packed & 0x1FFFF, ym = ymd >> 5;
+        ok = epoch_days(ym / 13, (unsigned)(ym % 13), (unsigned)(ymd & 31), &days);
+        if (ok == 2) {
+            *null = 1;
+            return DONE;
+        }
+        int64_t micros = fraction_micros(v + 5, c->a);
+        if (!ok || micros < 0)
+            return DECLINE;
+        int64_t seconds = days * 86400 + (hms >> 12) * 3600 + (hms >> 6 & 63) * 60 + (hms & 63);
+        return buf_long(out, seconds * 1000000 + micros) < 0 ? FAIL : DONE;
+    }
+    default: { /* OP_TIMESTAMP2 */
+        int64_t seconds = (int64_t)be(v, 4);
+        if (seconds == 0) {
+            *null = 1;
+            return DONE;
+        }
+        int64_t micros = fraction_micros(v + 4, c->a);
+        if (micros < 0)
+            return DECLINE;
+        return buf_long(out, seconds * 1000000 + micros) < 0 ? FAIL : DONE;
+    }
+    }
+}
+
+/* One value at *pos: its Avro encoding appended to out, or NULL (*null: a zero date). */
+static int value(const column_t *c, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end, buf_t *out,
+                 int *null) {
+    Py_ssize_t p = *pos;
+    const unsigned char *v = s + p;
+    *null = 0;
+    if (c->op == OP_UTF8 || c->op == OP_BYTES)
+        return text_value(c, v, pos, end - p, out);
+    if (end - p < c->width)
+        return DECLINE;
+    *pos = p + c->width;
+    switch (c->op) {
+    case OP_INT: {
+        uint64_t u = le(v, c->width);
+        int shift = 64 - 8 * c->width;
+        int64_t n64 = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+        return buf_long(out, n64) < 0 ? FAIL : DONE;
+    }
+    case OP_UINT:
+        return buf_long(out, (int64_t)le(v, c->width)) < 0 ? FAIL : DONE;
+    case OP_UINT64:
+        return buf_decimal(out, (__int128)le(v, 8)) < 0 ? FAIL : DONE;
+    case OP_FLOAT:
+    case OP_DOUBLE: {
+        /* Inf and NaN: their text does not give these bits back; leave them to Python. */
+        int exp = c->op == OP_FLOAT ? ((v[3] & 0x7F) << 1 | v[2] >> 7) == 0xFF
+                                    : ((v[7] & 0x7F) << 4 | v[6] >> 4) == 0x7FF;
+        if (exp)
+            return DECLINE;
+        return buf_put(out, v, c->width) < 0 ? FAIL : DONE;
+    }
+    case OP_DECIMAL: {
+        __int128 unscaled;
+        if (!read_decimal(v, c->a, c->b, &unscaled))
+            return DECLINE;
+        return buf_decimal(out, unscaled) < 0 ? FAIL : DONE;
+    }
+    case OP_DATE:
+    case OP_DATETIME2:
+    case OP_TIMESTAMP2:
+        return temporal_value(c, v, out, null);
+    case OP_YEAR:
+        return buf_long(out, v[0] ? 1900 + v[0] : 0) < 0 ? FAIL : DONE;
+    }
+    return DECLINE;
+}
+
+/* One row image (null bitmap, then the non-NULL values) as the fields of an Avro record. */
+static int image(const column_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end,
+                 buf_t *out, span_t *spans) {
+    Py_ssize_t nbytes = (ncols + 7) / 8, p = *pos;
+    if (end - p < nbytes)
+        return DECLINE;
+    const unsigned char *bitmap = s + p;
+    p += nbytes;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        const column_t *c = &cols[i];
+        int null = bitmap[i >> 3] >> (i & 7) & 1;
+        Py_ssize_t mark = out->len;
+        if (!null) {
+            if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
+                return FAIL;
+            spans[i].start = out->len;
+            int r = value(c, s, &p, end, out, &null);
+            if (r != DONE)
+                return r;
+            spans[i].end = out->len;
+            if (null)
+                out->len = mark; /* a zero date: no value after all */
+        }
+        if (null) {
+            spans[i].start = -1;
+            if (c->null_branch < 0)
+                return DECLINE; /* the Avro field cannot hold it; Python names the value */
+            if (buf_long(out, c->null_branch) < 0)
+                return FAIL;
+        }
+    }
+    *pos = p;
+    return DONE;
+}
+
+static int key_fields(const key_t_ *keys, Py_ssize_t nkeys, const buf_t *img, const span_t *spans, buf_t *out) {
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        const span_t *sp = &spans[keys[k].column];
+        if (sp->start < 0) {
+            if (keys[k].null_branch < 0)
+                return DECLINE;
+            if (buf_long(out, keys[k].null_branch) < 0)
+                return FAIL;
+            continue;
+        }
+        if (keys[k].value_branch >= 0 && buf_long(out, keys[k].value_branch) < 0)
+            return FAIL;
+        if (buf_put(out, img->data + sp->start, sp->end - sp->start) < 0)
+            return FAIL;
+    }
+    return DONE;
+}
+
+/* The key of the data image into kb; an UPDATE whose before image has another key is declined
+ * (it is a DELETE and an INSERT: Python's). */
+static int row_key(const program_t *prog, const buf_t *img, const span_t *spans, const buf_t *before,
+                   const span_t *before_spans, buf_t *kb, buf_t *kb2) {
+    int r;
+    kb->len = 0;
+    if (buf_put(kb, prog->key_prefix.p, prog->key_prefix.n) < 0)
+        return FAIL;
+    if ((r = key_fields(prog->keys, prog->nkeys, img, spans, kb)) != DONE)
+        return r;
+    if (before == NULL)
+        return DONE;
+    kb2->len = 0;
+    if (buf_put(kb2, prog->key_prefix.p, prog->key_prefix.n) < 0)
+        return FAIL;
+    if ((r = key_fields(prog->keys, prog->nkeys, before, before_spans, kb2)) != DONE)
+        return r;
+    return kb->len == kb2->len && memcmp(kb->data, kb2->data, (size_t)kb->len) == 0 ? DONE : DECLINE;
+}
+
+/* A row's value: the envelope's opening, the data image, `old`, the tail and the row's number. */
+static int row_value(const program_t *prog, Py_ssize_t i, long long base, const buf_t *data, const buf_t *old,
+                     buf_t *out) {
+    static const char zero = 0;
+    const bytes_t *open = i == 0 ? &prog->first : &prog->rest;
+    out->len = 0;
+    if (buf_put(out, open->p, open->n) < 0 || buf_put(out, data->data, data->len) < 0 || buf_put(out, &zero, 1) < 0)
+        return FAIL;
+    if (old != NULL) {
+        if (buf_put(out, prog->old_open.p, prog->old_open.n) < 0 || buf_put(out, old->data, old->len) < 0 ||
+            buf_put(out, &zero, 1) < 0)
+            return FAIL;
+    } else if (buf_put(out, prog->old_null.p, prog->old_null.n) < 0)
+        return FAIL;
+    if (buf_put(out, prog->tail.p, prog->tail.n) < 0 || buf_long(out, base + i) < 0)
+        return FAIL;
+    return DONE;
+}
+
+/* transcode_rows's buffers, kept between calls up to KEPT_MAX bytes each (a statement's text can
+ * make one event's first row hundreds of KB). The GIL serialises calls; kept_in_use guards the
+ * one way back in: a finalizer run by an allocation inside a call that transcodes again. */
+#define KEPT_MAX (1 << 20)
+#define NKEPT 5
+static buf_t kept[NKEPT];
+static int kept_in_use;
+
+static int each_row(const program_t *prog, const unsigned char *s, Py_ssize_t end, int kind, long long base,
+                    emit_fn emit, void *ctx, buf_t *b, span_t *spans) {
+    buf_t *first = &b[0], *second = &b[1], *value_buf = &b[2], *kb = &b[3], *kb2 = &b[4];
+    Py_ssize_t pos = 0;
+    int r;
+    for (Py_ssize_t i = 0; pos < end; i++) { /* image() moves pos on by at least its bitmap's byte */
+        first->len = second->len = 0;
+        if ((r = image(prog->cols, prog->ncols, s, &pos, end, first, spans)) != DONE)
+            return r;
+        if (kind == KIND_UPDATE && (r = image(prog->cols, prog->ncols, s, &pos, end, second, spans + prog->ncols)) != DONE)
+            return r;
+        /* WRITE and DELETE: the one image is the data; UPDATE: the after image, the before as old */
+        int update = kind == KIND_UPDATE;
+        const buf_t *data = update ? second : first;
+        const span_t *data_spans = update ? spans + prog->ncols : spans;
+        if (prog->nkeys && (r = row_key(prog, data, data_spans, update ? first : NULL, spans, kb, kb2)) != DONE)
+            return r;
+        if ((r = row_value(prog, i, base, data, update ? first : NULL, value_buf)) != DONE)
+            return r;
+        if ((r = emit(ctx, prog->nkeys ? kb->data : NULL, prog->nkeys ? kb->len : 0, value_buf->data,
+                      value_buf->len)) != DONE)
+            return r;
+    }
+    return DONE;
+}
+
+int transcode_rows(const program_t *prog, const unsigned char *s, Py_ssize_t end, int kind, long long base,
+                   emit_fn emit, void *ctx) {
+    if (prog->ncols < 1) /* a row of no columns takes no bytes: the loop could not move */
+        return DECLINE;
+    buf_t b[NKEPT] = {{0}};
+    int took = !kept_in_use;
+    if (took) { /* the buffers of the last call: no malloc, no fresh pages, per event */
+        kept_in_use = 1;
+        memcpy(b, kept, sizeof b);
+    }
+    span_t *spans = PyMem_Calloc((size_t)prog->ncols * 2, sizeof(span_t));
+    int r = FAIL;
+    if (spans == NULL)
+        PyErr_NoMemory();
+    else
+        r = each_row(prog, s, end, kind, base, emit, ctx, b, spans);
+    PyMem_Free(spans);
+    for (int i = 0; i < NKEPT; i++) {
+        if (took && b[i].cap <= KEPT_MAX) {
+            b[i].len = 0;
+            kept[i] = b[i];
+        } else {
+            PyMem_Free(b[i].data);
+            if (took)
+                kept[i] = (buf_t){0};
+        }
+    }
+    if (took)
+        kept_in_use = 0;
+    return r;
+}
+
+/* -- checking what Python hands in ------------------------------------------------------------- */
+
+/* The most a BINARY(n) value is padded to: n < 256 as MySQL logs it (its metadata keeps up to 10 bits). */
+#define MAX_PAD 0xFFFF
+
+/* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
+   the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
+   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes. */
+static int column_ok(const column_t *c) {
+    switch (c->op) {
+    case OP_INT:
+        return c->width == 1 || c->width == 2 || c->width == 3 || c->width == 4 || c->width == 8;
+    case OP_UINT:
+        return c->width >= 1 && c->width <= 4;
+    case OP_UINT64:
+    case OP_DOUBLE:
+        return c->width == 8;
+    case OP_FLOAT:
+        return c->width == 4;
+    case OP_DECIMAL:
+        return c->a >= 1 && c->a <= 38 && c->b >= 0 && c->b <= c->a && c->width == decimal_width(c->a, c->b);
+    case OP_DATE:
+        return c->width == 3;
+    case OP_DATETIME2:
+        return c->a >= 0 && c->a <= 6 && c->width == 5 + (c->a + 1) / 2;
+    case OP_TIMESTAMP2:
+        return c->a >= 0 && c->a <= 6 && c->width == 4 + (c->a + 1) / 2;
+    case OP_YEAR:
+        return c->width == 1;
+    case OP_UTF8:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
+    case OP_BYTES:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
+    }
+    return 0;
+}
+
+/* Every column of a program can be walked (column_ok), and there is at least one, since a row
+   of none takes no bytes and a walk over it would never move. */
+int program_ok(const column_t *cols, Py_ssize_t ncols) {
+    if (ncols == 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < ncols; i++)
+        if (!column_ok(&cols[i]))
+            return 0;
+    return 1;
+}
+
+int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
+    for (Py_ssize_t k = 0; k < nkeys; k++)
+        if (keys[k].column < 0 || keys[k].column >= ncols)
+            return 0;
+    return 1;
+}
+
+/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowcodec.walk_layout). */
+int walk_ok(const walk_t *c) {
+    int fixed = c->width > 0 && c->prefix == 0 && c->utf8 == 0;
+    int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 && (c->utf8 == 0 || c->utf8 == 1);
+    return fixed || prefixed;
+}
+
+/* One image of a walk at *p; 0 if it does not fit. Each column moves on by its width or prefix. */
+static int walk_image(const walk_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t *at, Py_ssize_t end) {
+    Py_ssize_t p = *at, nbytes = (ncols + 7) / 8;
+    if (end - p < nbytes)
+        return 0;
+    const unsigned char *bitmap = s + p;
+    p += nbytes;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        if (bitmap[i >> 3] >> (i & 7) & 1)
+            continue;
+        Py_ssize_t n = cols[i].width;
+        if (cols[i].prefix) {
+            if (end - p < cols[i].prefix)
+                return 0;
+            n = (Py_ssize_t)le(s + p, cols[i].prefix);
+            p += cols[i].prefix;
+        }
+        if (n > end - p || (cols[i].utf8 && !utf8_valid(s + p, n)))
+            return 0;
+        p += n;
+    }
+    *at = p;
+    return 1;
+}
+
+Py_ssize_t walk_rows(const walk_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t end, int images) {
+    if (images != 1 && images != 2)
+        return -1;
+    for (Py_ssize_t i = 0; i < ncols; i++) /* every step moves on: a fixed width or a 1-4 byte prefix */
+        if (!walk_ok(&cols[i]))
+            return -1;
+    if (ncols == 0)
+        return end > 0 ? -1 : 0; /* images of no columns take no bytes: these bytes fit nothing */
+    Py_ssize_t p = 0, rows = 0;
+    while (p < end) { /* each image moves p on by its bitmap's byte at least */
+        for (int img = 0; img < images; img++)
+            if (!walk_image(cols, ncols, s, &p, end))
+                return -1;
+        rows++;
+    }
+    return rows;
+}

@@ -1,0 +1,61 @@
+/* Written by connector/native_spec.py (python -m connector.native_spec): do not edit. */
+#ifndef SLUICE_SPEC_H
+#define SLUICE_SPEC_H
+#include <stdint.h>
+
+enum {
+    OP_INT = 1,
+    OP_UINT = 2,
+    OP_UINT64 = 3,
+    OP_FLOAT = 4,
+    OP_DOUBLE = 5,
+    OP_DECIMAL = 6,
+    OP_DATE = 7,
+    OP_DATETIME2 = 8,
+    OP_TIMESTAMP2 = 9,
+    OP_YEAR = 10,
+    OP_UTF8 = 11,
+    OP_BYTES = 12,
+};
+enum {
+    KIND_WRITE = 0,
+    KIND_UPDATE = 1,
+    KIND_DELETE = 2,
+};
+enum {
+    STOP_NEED_BYTES = 0,
+    STOP_CONTROL = 1,
+    STOP_FULL = 2,
+};
+enum {
+    QUERY_EVENT = 2,
+    XID_EVENT = 16,
+    TABLE_MAP_EVENT = 19,
+    ROWS_QUERY_LOG_EVENT = 29,
+    WRITE_ROWS_EVENT_V1 = 23,
+    UPDATE_ROWS_EVENT_V1 = 24,
+    DELETE_ROWS_EVENT_V1 = 25,
+    WRITE_ROWS_EVENT = 30,
+    UPDATE_ROWS_EVENT = 31,
+    DELETE_ROWS_EVENT = 32,
+    GTID_LOG_EVENT = 33,
+    ANONYMOUS_GTID_LOG_EVENT = 34,
+    ANNOTATE_ROWS_EVENT = 160,
+    GTID_EVENT = 162,
+};
+#define LOG_EVENT_HEADER_LEN 0x13u
+#define BINLOG_CHECKSUM_LEN 0x4u
+#define FL_STANDALONE 0x1u
+#define FL_GROUP_COMMIT_ID 0x2u
+#define FL_PREPARED_XA 0x40u
+#define FL_COMPLETED_XA 0x80u
+#define MAX_PACKET 0xffffffu
+#define CRC32_RESIDUE 0x2144df1cu
+#define MURMUR2_SEED 0x9747b28cu
+#define MURMUR2_M 0x5bd1e995u
+typedef struct { int32_t op, width, a, b, null_branch, value_branch, pad_; } column_t;
+typedef struct { int32_t column, null_branch, value_branch; } key_t_;
+typedef struct { int32_t width, prefix, utf8; } walk_t;
+static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+
+#endif

@@ -1,0 +1,291 @@
+"""The compiled kernel's side of a streaming session: most events never become Python objects.
+
+A binlog is mostly transactions of a few known shapes: a GTID (and BEGIN), a TABLE_MAP, rows
+events, an XID. The kernel (connector/csrc/kernel.c) walks the dump's packets where they lie in
+the read buffer and turns such transactions straight into Kafka-ready messages, partitioned, with
+the positions and GTIDs they commit: a `Burst`, which the pipeline produces and closes like any
+transaction end (connector/pipeline.py). It stops at the first packet it does not handle exactly
+as the Python path would, and the Python path (parser, schema tracker, assembler) reads that one;
+an open transaction is handed over first (`release`), and goes on in Python to its end.
+
+The kernel is taught only from what the Python path decoded: each TABLE_MAP it parses, with the
+plan the pipeline's Encode step makes for its rows (`Planner`) or that its table is not captured;
+each BEGIN's exact shape. A DDL statement, a new FORMAT_DESCRIPTION or a change of schema forgets
+the tables again. So an event the kernel takes is one whose bytes equal what Python decoded
+before, and its messages are the bytes Python's encoder would write (tests/test_lane.py holds the
+two paths to the same messages and positions on corpus binlogs and live servers; the fuzzer,
+tests/fuzz/, to the same on mutated bytes).
+
+Whether a session uses the kernel is decided once, when it starts (`Lane.of`): not without the
+compiled module, nor when rows carry their statement's text, nor for side topics (transactions,
+heartbeats); a snapshot in progress pauses it (`Lane.ready`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from connector.avro.binary import varint
+from connector.binlog.constants import EventType as E
+from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent
+from connector.binlog.parser import BinlogParser
+from connector.binlog.tablemap import TableMapEvent
+from connector.native import EventKernel, transcoder
+from connector.native_spec import KINDS, NUMBERS, REASONS
+from connector.position import Position, binlog_sort_key
+from connector.schema.model import Table
+from connector.schema.tracker import SchemaTracker
+from connector.sink.partitioning import Plain, Tail
+
+_CONTROL, _FULL = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"]
+_HEADER = NUMBERS["LOG_EVENT_HEADER_LEN"]
+_CRC = NUMBERS["BINLOG_CHECKSUM_LEN"]
+_KIND_NAMES = {KINDS["KIND_WRITE"]: "INSERT", KINDS["KIND_UPDATE"]: "UPDATE", KINDS["KIND_DELETE"]: "DELETE"}
+_TXN_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
+MAX_MESSAGES = 4096  # messages in one burst: one hand-off to Kafka, as a statement's gathered rows
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPlan:
+    """How the kernel writes one table's rows (connector/steps.Encode.plan makes it)."""
+
+    topic: str
+    database: str
+    table: str
+    columns: bytes  # the transcode program (connector/avro/transcode.Program)
+    keys: bytes
+    value_prefix: bytes  # the framing before a value's Avro body (and a key's)
+    key_prefix: bytes
+    heads: tuple[bytes, bytes, bytes]  # the envelope's database .. pkNames for INSERT, UPDATE, DELETE
+    data_open: bytes  # `data`'s union branch and block count; `old` null, or its opening
+    old_null: bytes
+    old_open: bytes
+    partitions: int
+    fixed: int  # a keyless table's one partition; -1: each key's murmur2
+    key_skip: int  # the key's framing, which the hash leaves out
+    kinds: int  # the operations it may write (1 << KIND_*): DELETEs are Python's when tombstones follow them
+    limit: int  # the most key + value bytes a message may have (else the oversize policy decides)
+
+
+Planner = Callable[[TableMapEvent, Table], "KernelPlan | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """What one kernel run made: messages by topic, ready for Kafka, and the last transaction end."""
+
+    file: str
+    topics: list[tuple[str, list[Plain], list[Tail], int]]  # topic, plain, tails, messages (route's shapes)
+    rows: list[tuple[str, str, str, int]]  # database, table, type, count
+    events: list[tuple[int, int]]  # (event type, count)
+    bytes: int
+    last_event: tuple[int, int] | None  # (timestamp, log_pos) of the last event read
+    position: Position | None  # where the last transaction it committed ends
+    transactions: int
+    handed: int | None  # the last rows event handed on in a transaction it left open
+
+
+class Lanes(Protocol):
+    """Where a lane's bursts go and its plans come from (connector/pipeline.Pipeline)."""
+
+    def planner(self) -> Planner | None:
+        """How tables' rows are planned; None when every event must take the Python path."""
+
+    def takes_bursts(self) -> bool:
+        """Whether bursts may come now (not while a snapshot reads tables)."""
+
+
+class Dump(Protocol):
+    """What a session reads the dump through (connector/replica/client.DumpStream)."""
+
+    @property
+    def buffer(self) -> Any: ...  # DumpBuffer: data, start, end
+    @property
+    def sequence(self) -> int: ...
+    def took(self, consumed: int, sequence: int) -> None: ...
+    def fill(self) -> bool: ...
+    def events(self) -> Iterator[bytes]: ...
+
+
+class Assembler(Protocol):
+    """The one owner of the transaction and GTID state (connector/stream.TransactionAssembler)."""
+
+    in_txn: bool
+    timestamp: int
+    quiet_until: Any
+    clock: Callable[[], float]  # wall time: the messages' `ts`
+
+    @property
+    def file(self) -> str: ...
+    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None) -> None: ...
+    def kernel_commit(self, gtids: list[tuple[Any, ...]], log_pos: int, timestamp: int, server_id: int) -> Position: ...
+
+
+class Lane:
+    def __init__(
+        self, kernel: EventKernel, planner: Planner, allowed: Callable[[], bool], tracker: SchemaTracker,
+        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time,
+    ) -> None:  # fmt: skip
+        self.kernel = kernel
+        self.planner = planner
+        self.allowed = allowed  # the pipeline takes bursts now (no snapshot in progress)
+        self.tracker = tracker
+        self.parser = parser
+        self.assembler = assembler
+        self.clock = clock
+        self.open = False  # the kernel holds an open transaction
+        self._file = ""
+        self._topics: dict[str, int] = {}
+        self._tables: dict[tuple[str, str], int] = {}
+        self._taught: dict[int, bytes] = {}  # table id -> the TABLE_MAP body the kernel was taught
+        self._schema: object = None  # the tracker's schema the taught tables were planned against
+
+    @staticmethod
+    def of(
+        planner: Planner | None, allowed: Callable[[], bool], tracker: SchemaTracker, parser: BinlogParser,
+        assembler: Assembler, statement_text: bool,
+    ) -> Lane | None:  # fmt: skip
+        """The session's lane, or None: no compiled module, no planner (side topics), or rows that
+        carry their statement's text (ROWS_QUERY / ANNOTATE_ROWS are the Python path's)."""
+        if transcoder is None or planner is None or statement_text:
+            return None
+        return Lane(transcoder.Kernel(), planner, allowed, tracker, parser, assembler, assembler.clock)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def ready(self, skipping: bool) -> bool:
+        """Whether the next packets are the kernel's to try: at a transaction's end (or inside one the
+        kernel holds), after a reconnect's skipped rows, with the pipeline taking bursts."""
+        if self.open:
+            return True
+        return not (skipping or self.assembler.in_txn or self.assembler.quiet_until is not None) and self.allowed()
+
+    def step(self, dump: Dump) -> tuple[Burst | None, bool]:
+        """One kernel run over what the dump has buffered (reading more when it has none): the burst
+        it made, if any, and whether the next packet is Python's."""
+        self._sync()
+        while True:
+            buf = dump.buffer
+            result = self.kernel.run(buf.data, buf.start, buf.end, dump.sequence, int(self.clock() * 1000),
+                                     self.assembler.timestamp, MAX_MESSAGES)  # fmt: skip
+            consumed, reason, sequence = result[0], result[1], result[2]
+            dump.took(consumed, sequence)
+            if consumed or reason == _CONTROL:
+                break
+            if reason != _FULL and not dump.fill():
+                return None, True  # a packet longer than the buffer: Python's reader takes it
+        burst = self._burst(result) if consumed else None
+        self.open = bool(result[10][0])
+        return burst, reason == _CONTROL
+
+    def release(self) -> None:
+        """Before the Python path reads a packet: an open transaction the kernel holds goes on there."""
+        if not self.open:
+            return
+        in_txn, began, gtid, rows, start, _ = self.kernel.release()
+        self.open = False
+        if in_txn:
+            at = Position(self.assembler.file, start) if start >= 0 else None
+            self.assembler.take_over(bool(began), gtid, rows, at)
+
+    def _burst(self, result: tuple[Any, ...]) -> Burst:
+        _, _, _, topics, (rows, events), nbytes, commits, commit, gtids, last, txn = result
+        names = list(self._topics)
+        tables = list(self._tables)
+        position = None
+        if commits:
+            log_pos, timestamp, server_id = commit
+            position = self.assembler.kernel_commit(gtids, log_pos, timestamp, server_id)
+        return Burst(
+            self._file,
+            [(names[t], plain, tails, count) for t, (plain, tails, count) in topics],
+            [(*tables[m], _KIND_NAMES[kind], n) for m, kind, n in rows],
+            events, nbytes, last, position, commits, txn[5] if txn[0] and txn[5] >= 0 else None,
+        )  # fmt: skip
+
+    def _sync(self) -> None:
+        """The file being read (a ROTATE the Python path read moved it), and the schema the tables
+        were planned against (a statement that changed it, or a restore, forgets them)."""
+        if self.assembler.file != self._file:
+            self._file = self.assembler.file
+            name = self._file.encode("utf-8")
+            self.kernel.file(varint(len(name)) + name, max(binlog_sort_key(self._file, 0)[1], 0))
+        if self.tracker.schema is not self._schema:
+            self._schema = self.tracker.schema
+            self._forget()
+
+    def _forget(self) -> None:
+        self.kernel.clear()
+        self._taught.clear()
+
+    # -- teaching ------------------------------------------------------------------------------
+
+    def learn(self, event: Event, raw: bytes) -> None:
+        """What the Python path just decoded, for the kernel to take when the same bytes come again."""
+        body = event.body
+        if isinstance(body, TableMapEvent):
+            self._table(body.table_id, event.pos, self._body(raw))
+        elif isinstance(body, QueryEvent):
+            self._query(body, self._body(raw))
+        elif isinstance(body, FormatDescriptionEvent):
+            self._configure(body)
+
+    def _body(self, raw: bytes) -> bytes:
+        return raw[_HEADER : len(raw) - (_CRC if self.parser.has_checksum() else 0)]
+
+    def _table(self, table_id: int, pos: int, body: bytes) -> None:
+        self._sync()
+        if self._taught.get(table_id) == body:
+            return  # taught already (the Python path reads the tables while the lane waits)
+        self._taught[table_id] = body
+        table = self.parser.tables.get(table_id)
+        if table is None or table_id in self.parser.undecoded_tables:
+            self.kernel.table(table_id, body, None)  # not captured: its rows are skipped
+            return
+        plan = self.planner(table, self.tracker.definition(table)) if self.tracker.settled(table, pos) else None
+        self.kernel.table(table_id, body, self._parts(plan) if plan is not None else False)
+
+    def _parts(self, plan: KernelPlan) -> tuple[Any, ...]:
+        topic = self._topics.setdefault(plan.topic, len(self._topics))
+        metric = self._tables.setdefault((plan.database, plan.table), len(self._tables))
+        return (
+            plan.columns, plan.keys, plan.value_prefix, plan.key_prefix, *plan.heads, plan.data_open, plan.old_null,
+            plan.old_open, topic, metric, plan.partitions, plan.fixed, plan.key_skip, plan.kinds, plan.limit,
+        )  # fmt: skip
+
+    def _query(self, query: QueryEvent, body: bytes) -> None:
+        text = query.query.strip().upper()
+        if text == "BEGIN" and len(body) > 11:
+            self.kernel.begin(begin_shape(body))
+        elif text not in _TXN_CONTROL:
+            self._forget()  # a statement may change a table: its rows are planned again
+
+    def _configure(self, fde: FormatDescriptionEvent) -> None:
+        post = fde.post_header_len
+        v1 = {post(E.WRITE_ROWS_EVENT_V1), post(E.UPDATE_ROWS_EVENT_V1), post(E.DELETE_ROWS_EVENT_V1)}
+        v2 = {post(E.WRITE_ROWS_EVENT), post(E.UPDATE_ROWS_EVENT), post(E.DELETE_ROWS_EVENT)}
+        self._taught.clear()  # configure() forgets the tables
+        if fde.header_length != _HEADER or len(v1) != 1 or len(v2) != 1:
+            self.kernel.configure(False, False, 0, 0, 0, 0, True)  # a layout the kernel does not read
+            return
+        self.kernel.configure(
+            self.parser.has_checksum(), "mariadb" in fde.server_version.lower(), post(E.TABLE_MAP_EVENT),
+            v1.pop(), v2.pop(), post(E.QUERY_EVENT), True,
+        )  # fmt: skip
+
+
+def begin_shape(body: bytes) -> bytes:
+    """What makes a QUERY event's body the BEGIN it was: its schema length, and everything after the
+    error code (status variables, schema, text); the thread id, time and error code are not read."""
+    return body[8:9] + body[11:]
+
+
+@lru_cache(maxsize=256)
+def sid_text(sid: bytes) -> str:
+    """A server UUID's 16 bytes as MySQL prints it."""
+    return str(uuid.UUID(bytes=sid))

@@ -1,0 +1,120 @@
+"""What the compiled kernel (connector/csrc/) and the Python code share, written once.
+
+The C code includes connector/csrc/spec.h, which this module writes (`python -m
+connector.native_spec`; `make install` runs it and tests/test_native_spec.py fails when the
+file is stale). The Python side reads the same names from here: the column operations of a
+transcode program and the record layouts it is packed in, the event types and flags the kernel
+handles (MySQL's own names, from connector/binlog/constants.py), the reasons a kernel run stops,
+and the tables both sides compute with (Kafka's murmur2 constants, DECIMAL's digit widths).
+Nothing here is hand-kept in C.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+from connector.binlog import constants as c
+
+# Column operations of a transcode program (connector/avro/transcode.py builds them).
+OPS: dict[str, int] = {
+    "OP_INT": 1,  # little-endian signed, width 1/2/3/4/8 -> zigzag varint
+    "OP_UINT": 2,  # little-endian unsigned, width 1/2/3/4 -> zigzag varint
+    "OP_UINT64": 3,  # BIGINT UNSIGNED -> Avro decimal(20,0) bytes
+    "OP_FLOAT": 4,  # 4 bytes, as stored
+    "OP_DOUBLE": 5,  # 8 bytes, as stored
+    "OP_DECIMAL": 6,  # NEWDECIMAL(a, b) -> Avro decimal bytes of the unscaled value
+    "OP_DATE": 7,  # 3 bytes -> days since 1970-01-01, null for zero dates
+    "OP_DATETIME2": 8,  # 5 + frac bytes, fsp a -> microseconds, null for zero dates
+    "OP_TIMESTAMP2": 9,  # 4 + frac bytes, fsp a -> microseconds, null for zero
+    "OP_YEAR": 10,  # 1 byte -> 0 or 1900 + v
+    "OP_UTF8": 11,  # length-prefixed (a bytes) strict UTF-8 -> Avro string
+    "OP_BYTES": 12,  # length-prefixed (a bytes), zero-padded to b bytes -> Avro bytes
+}
+
+# Records packed as little-endian int32 fields, in this order (C: one struct of int32_t each).
+RECORDS: dict[str, tuple[str, ...]] = {
+    "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "pad_"),  # a program's column
+    "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
+    "walk_t": ("width", "prefix", "utf8"),  # a column of a walk (rowcodec.walk_layout)
+}
+
+# A rows event's operation, as the transcoder and the kernel number it.
+KINDS: dict[str, int] = {"KIND_WRITE": 0, "KIND_UPDATE": 1, "KIND_DELETE": 2}
+
+# Why a kernel run returned (connector/lane.py).
+REASONS: dict[str, int] = {
+    "STOP_NEED_BYTES": 0,  # the buffer ends inside a packet (or is empty): read more
+    "STOP_CONTROL": 1,  # the next packet is Python's: anything the kernel does not handle exactly
+    "STOP_FULL": 2,  # enough messages for one hand-off to Kafka: come back
+}
+
+# Event types the kernel handles; every other type is Python's.
+EVENTS: tuple[str, ...] = (
+    "QUERY_EVENT", "XID_EVENT", "TABLE_MAP_EVENT", "ROWS_QUERY_LOG_EVENT",
+    "WRITE_ROWS_EVENT_V1", "UPDATE_ROWS_EVENT_V1", "DELETE_ROWS_EVENT_V1",
+    "WRITE_ROWS_EVENT", "UPDATE_ROWS_EVENT", "DELETE_ROWS_EVENT",
+    "GTID_LOG_EVENT", "ANONYMOUS_GTID_LOG_EVENT", "ANNOTATE_ROWS_EVENT", "GTID_EVENT",  # GTID_EVENT: MariaDB's
+)  # fmt: skip
+
+# Flags and sizes, by MySQL's and MariaDB's names.
+NUMBERS: dict[str, int] = {
+    "LOG_EVENT_HEADER_LEN": c.LOG_EVENT_HEADER_LEN,
+    "BINLOG_CHECKSUM_LEN": c.BINLOG_CHECKSUM_LEN,
+    "FL_STANDALONE": c.FL_STANDALONE,
+    "FL_GROUP_COMMIT_ID": c.FL_GROUP_COMMIT_ID,
+    "FL_PREPARED_XA": c.FL_PREPARED_XA,
+    "FL_COMPLETED_XA": c.FL_COMPLETED_XA,
+    "MAX_PACKET": 0xFFFFFF,  # a payload this long continues in the next packet (replica/packets.py)
+    "CRC32_RESIDUE": 0x2144DF1C,  # a CRC-32 over bytes and their own CRC (binlog/parser.verify_crc)
+    "MURMUR2_SEED": 0x9747B28C,  # Kafka's murmur2 (sink/partitioning.murmur2)
+    "MURMUR2_M": 0x5BD1E995,
+}
+
+# DECIMAL: bytes of a group of 0-9 digits (decimal.cc, dig2bytes).
+DIG2BYTES: tuple[int, ...] = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+
+def record(name: str) -> struct.Struct:
+    """The packing of one of RECORDS."""
+    return struct.Struct(f"<{len(RECORDS[name])}i")
+
+
+def header() -> str:
+    """connector/csrc/spec.h."""
+    lines = [
+        "/* Written by connector/native_spec.py (python -m connector.native_spec): do not edit. */",
+        "#ifndef SLUICE_SPEC_H",
+        "#define SLUICE_SPEC_H",
+        "#include <stdint.h>",
+        "",
+    ]
+    for group in (OPS, KINDS, REASONS):
+        lines.append("enum {")
+        lines.extend(f"    {name} = {value}," for name, value in group.items())
+        lines.append("};")
+    lines.append("enum {")
+    lines.extend(f"    {name} = {int(getattr(c.EventType, name))}," for name in EVENTS)
+    lines.append("};")
+    lines.extend(f"#define {name} {value:#x}u" for name, value in NUMBERS.items())
+    for name, fields in RECORDS.items():
+        lines.append(f"typedef struct {{ int32_t {', '.join(fields)}; }} {name};")
+    lines.append(f"static const int DIG2BYTES[{len(DIG2BYTES)}] = {{{', '.join(map(str, DIG2BYTES))}}};")
+    lines += ["", "#endif", ""]
+    return "\n".join(lines)
+
+
+SPEC_H = Path(__file__).parent / "csrc" / "spec.h"
+
+
+def main() -> None:
+    """Write spec.h (or, with --check, exit 1 if it is not what header() writes)."""
+    text = header()
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(0 if SPEC_H.read_text() == text else 1)
+    SPEC_H.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

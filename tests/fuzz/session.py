@@ -1,0 +1,212 @@
+"""Whole dump sessions on `sluice run`'s reading path, with the compiled kernel and without.
+
+An input names a corpus case (tests/fuzz/rig.py: a TABLE_MAP and rows event of a real binlog,
+with the schema tracker's state at the end of its file) and carries a TABLE_MAP body and two
+rows event bodies. The session is the case's FORMAT_DESCRIPTION, then two transactions (a GTID,
+BEGIN on MySQL, the TABLE_MAP, a rows event, an XID) in the dump's packets, as a server sends
+them, handed out by a socket twin in chunks of the sizes the input picks (so packets arrive cut
+anywhere). It is read by connector/stream.session_items twice, each time into its own pipeline
+and MemorySink: with the kernel's lane (the first transaction teaches it the TABLE_MAP, so it
+may take the second, as it takes every transaction after the first in production), and on the
+Python path alone. The two must end alike: the same messages on every partition, in order, the
+same saved position, the same error (type and words) or none. tests/test_lane.py runs the
+unmutated cases; tests/fuzz/native_fuzz.py --target=session mutates them under the sanitizers.
+
+Input layout: case (1 byte, modulo the cases), flags (1: bits 0-2 the chunk pattern, bit 3 the
+TABLE_MAP older than the tracker's seed, bits 4-7 the rows event type, modulo rig.ROWS_TYPES),
+the TABLE_MAP body's length (2 bytes, little endian), the body, the first rows body's length
+(2), the body, then the second rows body. Bodies exclude the 19-byte header and the CRC.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from connector.binlog.constants import EventType as E
+from connector.binlog.parser import BinlogParser, parse_header
+from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.errors import SourceError
+from connector.lane import Lane
+from connector.pipeline import Pipeline
+from connector.position import Position
+from connector.replica.client import DumpStream
+from connector.replica.packets import frame
+from connector.sink.kafka import MemorySink
+from connector.sink.partitioning import TopicRouter
+from connector.stream import TransactionAssembler, session_items
+from tests.fuzz import rig
+
+# How the socket twin cuts the stream: sizes of successive reads, in turn.
+CHUNKS: tuple[tuple[int, ...], ...] = (
+    (1 << 20,), (7,), (64, 3, 1000), (19, 5), (4096,), (1, 2, 3, 5, 8, 13), (200,), (65536, 11),
+)  # fmt: skip
+SID = bytes.fromhex("3f15a78ce9ea11f199ad02fc00000001")  # a server UUID
+WALL = 1_700_000_000.25  # the messages' `ts`, the same in both reads
+
+
+class Chunks:
+    """A socket twin: `recv_into` hands `data` out in reads of the sizes given, in turn."""
+
+    def __init__(self, data: bytes, sizes: Sequence[int]) -> None:
+        self.data, self.sizes, self.at, self.reads = data, sizes, 0, 0
+
+    def recv_into(self, view: memoryview, nbytes: int = 0) -> int:
+        size = min(len(view), self.sizes[self.reads % len(self.sizes)], len(self.data) - self.at)
+        view[:size] = self.data[self.at : self.at + size]
+        self.at += size
+        self.reads += 1
+        return size
+
+
+@dataclass(frozen=True)
+class Input:
+    case: rig.Case
+    table_map: bytes
+    rows_type: int
+    rows: tuple[bytes, bytes]
+    chunks: tuple[int, ...]
+    before_seed: bool
+
+
+def encode(index: int, table_map: bytes, rows_type: int, rows: tuple[bytes, bytes], chunks: int, seed: bool) -> bytes:
+    flags = chunks | seed << 3 | rig.ROWS_TYPES.index(rows_type) << 4
+    head = bytes([index, flags]) + struct.pack("<H", len(table_map)) + table_map
+    return head + struct.pack("<H", len(rows[0])) + rows[0] + rows[1]
+
+
+def decode(cases: list[rig.Case], data: bytes) -> Input | None:
+    """The input's parts; None if it is too short to name them."""
+    if len(data) < 6:
+        return None
+    size = struct.unpack_from("<H", data, 2)[0]
+    table_map, rest = data[4 : 4 + size], data[4 + size :]
+    if len(rest) < 2:
+        return None
+    first = struct.unpack_from("<H", rest)[0]
+    rows = (rest[2 : 2 + first], rest[2 + first :])
+    flags = data[1]
+    rows_type = rig.ROWS_TYPES[(flags >> 4) % len(rig.ROWS_TYPES)]
+    return Input(cases[data[0] % len(cases)], table_map, rows_type, rows, CHUNKS[flags & 7], bool(flags & 8))
+
+
+FINDINGS = Path(__file__).parent / "session-findings"  # each named for what it found
+
+
+def seeds(cases: list[rig.Case]) -> Iterator[bytes]:
+    """Every case as it is in its file, both rows events the same, read in two cuts of the stream;
+    then the inputs of the findings so far, so that every run tries them again."""
+    for index, case in enumerate(cases):
+        table_map, rows_type, rows, _ = rig.pieces(case)
+        yield encode(index, table_map, rows_type, (rows, rows), 0, False)
+        yield encode(index, table_map, rows_type, (rows, rows), 5, True)
+    for found in sorted(FINDINGS.iterdir()):
+        yield found.read_bytes()
+
+
+# -- the stream -------------------------------------------------------------------------------
+
+
+def _event(case: rig.Case, type_code: int, body: bytes, pos: int) -> bytes:
+    """An event at `pos` as the case's server writes it: its header, and a CRC-32 that matches."""
+    head = parse_header(case.rows[1])
+    length = 19 + len(body) + (4 if case.crc else 0)
+    raw = rig.HEADER.pack(head.timestamp, type_code, head.server_id, length, pos + length, 0) + body
+    return raw + struct.pack("<I", zlib.crc32(raw)) if case.crc else raw
+
+
+def _gtid(case: rig.Case, n: int) -> tuple[int, bytes]:
+    if case.mariadb:  # sequence, domain, flags (transactional, parallel), as MariaDB 10.11 writes them
+        return E.GTID_EVENT, struct.pack("<QIB", n, 0, 0x0C) + bytes(6)
+    timestamps = (1_700_000_000_000_000).to_bytes(7, "little")  # immediate commit time, no original
+    length_and_version = b"\xfc\xff\x01" + struct.pack("<I", 90704)  # transaction length, server version
+    return E.GTID_LOG_EVENT, b"\x00" + SID + struct.pack("<QBQQ", n, 2, n - 1, n) + timestamps + length_and_version
+
+
+# A BEGIN as MySQL 9.7 logs it: thread id, time, no schema, no error, status variables (flags2,
+# sql_mode, catalog, charsets), the schema's NUL, the text.
+_STATUS = b"\x00" + bytes(4) + b"\x01" + bytes(8) + b"\x06\x03std" + b"\x04" + struct.pack("<HHH", 255, 255, 255)
+_BEGIN = struct.pack("<IIBHH", 7, 0, 0, 0, len(_STATUS)) + _STATUS + b"\x00BEGIN"
+
+
+def stream(inp: Input) -> bytes:
+    """The session's packets: the FORMAT_DESCRIPTION, the two transactions, the dump's end."""
+    case = inp.case
+    events = [case.fde]
+    pos = 4 + len(case.fde)
+    for n, rows in enumerate(inp.rows, start=7):
+        transaction = [_gtid(case, n)]
+        if not case.mariadb:
+            transaction.append((E.QUERY_EVENT, _BEGIN))
+        transaction += [(E.TABLE_MAP_EVENT, inp.table_map), (inp.rows_type, rows), (E.XID_EVENT, struct.pack("<Q", n))]
+        for type_code, body in transaction:
+            events.append(_event(case, type_code, body, pos))
+            pos += len(events[-1])
+    packets, sequence = [], 1
+    for raw in events:
+        packets.append(frame(b"\x00" + raw, sequence))
+        sequence += 1 + len(raw) // 0xFFFFFF
+    return b"".join(packets) + frame(b"\xfe\x00\x00\x02\x00", sequence)
+
+
+# -- reading it ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    messages: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]]
+    committed: Position | None
+    rows: int
+    error: tuple[str, str] | None  # an EXPECTED error's type and words
+    kernel_rows: int  # not compared: how many of the rows the kernel wrote
+
+    def same(self, other: Outcome) -> bool:
+        return (self.messages, self.committed, self.rows, self.error) == (
+            other.messages, other.committed, other.rows, other.error
+        )  # fmt: skip
+
+
+def read(inp: Input, kernel: bool) -> Outcome:
+    """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path."""
+    case = inp.case
+    tracker = case.tracker
+    tracker.seeded_at = Position(case.file, 1 << 40) if inp.before_seed else None
+    assembler = TransactionAssembler(Position(case.file, 4), tracker, rig.INCLUDED, case.mariadb, clock=lambda: WALL)
+    parser = BinlogParser(assembler.cursor, checksum=case.crc)
+    parser.typed_rows = True
+    parser.table_hook = tracker.table_hook
+    parser.table_filter = rig.INCLUDED
+    sink = MemorySink()
+    checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
+    pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer)
+    lane = Lane.of(pipeline.planner(), pipeline.takes_bursts, tracker, parser, assembler, False) if kernel else None
+    chunks = Chunks(stream(inp), inp.chunks)
+    dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
+    error = None
+    try:
+        pipeline.run(session_items(dump, parser, assembler, lane))
+    except rig.EXPECTED as exc:
+        error = (type(exc).__name__, str(exc))
+    # Partitions that hold messages: the kernel's plan makes a table's topic at its TABLE_MAP,
+    # the Python path at its first message (a rows event that fails leaves an empty topic or none).
+    messages = {
+        (topic, p): [(m.key, m.value) for m in partition]
+        for topic, partitions in sink.topics.items() for p, partition in enumerate(partitions) if partition
+    }  # fmt: skip
+    counters = pipeline.counters
+    return Outcome(messages, checkpointer.committed, counters.rows, error, counters.kernel_rows)
+
+
+def check(inp: Input) -> Outcome:
+    """Both reads of the input; a finding (AssertionError) unless they end alike. The kernel's outcome."""
+    rig.case_encoder(inp.case)  # the case's schema directory, the same for both reads
+    with_kernel, python = read(inp, True), read(inp, False)
+    assert python.kernel_rows == 0
+    if not with_kernel.same(python):
+        raise AssertionError(f"the kernel's session differs from the Python path's:\n{with_kernel}\n{python}")
+    return with_kernel
