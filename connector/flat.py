@@ -210,6 +210,21 @@ class TableShape:
     last: dict[str, int]
 
 
+_SHAPES: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
+
+
+def shape_of(table: TableMapEvent) -> TableShape:
+    """The table's shape, one object per TABLE_MAP body, columns and key (the encoder keys its plans
+    by it: a session started again, or the compiled kernel's plan, finds them made)."""
+    key = (table.raw, table.columns, table.primary_key)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = table_shape(table)
+    return shape
+
+
 def table_shape(table: TableMapEvent) -> TableShape:
     names = table.column_names
     renderers = tuple(_renderer(col, name) for col, name in zip(table.columns, names))
@@ -344,7 +359,6 @@ class FlatMessageBuilder:
         self._query_text = query
         self._gtid: str | None = None
         self._sql = ""
-        self._shapes: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
         self._by_identity: dict[int, tuple[TableMapEvent, TableShape]] = {}
         self._last_rows_pos = -1
         self._row_base = 0
@@ -391,12 +405,7 @@ class FlatMessageBuilder:
         hit = self._by_identity.get(id(table))
         if hit is not None and hit[0] is table:
             return hit[1]
-        key = (table.raw, table.columns, table.primary_key)
-        shape = self._shapes.get(key)
-        if shape is None:
-            if len(self._shapes) > 4096:
-                self._shapes.clear()
-            shape = self._shapes[key] = table_shape(table)
+        shape = shape_of(table)
         if len(self._by_identity) > 4096:
             self._by_identity.clear()
         self._by_identity[id(table)] = (table, shape)

@@ -39,7 +39,7 @@ from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.errors import AvroWriteError, EncodingError, RegistryError
-from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, table_shape
+from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, shape_of
 from connector.native import transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
@@ -432,7 +432,7 @@ class MessageEncoder:
         (connector/lane.py); None where it cannot: a column the transcoder does not cover, binlog
         columns that are not the table's, or an envelope other than the one the kernel writes."""
         codec = self._codec(table)
-        shape = table_shape(table_map)
+        shape = shape_of(table_map)
         plan = self._plan(codec, shape, table_map.columns)
         if plan is None or plan.native is None or not kernel_envelope(codec.version.value):
             return None

@@ -178,6 +178,7 @@ def read(inp: Input, kernel: bool) -> Outcome:
     tracker.seeded_at = Position(case.file, 1 << 40) if inp.before_seed else None
     assembler = TransactionAssembler(Position(case.file, 4), tracker, rig.INCLUDED, case.mariadb, clock=lambda: WALL)
     parser = BinlogParser(assembler.cursor, checksum=case.crc)
+    parser.rows_cache = case.parser.rows_cache  # as a ChangeStream's sessions share one
     parser.typed_rows = True
     parser.table_hook = tracker.table_hook
     parser.table_filter = rig.INCLUDED
