@@ -31,9 +31,10 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from connector.avro.binary import varint
+from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent
-from connector.binlog.parser import BinlogParser
+from connector.binlog.parser import BinlogParser, status_spans
 from connector.binlog.tablemap import TableMapEvent
 from connector.native import EventKernel, transcoder
 from connector.native_spec import KINDS, NUMBERS, REASONS
@@ -144,6 +145,7 @@ class Lane:
         self._tables: dict[tuple[str, str], int] = {}
         self._taught: dict[int, bytes] = {}  # table id -> the TABLE_MAP body the kernel was taught
         self._schema: object = None  # the tracker's schema the taught tables were planned against
+        self._query_post = 13  # the QUERY post-header's length (the FORMAT_DESCRIPTION's)
 
     @staticmethod
     def of(
@@ -261,7 +263,8 @@ class Lane:
     def _query(self, query: QueryEvent, body: bytes) -> None:
         text = query.query.strip().upper()
         if text == "BEGIN" and len(body) > 11:
-            self.kernel.begin(begin_shape(body))
+            shape, free = begin_shape(body, self._query_post)
+            self.kernel.begin(shape, free)
         elif text not in _TXN_CONTROL:
             self._forget()  # a statement may change a table: its rows are planned again
 
@@ -270,6 +273,7 @@ class Lane:
         v1 = {post(E.WRITE_ROWS_EVENT_V1), post(E.UPDATE_ROWS_EVENT_V1), post(E.DELETE_ROWS_EVENT_V1)}
         v2 = {post(E.WRITE_ROWS_EVENT), post(E.UPDATE_ROWS_EVENT), post(E.DELETE_ROWS_EVENT)}
         self._taught.clear()  # configure() forgets the tables
+        self._query_post = post(E.QUERY_EVENT)
         if fde.header_length != _HEADER or len(v1) != 1 or len(v2) != 1:
             self.kernel.configure(False, False, 0, 0, 0, 0, True)  # a layout the kernel does not read
             return
@@ -279,10 +283,23 @@ class Lane:
         )  # fmt: skip
 
 
-def begin_shape(body: bytes) -> bytes:
+# Status variables whose value is the statement's own (its start time's microseconds), which every
+# BEGIN of a session has at the same place: the kernel takes any value there.
+_PER_STATEMENT = frozenset({c.Q_MICROSECONDS, c.Q_HRNOW})
+
+
+def begin_shape(body: bytes, post_header: int) -> tuple[bytes, bytes]:
     """What makes a QUERY event's body the BEGIN it was: its schema length, and everything after the
-    error code (status variables, schema, text); the thread id, time and error code are not read."""
-    return body[8:9] + body[11:]
+    error code (status variables, schema, text); the thread id, time and error code are not read.
+    And which of those bytes may differ (0xFF: compared; 0: any): the per-statement values."""
+    shape = body[8:9] + body[11:]
+    keep = bytearray(b"\xff" * len(shape))
+    status_len = int.from_bytes(body[11:13], "little")
+    at = 1 + (post_header - 11)  # the status variables' first byte in the shape
+    for code, start, end in status_spans(body[post_header : post_header + status_len]):
+        if code in _PER_STATEMENT:
+            keep[at + start : at + end] = bytes(end - start)
+    return shape, bytes(keep)
 
 
 @lru_cache(maxsize=256)

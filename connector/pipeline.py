@@ -134,6 +134,7 @@ class Pipeline:
         if burst.position is None:
             self.breathe()  # a transaction still open: its end comes in a later item
         else:
+            self.counters.kernel_transactions += burst.transactions
             self._close(burst, burst.position, burst.transactions)
 
     def _close(self, item: StreamItem, position: Position, transactions: int) -> None:

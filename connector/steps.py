@@ -53,6 +53,7 @@ class Counters:
     kernel_rows: int = 0  # of them, the compiled kernel's (connector/lane.py)
     statements: int = 0
     transactions: int = 0
+    kernel_transactions: int = 0  # of them, committed by the compiled kernel
     commits: int = 0  # positions written to the checkpoint stores
     pauses: int = 0  # times the reader waited for Kafka or the checkpoint stores
     paused_s: float = 0.0

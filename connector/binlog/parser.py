@@ -451,6 +451,23 @@ _STATUS_READERS: dict[int, tuple[str, Callable[[Reader], object]]] = {
 }
 
 
+def status_spans(raw: bytes) -> list[tuple[int, int, int]]:
+    """(code, start, end) of each status variable decode_status_vars reads in `raw` (its value's
+    bytes), up to the first unknown code."""
+    r = Reader(raw)
+    spans = []
+    while r.remaining():
+        code = r.data[r.pos]
+        entry = _STATUS_READERS.get(code)
+        if entry is None:
+            break
+        r.u8("status code")
+        start = r.pos
+        entry[1](r)
+        spans.append((code, start, r.pos))
+    return spans
+
+
 def decode_status_vars(raw: bytes) -> QueryStatus:
     """Known status variables; the rest, from the first unknown code, is kept as bytes.
 

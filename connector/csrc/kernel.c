@@ -77,7 +77,7 @@ typedef struct {
     /* what Python taught it */
     table_t *tables;
     Py_ssize_t tables_cap, tables_len;
-    buf_t begins[MAX_BEGINS];
+    buf_t begins[MAX_BEGINS], keeps[MAX_BEGINS]; /* keeps: 0xFF where a BEGIN must match the shape */
     int nbegins, next_begin;
     /* the open transaction */
     int in_txn, began, has_gtid, gtid_len;
@@ -263,29 +263,40 @@ static PyObject *Kernel_table(Kernel *k, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(begin_doc, "begin(shape)\n--\n\n"
+PyDoc_STRVAR(begin_doc, "begin(shape, keep)\n--\n\n"
                         "Teach a BEGIN: a QUERY event's body Python decoded as BEGIN, from its schema length on,\n"
-                        "without the error code (connector/lane.py, begin_shape).");
+                        "without the error code (connector/lane.py, begin_shape); keep: a byte per byte of it,\n"
+                        "0xFF where another BEGIN must have the same byte, 0 where it may have any (a value of the\n"
+                        "statement's own, such as its start time's microseconds).");
 
 static PyObject *Kernel_begin(Kernel *k, PyObject *args) {
-    Py_buffer shape;
-    if (!PyArg_ParseTuple(args, "y*", &shape))
+    Py_buffer shape, keep;
+    if (!PyArg_ParseTuple(args, "y*y*", &shape, &keep))
         return NULL;
+    PyObject *result = NULL;
+    if (keep.len != shape.len) {
+        PyErr_SetString(PyExc_ValueError, "begin: a keep byte per shape byte");
+        goto done;
+    }
     for (int i = 0; i < k->nbegins; i++)
-        if (k->begins[i].len == shape.len && memcmp(k->begins[i].data, shape.buf, (size_t)shape.len) == 0) {
-            PyBuffer_Release(&shape);
-            Py_RETURN_NONE;
+        if (k->begins[i].len == shape.len && memcmp(k->begins[i].data, shape.buf, (size_t)shape.len) == 0 &&
+            memcmp(k->keeps[i].data, keep.buf, (size_t)keep.len) == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-    buf_t *slot = &k->begins[k->next_begin];
+    int at = k->next_begin;
     k->next_begin = (k->next_begin + 1) % MAX_BEGINS;
     if (k->nbegins < MAX_BEGINS)
         k->nbegins++;
-    slot->len = 0;
-    int r = buf_put(slot, shape.buf, shape.len);
+    k->begins[at].len = k->keeps[at].len = 0;
+    if (buf_put(&k->begins[at], shape.buf, shape.len) == 0 && buf_put(&k->keeps[at], keep.buf, keep.len) == 0)
+        result = Py_NewRef(Py_None);
+    else
+        k->begins[at].len = k->keeps[at].len = 0; /* half made: it matches no BEGIN (a shape has a byte) */
+done:
     PyBuffer_Release(&shape);
-    if (r < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    PyBuffer_Release(&keep);
+    return result;
 }
 
 PyDoc_STRVAR(clear_doc, "clear()\n--\n\nForget every table taught (a DDL statement, a new server's events).");
@@ -533,6 +544,18 @@ static int gtid_mariadb(Kernel *k, const event_t *e) {
     return TAKEN;
 }
 
+static int begin_matches(const buf_t *shape, const buf_t *keep, const unsigned char *b, Py_ssize_t n) {
+    if (shape->len != 1 + n - 11 || shape->len < 1)
+        return 0;
+    const unsigned char *s = (const unsigned char *)shape->data, *m = (const unsigned char *)keep->data;
+    if ((s[0] ^ b[8]) & m[0])
+        return 0;
+    for (Py_ssize_t i = 1; i < shape->len; i++)
+        if ((s[i] ^ b[11 + i - 1]) & m[i])
+            return 0;
+    return 1;
+}
+
 /* BEGIN: a QUERY event whose shape (schema length, status variables, schema, text) Python taught. */
 static int query(Kernel *k, const event_t *e) {
     Py_ssize_t post = k->query_post;
@@ -546,11 +569,8 @@ static int query(Kernel *k, const event_t *e) {
         return PYTHONS;
     /* the shape: the schema length, then everything after the error code */
     int known = 0;
-    for (int i = 0; i < k->nbegins && !known; i++) {
-        const buf_t *s = &k->begins[i];
-        known = s->len == 1 + e->n - 11 && (unsigned char)s->data[0] == b[8] &&
-                memcmp(s->data + 1, b + 11, (size_t)(e->n - 11)) == 0;
-    }
+    for (int i = 0; i < k->nbegins && !known; i++)
+        known = begin_matches(&k->begins[i], &k->keeps[i], b, e->n);
     if (!known)
         return PYTHONS;
     if (!k->in_txn) {
@@ -1025,8 +1045,10 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->row_counts);
     PyMem_Free(k->runs);
     PyMem_Free(k->file.data);
-    for (int i = 0; i < MAX_BEGINS; i++)
+    for (int i = 0; i < MAX_BEGINS; i++) {
         PyMem_Free(k->begins[i].data);
+        PyMem_Free(k->keeps[i].data);
+    }
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 

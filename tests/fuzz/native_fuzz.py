@@ -185,7 +185,8 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
         plan = None if kind == 0 else False if kind == 1 else _plan(fdp)
         kernel.table(int.from_bytes(body[:6].ljust(6, b"\0"), "little"), body, plan)
     if fdp.ConsumeBool():
-        kernel.begin(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)))
+        shape = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40))
+        kernel.begin(shape, fdp.ConsumeBytes(len(shape) + fdp.ConsumeIntInRange(-1, 1)))
     packets, sequence, pos = [], 0, 4
     for _ in range(fdp.ConsumeIntInRange(0, 8)):
         code = int(fdp.PickValueInList(KERNEL_EVENTS))

@@ -128,10 +128,13 @@ def _gtid(case: rig.Case, n: int) -> tuple[int, bytes]:
     return E.GTID_LOG_EVENT, b"\x00" + SID + struct.pack("<QBQQ", n, 2, n - 1, n) + timestamps + length_and_version
 
 
-# A BEGIN as MySQL 9.7 logs it: thread id, time, no schema, no error, status variables (flags2,
-# sql_mode, catalog, charsets), the schema's NUL, the text.
-_STATUS = b"\x00" + bytes(4) + b"\x01" + bytes(8) + b"\x06\x03std" + b"\x04" + struct.pack("<HHH", 255, 255, 255)
-_BEGIN = struct.pack("<IIBHH", 7, 0, 0, 0, len(_STATUS)) + _STATUS + b"\x00BEGIN"
+def _begin(n: int) -> bytes:
+    """A BEGIN as MySQL 9.7 logs it: thread id, time, no schema, no error, status variables (flags2,
+    sql_mode, catalog, charsets, time zone, the start time's microseconds: each BEGIN its own), the
+    schema's NUL, the text."""
+    status = b"\x00" + bytes(4) + b"\x01" + bytes(8) + b"\x06\x03std" + b"\x04" + struct.pack("<HHH", 255, 255, 255)
+    status += b"\x05\x06SYSTEM" + b"\x0d" + (n * 40503).to_bytes(3, "little")
+    return struct.pack("<IIBHH", 7, 0, 0, 0, len(status)) + status + b"\x00BEGIN"
 
 
 def stream(inp: Input) -> bytes:
@@ -142,7 +145,7 @@ def stream(inp: Input) -> bytes:
     for n, rows in enumerate(inp.rows, start=7):
         transaction = [_gtid(case, n)]
         if not case.mariadb:
-            transaction.append((E.QUERY_EVENT, _BEGIN))
+            transaction.append((E.QUERY_EVENT, _begin(n)))
         transaction += [(E.TABLE_MAP_EVENT, inp.table_map), (inp.rows_type, rows), (E.XID_EVENT, struct.pack("<Q", n))]
         for type_code, body in transaction:
             events.append(_event(case, type_code, body, pos))
