@@ -164,7 +164,9 @@ def _int(value: Any) -> str | None:
 
 
 def _decimal(value: Any) -> str | None:
-    return None if value is None else format(value, "f")
+    """A DECIMAL's text: the binlog's row images hold it already (values.decimal_text_decoder), a
+    snapshot's value is a Decimal."""
+    return None if value is None else value if value.__class__ is str else format(value, "f")
 
 
 _RENDERERS: dict[int, Renderer] = {
@@ -245,12 +247,12 @@ def table_shape(table: TableMapEvent) -> TableShape:
 _INLINE: dict[Renderer, str] = {
     _text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
     _int: "(None if v{i} is None else str(v{i}))",
-    _decimal: "(None if v{i} is None else format(v{i}, 'f'))",
+    _decimal: "(None if v{i} is None else v{i} if v{i}.__class__ is str else format(v{i}, 'f'))",
 }
 _INLINE_JSON: dict[Renderer, str] = {
     _text: "('null' if v{i} is None else q(v{i}) if v{i}.__class__ is str else q(_plain(v{i})))",
     _int: "('null' if v{i} is None else f'\"{{v{i}}}\"')",
-    _decimal: "('null' if v{i} is None else f'\"{{v{i}:f}}\"')",
+    _decimal: "('null' if v{i} is None else f'\"{{v{i}}}\"' if v{i}.__class__ is str else f'\"{{v{i}:f}}\"')",
 }
 
 

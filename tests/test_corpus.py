@@ -139,7 +139,8 @@ def test_decimal_row_from_percona_57() -> None:
     events = events_of("rust-mysql-binlog/bin-log.000001")
     rows = rows_events(events)
     first = rows[0]
-    assert first.rows[0][1] is not None and first.rows[0][1][:2] == (1, Decimal("0.10000"))
+    # a DECIMAL in a row image is its text (values.decimal_text_decoder): the Avro path reads it as a Decimal
+    assert first.rows[0][1] is not None and first.rows[0][1][:2] == (1, "0.10000")
     gtids = [e.body.gtid for e in events if isinstance(e.body, GtidEvent)]
     assert "87cee3a4-6b31-11e7-bdfd-0d98d6698870:14918" in gtids
     rows_event = next(e for e in events if e.body is first)

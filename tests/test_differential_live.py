@@ -244,6 +244,8 @@ def _peer_json(value: Any) -> Any:
 
 
 def _sluice_value(name: str, value: Any) -> Any:
+    if name.startswith("c_dec") and isinstance(value, str):  # a row image holds a DECIMAL's text
+        return Decimal(value)
     if name == "c_set" and isinstance(value, str):
         return set(value.split(",")) if value else set()
     if name == "c_json" and isinstance(value, str) and not server().mariadb:

@@ -28,6 +28,7 @@ from connector.binlog.values import (
     datetime2_micros_decoder,
     decimal_decoder,
     decimal_size,
+    decimal_text_decoder,
     decimal_unscaled_decoder,
     decode_date,
     decode_datetime,
@@ -604,3 +605,23 @@ def test_typed_dates_of_real_days_and_zero_dates() -> None:
     assert date_days(encode_date(2024, 0, 6)) is None and date_days(encode_date(0, 0, 0)) is None
     with pytest.raises(NotTyped):
         date_days(encode_date(2023, 2, 29))  # no such day: the text path names the error
+
+
+def test_a_decimal_s_text_is_what_its_decimal_prints() -> None:
+    """Row images hold a DECIMAL's text (values.decimal_text_decoder), which the JSON and canal paths
+    print as it is: it must be format(Decimal, "f") of the Decimal decoder's value, for every
+    precision and scale, on encoded values and on any bytes (groups with too many digits)."""
+    rng = random.Random(3)
+    for precision in range(1, 66):
+        for scale in range(min(precision, 30) + 1):
+            width = decimal_size(precision, scale)
+            for n in range(12):
+                if n % 2:
+                    raw = bytes(rng.randrange(256) for _ in range(width))
+                else:
+                    digits = "".join(rng.choice("0123456789") for _ in range(precision))
+                    whole, fraction = digits[: precision - scale] or "0", digits[precision - scale :]
+                    raw = encode_decimal(Decimal(rng.choice("-+") + whole + ("." + fraction if scale else "")),
+                                         precision, scale)  # fmt: skip
+                text = decimal_text_decoder(precision, scale)(raw)
+                assert text == format(decimal_decoder(precision, scale)(raw), "f"), (precision, scale, raw.hex())

@@ -186,7 +186,7 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
     elif kind == T.MYSQL_TYPE_NEWDECIMAL:
         precision, scale = meta >> 8, meta & 0xFF
         width = values.decimal_size(precision, scale)
-        expr = f"{gen.const(values.decimal_decoder(precision, scale))}(b[p:p + {width}])"
+        expr = f"{gen.const(values.decimal_text_decoder(precision, scale))}(b[p:p + {width}])"
     elif kind == T.MYSQL_TYPE_BIT:
         width = ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
         expr = f"_ifb(b[p:p + {width}], 'big')"
@@ -256,10 +256,16 @@ def _struct_runs(columns: list[ColumnMeta]) -> list[tuple[int, int]]:
     return runs
 
 
-def _image(gen: _Gen, columns: list[ColumnMeta], ind: int, json_bits: dict[int, int] | None) -> str:
-    """Emit the decoding of one row image; returns the tuple expression of its values."""
+def _image(
+    gen: _Gen, columns: list[ColumnMeta], ind: int, json_bits: dict[int, int] | None, first: bool = False
+) -> str:
+    """Emit the decoding of one row image; returns the tuple expression of its values. `first`:
+    the row's first image, whose first byte is there (p < end), so one byte is read by index."""
     nbytes = (len(columns) + 7) // 8
-    gen.emit(ind, f"nb = _ifb(b[p:p + {nbytes}], 'little'); p += {nbytes}")
+    if first and nbytes == 1:
+        gen.emit(ind, "nb = b[p]; p += 1")
+    else:
+        gen.emit(ind, f"nb = _ifb(b[p:p + {nbytes}], 'little'); p += {nbytes}")
     runs = {start: stop for start, stop in _struct_runs(columns)}
     j = 0
     while j < len(columns):
@@ -322,13 +328,13 @@ def build_rows_decoder(
     gen.emit(1, "while p < end:")
     gen.emit(2, "start = p")
     if kind == RowsKind.UPDATE:
-        first = _image(gen, before, 2, {c.index: -1 for c in before} if partial else None)
+        first = _image(gen, before, 2, {c.index: -1 for c in before} if partial else None, first=True)
         gen.emit(2, f"bi = {first}")
         _partial_header(gen, table, partial)
         second = _image(gen, after, 2, _json_ordinals(table) if partial else None)
         gen.emit(2, f"out.append((bi, {second}))")
     else:
-        image = _image(gen, before, 2, None)
+        image = _image(gen, before, 2, None, first=True)
         pair = f"(None, {image})" if kind == RowsKind.WRITE else f"({image}, None)"
         gen.emit(2, f"out.append({pair})")
     gen.emit(2, "if p > end:")

@@ -50,6 +50,17 @@ def decimal_decoder(
     fraction; the sign bit is flipped and negative numbers have every bit inverted. Read
     as one integer, each group is a fixed shift and mask, so the text is one `%` format.
     """
+    return _decimal_compiled(precision, scale, max_precision, "_dec")
+
+
+@functools.cache
+def decimal_text_decoder(precision: int, scale: int) -> Callable[[bytes], str]:
+    """`decimal_decoder`'s text, as `format(value, "f")` prints its Decimal: the row images' value
+    (rendered as it is: flat._decimal), which the Avro path reads as a Decimal (avro/values)."""
+    return _decimal_compiled(precision, scale, COLUMN_MAX_PRECISION, "")
+
+
+def _decimal_compiled(precision: int, scale: int, max_precision: int, wrap: str) -> Callable[[bytes], Any]:
     if not 0 < precision <= max_precision or scale > precision or scale > MAX_SCALE:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
     intg = precision - scale
@@ -60,21 +71,27 @@ def decimal_decoder(
     for nbytes, _ in widths:
         shift -= 8 * nbytes
         fields.append(f"x >> {shift} & {(1 << 8 * nbytes) - 1}")
-    int_fmt = "".join("%d" if k == 0 and intg % 9 else "%09d" for k in range((intg % 9 > 0) + intg // 9))
+    int_groups = (intg % 9 > 0) + intg // 9
+    int_fmt = "".join("%d" if k == 0 and intg % 9 else "%09d" for k in range(int_groups))
     frac_fmt = "%09d" * (scale // 9) + ("%0" + str(scale % 9) + "d" if scale % 9 else "")
-    text_fmt = "%s" + (int_fmt or "0") + ("." + frac_fmt if scale else "")
-    source = (
+    head = (
         "def decode(raw):\n"
         "    x = _ifb(raw, 'big')\n"
         f"    if x & {sign_bit}:\n"
         f"        x ^= {sign_bit}; sign = ''\n"
         "    else:\n"
         f"        x ^= {(sign_bit << 1) - 1 ^ sign_bit}; sign = '-'\n"
-        f"    return _dec({text_fmt!r} % (sign, {', '.join(fields)}))\n"
     )
+    if wrap:  # the Decimal of the groups' text
+        text_fmt = "%s" + (int_fmt or "0") + ("." + frac_fmt if scale else "")
+        source = head + f"    return {wrap}({text_fmt!r} % (sign, {', '.join(fields)}))\n"
+    else:  # the text format(that Decimal, "f") prints: no leading zeros (a full first group has some)
+        digits = f"({int_fmt!r} % ({', '.join(fields[:int_groups])},)).lstrip('0') or '0'" if int_groups else "'0'"
+        fraction = f" + ({'.' + frac_fmt!r} % ({', '.join(fields[int_groups:])},))" if scale else ""
+        source = head + f"    return sign + ({digits}){fraction}\n"
     namespace: dict[str, Any] = {"_ifb": int.from_bytes, "_dec": Decimal}
     exec(compile(source, f"<DECIMAL({precision},{scale}) decoder>", "exec"), namespace)  # noqa: S102
-    decode: Callable[[bytes], Decimal] = namespace["decode"]
+    decode: Callable[[bytes], Any] = namespace["decode"]
     return decode
 
 

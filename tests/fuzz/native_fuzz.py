@@ -186,7 +186,7 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
         kernel.table(int.from_bytes(body[:6].ljust(6, b"\0"), "little"), body, plan)
     if fdp.ConsumeBool():
         shape = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40))
-        kernel.begin(shape, fdp.ConsumeBytes(len(shape) + fdp.ConsumeIntInRange(-1, 1)))
+        kernel.begin(shape, fdp.ConsumeBytes(max(0, len(shape) + fdp.ConsumeIntInRange(-1, 1))))
     packets, sequence, pos = [], 0, 4
     for _ in range(fdp.ConsumeIntInRange(0, 8)):
         code = int(fdp.PickValueInList(KERNEL_EVENTS))
