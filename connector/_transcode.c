@@ -32,31 +32,32 @@ static int emit_pair(void *ctx, const char *key, Py_ssize_t key_len, const char 
 static bytes_t span(const Py_buffer *b) { return (bytes_t){(const unsigned char *)b->buf, b->len}; }
 
 PyDoc_STRVAR(transcode_doc,
-             "transcode(body, program, kind, keys, key_prefix, first, rest, old_null, old_open, tail, base)\n"
+             "transcode(body, program, kind, keys, strings, key_prefix, first, rest, old_null, old_open, tail, base)\n"
              "--\n\n"
              "Every row of a rows event's images as (key or None, value) Avro bytes; None to decline.\n"
              "See connector/avro/transcode.py for the arguments.");
 
 static PyObject *transcode(PyObject *self, PyObject *args) {
-    Py_buffer body, program, keys, key_prefix, first, rest, old_null, old_open, tail;
+    Py_buffer body, program, keys, strings, key_prefix, first, rest, old_null, old_open, tail;
     int kind;
     long long base;
-    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*y*y*y*L", &body, &program, &kind, &keys, &key_prefix, &first, &rest,
-                          &old_null, &old_open, &tail, &base))
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*y*y*y*y*L", &body, &program, &kind, &keys, &strings, &key_prefix,
+                          &first, &rest, &old_null, &old_open, &tail, &base))
         return NULL;
     PyObject *result = NULL;
     const column_t *cols = program.buf;
     const key_t_ *key_cols = keys.buf;
     Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t), nkeys = keys.len / (Py_ssize_t)sizeof(key_t_);
+    strings_t table;
     if (program.len % (Py_ssize_t)sizeof(column_t) || keys.len % (Py_ssize_t)sizeof(key_t_) || kind < 0 ||
-        kind > 2 || !program_ok(cols, ncols)) {
+        kind > 2 || !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table)) {
         PyErr_SetString(PyExc_ValueError, "malformed transcode program");
     } else if (!keys_ok(key_cols, nkeys, ncols)) {
         PyErr_SetString(PyExc_ValueError, "key column outside the program");
     } else if (base < 0 || base > LLONG_MAX - body.len) { /* a row's number, base + i, must not overflow */
         PyErr_SetString(PyExc_ValueError, "row number base out of range");
     } else {
-        program_t prog = {cols, ncols, key_cols, nkeys, span(&key_prefix), span(&first), span(&rest),
+        program_t prog = {cols, ncols, key_cols, nkeys, table, span(&key_prefix), span(&first), span(&rest),
                           span(&old_null), span(&old_open), span(&tail)};
         list_ctx ctx = {PyList_New(0)};
         int r = ctx.list == NULL ? FAIL : transcode_rows(&prog, body.buf, body.len, kind, base, emit_pair, &ctx);
@@ -66,7 +67,7 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
             result = Py_NewRef(Py_None);
         Py_XDECREF(ctx.list);
     }
-    Py_buffer *all[] = {&body, &program, &keys, &key_prefix, &first, &rest, &old_null, &old_open, &tail};
+    Py_buffer *all[] = {&body, &program, &keys, &strings, &key_prefix, &first, &rest, &old_null, &old_open, &tail};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         PyBuffer_Release(all[i]);
     return result;

@@ -60,6 +60,7 @@ class KernelPlan:
     table: str
     columns: bytes  # the transcode program (connector/avro/transcode.Program)
     keys: bytes
+    strings: bytes
     value_prefix: bytes  # the framing before a value's Avro body (and a key's)
     key_prefix: bytes
     heads: tuple[bytes, bytes, bytes]  # the envelope's database .. pkNames for INSERT, UPDATE, DELETE
@@ -256,8 +257,9 @@ class Lane:
         topic = self._topics.setdefault(plan.topic, len(self._topics))
         metric = self._tables.setdefault((plan.database, plan.table), len(self._tables))
         return (
-            plan.columns, plan.keys, plan.value_prefix, plan.key_prefix, *plan.heads, plan.data_open, plan.old_null,
-            plan.old_open, topic, metric, plan.partitions, plan.fixed, plan.key_skip, plan.kinds, plan.limit,
+            plan.columns, plan.keys, plan.strings, plan.value_prefix, plan.key_prefix, *plan.heads, plan.data_open,
+            plan.old_null, plan.old_open, topic, metric, plan.partitions, plan.fixed, plan.key_skip, plan.kinds,
+            plan.limit,
         )  # fmt: skip
 
     def _query(self, query: QueryEvent, body: bytes) -> None:

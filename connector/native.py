@@ -31,8 +31,8 @@ class Transcoder(Protocol):
     Kernel: Callable[[], EventKernel]
 
     def transcode(
-        self, body: bytes, program: bytes, kind: int, keys: bytes, key_prefix: bytes, first: bytes, rest: bytes,
-        old_null: bytes, old_open: bytes, tail: bytes, base: int, /,
+        self, body: bytes, program: bytes, kind: int, keys: bytes, strings: bytes, key_prefix: bytes, first: bytes,
+        rest: bytes, old_null: bytes, old_open: bytes, tail: bytes, base: int, /,
     ) -> list[tuple[bytes | None, bytes]] | None:  # fmt: skip
         """Every row as (key or None, value) Avro bytes; None: declined (connector/avro/transcode.py)."""
 

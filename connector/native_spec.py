@@ -31,7 +31,19 @@ OPS: dict[str, int] = {
     "OP_YEAR": 10,  # 1 byte -> 0 or 1900 + v
     "OP_UTF8": 11,  # length-prefixed (a bytes) strict UTF-8 -> Avro string
     "OP_BYTES": 12,  # length-prefixed (a bytes), zero-padded to b bytes -> Avro bytes
+    "OP_TIME2": 13,  # 3 + frac bytes, fsp a -> signed microseconds (Avro time-micros)
+    "OP_BIT": 14,  # big-endian, width 1-8 -> Avro long (BIT(1) to BIT(63))
+    "OP_BIT64": 15,  # big-endian, width 8 -> Avro decimal(20,0) bytes (BIT(64))
+    "OP_ENUM": 16,  # little-endian index, width 1/2 -> its label (strings a to a + b - 1), "" for 0
+    "OP_SET": 17,  # little-endian bits, width 1-8 -> the labels of the bits set (strings a..), comma-joined
+    "OP_TEXT8": 18,  # length-prefixed (a bytes) single-byte charset -> UTF-8 by the 256 strings from b
 }
+
+# A program's strings (ENUM and SET labels, single-byte charsets' characters), one bytes object:
+# the count n (int32), n + 1 int32 offsets into what follows (string k: offsets[k] to
+# offsets[k + 1]), then the strings' bytes. An empty string in a charset's table: a byte the
+# charset does not map (Python's decoder raises on it).
+STRINGS_HEADER = "<i"
 
 # Records packed as little-endian int32 fields, in this order (C: one struct of int32_t each).
 RECORDS: dict[str, tuple[str, ...]] = {

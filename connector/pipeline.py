@@ -25,11 +25,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer, InFlight
+from connector.columns import ColumnRules
 from connector.errors import StoppedWaitingError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
@@ -45,6 +46,19 @@ from connector.steps import CommitPositions, Counters, Encode, GatherStatement, 
 from connector.stream import Changes, Commit, StreamItem
 
 log = logging.getLogger("sluice.pipeline")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The [kafka] options that add or shape messages (connector/runner.pipeline_options makes them)."""
+
+    tombstones: bool = False  # a null value under each DELETE's key
+    columns: ColumnRules = field(default_factory=lambda: ColumnRules([]))  # [[kafka.columns]]
+    transactions: TransactionTopic | None = None  # a BEGIN and END record per transaction
+    heartbeats: HeartbeatTopic | None = None
+
+
+NO_OPTIONS = Options()  # none of them: the messages rows and statements make, as they are
 
 
 class Pipeline:
@@ -66,6 +80,7 @@ class Pipeline:
         group_limit: int = 4096,
         oversize: OversizePolicy | None = None,
         metrics: Metrics | None = None,
+        options: Options = NO_OPTIONS,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
@@ -79,13 +94,12 @@ class Pipeline:
         self.produce = Produce(
             sink, self.inflight,
             oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()), router.prefix),
-            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics,
+            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, options.tombstones,
         )  # fmt: skip
         self.gather = GatherStatement(self.produce, group_limit)
-        self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters)
-        # Options (connector/runner.py sets them from [kafka], and the columns rules on Encode):
-        self.transactions: TransactionTopic | None = None
-        self.heartbeats: HeartbeatTopic | None = None
+        self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters, options.columns)
+        self.transactions = options.transactions
+        self.heartbeats = options.heartbeats
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.

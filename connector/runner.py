@@ -45,7 +45,7 @@ from connector.lease import Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
 from connector.native import NOT_BUILT, transcoder
 from connector.oversize import OversizePolicy
-from connector.pipeline import Pipeline
+from connector.pipeline import Options, Pipeline
 from connector.position import Position
 from connector.replica.client import open_connection
 from connector.schema.capture import master_position
@@ -202,15 +202,15 @@ def message_encoder(config: Config) -> MessageEncoder:
     return MessageEncoder(directory, framing(config))
 
 
-def configure_pipeline(pipeline: Pipeline, config: Config) -> None:
+def pipeline_options(config: Config) -> Options:
     """The [kafka] options that add messages: tombstones, column rules, transaction and heartbeat topics."""
     k = config.kafka
-    pipeline.produce.tombstones = k.tombstones
-    pipeline.encode.columns = ColumnRules.of(k.columns)
-    if k.transaction_topic:
-        pipeline.transactions = TransactionTopic(f"{k.topic_prefix}._transaction")
-    if k.heartbeat_interval_s > 0:
-        pipeline.heartbeats = HeartbeatTopic(f"{k.topic_prefix}._heartbeat", k.topic_prefix, k.heartbeat_interval_s)
+    return Options(
+        k.tombstones, ColumnRules.of(k.columns),
+        TransactionTopic(f"{k.topic_prefix}._transaction") if k.transaction_topic else None,
+        HeartbeatTopic(f"{k.topic_prefix}._heartbeat", k.topic_prefix, k.heartbeat_interval_s)
+        if k.heartbeat_interval_s > 0 else None,
+    )  # fmt: skip
 
 
 def message_reader(config: Config, encoder: MessageEncoder) -> MessageReader:
@@ -349,7 +349,7 @@ class Connector:
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
             self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
-            metrics=self.metrics,
+            metrics=self.metrics, options=pipeline_options(self.config),
         )  # fmt: skip
         # The compiled kernel's bursts go to the pipeline, which plans its tables (connector/lane.py).
         lanes = self.pipeline if self.config.source.compiled_kernel else None
@@ -362,7 +362,6 @@ class Connector:
         ).inc()
         self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
         self.stream.on_source = self._source_up
-        configure_pipeline(self.pipeline, self.config)
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         if transcoder is None:

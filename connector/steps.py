@@ -85,7 +85,7 @@ class Encode:
 
     def __init__(
         self, encoder: MessageEncoder, router: TopicRouter, sink: Sink, gather: GatherStatement, produce: Produce,
-        counters: Counters,
+        counters: Counters, columns: ColumnRules,
     ) -> None:  # fmt: skip
         self.encoder = encoder
         self.router = router
@@ -93,7 +93,7 @@ class Encode:
         self.gather = gather
         self.produce = produce
         self.counters = counters
-        self.columns = ColumnRules([])  # tables whose columns are filtered or masked ([[kafka.columns]])
+        self.columns = columns  # tables whose columns are filtered or masked ([[kafka.columns]])
 
     def submit(self, item: Changes) -> None:
         if not self._rows(item):
@@ -162,8 +162,9 @@ class Encode:
         fixed = table_partition(database, name, partitions) if keyless else -1
         kinds = _ALL_KINDS if keyless or not self.produce.tombstones else _ALL_KINDS & ~(1 << _KIND_DELETE)
         return KernelPlan(
-            topic, database, name, rows.columns, rows.keys, rows.value_prefix, rows.key_prefix, rows.heads,
-            rows.data_open, rows.old_null, rows.old_open, partitions, fixed, self.sink.key_framing_bytes, kinds,
+            topic, database, name, rows.columns, rows.keys, rows.strings, rows.value_prefix, rows.key_prefix,
+            rows.heads, rows.data_open, rows.old_null, rows.old_open, partitions, fixed, self.sink.key_framing_bytes,
+            kinds,
             self.sink.limit(topic) - RECORD_OVERHEAD,
         )  # fmt: skip
 
@@ -228,7 +229,7 @@ class Produce:
     def __init__(
         self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
         committed: Callable[[], Position | None], clock: Callable[[], float], delivery_timeout_s: float,
-        metrics: Metrics | None,
+        metrics: Metrics | None, tombstones: bool,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.inflight = inflight
@@ -238,7 +239,7 @@ class Produce:
         self.clock = clock
         self.delivery_timeout_s = delivery_timeout_s
         self.metrics = metrics
-        self.tombstones = False  # a null value under each DELETE's key, after it
+        self.tombstones = tombstones  # a null value under each DELETE's key, after it
         self._unpolled = 0  # items since Kafka was last polled
         self._polled_at = clock()
 

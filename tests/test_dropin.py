@@ -16,14 +16,16 @@ from connector.columns import ColumnRules
 from connector.config import ColumnRule, parse_config
 from connector.errors import ConfigError
 from connector.extras import HeartbeatTopic, TransactionTopic
+from connector.pipeline import NO_OPTIONS, Options
 from connector.stream import Commit, Heartbeat
 from tests.test_config import complete
 from tests.test_pipeline import Rig, changes, pos, row, table
 
 
-def _canal(tmp_path: Path, old: str = "changed") -> Rig:
+def _canal(tmp_path: Path, old: str = "changed", options: Options = NO_OPTIONS) -> Rig:
     """A rig whose pipeline writes canal's FlatMessage JSON."""
-    return Rig(tmp_path, encoder=lambda directory: cast(MessageEncoder, CanalJsonEncoder(directory, "row", old)))
+    encoder = lambda directory: cast(MessageEncoder, CanalJsonEncoder(directory, "row", old))  # noqa: E731
+    return Rig(tmp_path, encoder=encoder, options=options)
 
 
 def _json(rig: Rig, topic: str) -> list[dict[str, Any]]:
@@ -80,8 +82,7 @@ def test_event_rows_hold_a_rows_events_rows_in_one_message(tmp_path: Path) -> No
 
 
 def test_a_tombstone_follows_each_delete_on_its_keys_partition(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    rig.pipeline.produce.tombstones = True
+    rig = Rig(tmp_path, options=Options(tombstones=True))
     rig.run([changes(row("INSERT", 1, "a", 10)), changes(row("DELETE", 1, "a", 20)), Commit(pos(30), None, 2)])
     messages = rig.sink.messages("cdc.db.t")
     assert [m.value is None for m in messages] == [False, False, True]
@@ -99,9 +100,10 @@ def test_ddl_goes_to_one_partition_in_order(tmp_path: Path) -> None:
 
 
 def test_transactions_and_heartbeats_have_their_topics(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    rig.pipeline.transactions = TransactionTopic("cdc._transaction", clock=lambda: 1.0)
-    rig.pipeline.heartbeats = HeartbeatTopic("cdc._heartbeat", "cdc", 10.0, clock=lambda: rig.now)
+    rig = Rig(tmp_path, options=Options(
+        transactions=TransactionTopic("cdc._transaction", clock=lambda: 1.0),
+        heartbeats=HeartbeatTopic("cdc._heartbeat", "cdc", 10.0, clock=lambda: rig.now),
+    ))  # fmt: skip
     first = changes({**row("INSERT", 1, "a", 10), "gtid": "u:5"})
     rig.run([first, changes({**row("INSERT", 2, "b", 11), "gtid": "u:5"}), Commit(pos(30), "u:5", 2),
              Heartbeat(pos(40))])  # fmt: skip
@@ -115,9 +117,8 @@ def test_transactions_and_heartbeats_have_their_topics(tmp_path: Path) -> None:
 
 
 def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
-    rig = _canal(tmp_path)
-    rig.pipeline.encode.columns = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"],
-                                                      hash_salt="s", mask_chars=3)])  # fmt: skip
+    rules = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
+    rig = _canal(tmp_path, options=Options(columns=rules))
     t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
     message = {**row("INSERT", 1, "secret", 10), "data": [{"id": "1", "v": "secret", "w": "7", "h": "x"}]}
     rig.run([changes(message, t=t), Commit(pos(30), None, 1)])

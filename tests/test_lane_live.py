@@ -39,7 +39,9 @@ COVERED = (
     "id INT PRIMARY KEY, ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, mi MEDIUMINT UNSIGNED, bi BIGINT, "
     "bu BIGINT UNSIGNED, f FLOAT, d DOUBLE, dec1 DECIMAL(10,2), dec2 DECIMAL(38,10), dt DATE, "
     "dtm DATETIME(6), ts TIMESTAMP(3) NULL, y YEAR, vc VARCHAR(40), ch CHAR(5), bn BINARY(4), vb VARBINARY(20), "
-    "bl BLOB, tx TEXT, lb LONGBLOB"
+    "bl BLOB, tx TEXT, lb LONGBLOB, tm TIME(3), tm0 TIME, b1 BIT(1), b12 BIT(12), b64 BIT(64), "
+    "en ENUM('new','paid','shipped'), st SET('a','b','c','d'), l1 VARCHAR(20) CHARACTER SET latin1, "
+    "w1 CHAR(4) CHARACTER SET cp1251"
 )
 
 
@@ -52,20 +54,28 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         "2021-06-01 12:00:00.250", rng.randint(1901, 2155), "ünï" * rng.randint(0, 10), "ab",
         bytes([rng.randint(0, 255) for _ in range(rng.randint(0, 4))]), b"\x00\xff" * rng.randint(0, 8),
         b"blob" * rng.randint(0, 50), "text ✓" * rng.randint(0, 20), None,
+        rng.choice(["-838:59:59.000", "838:59:58.999", "00:00:00.001", "-00:00:00.500", "12:34:56.789"]),
+        rng.choice(["-01:00:00", "23:59:59", "100:00:00"]), rng.randint(0, 1), rng.randint(0, 4095),
+        rng.choice([0, 2**64 - 1, 2**63, rng.randint(0, 2**64 - 1)]), rng.choice(["new", "paid", "shipped", None]),
+        rng.choice(["", "a", "b,d", "a,b,c,d"]), rng.choice(["", "café", "naïve ×÷", "plain"]),
+        rng.choice(["", "Дом", "мир"]),
     )  # fmt: skip
+
+
+WIDTH = len(_covered_row(random.Random(0), 0))  # COVERED's columns
 
 
 def _covered_workload(rng: random.Random) -> None:
     """Single-row transactions, statements of many rows, transactions over captured and uncovered
     and uncaptured tables, key moves, DDL between, a row larger than the dump's read buffer."""
     conn = connect(DB)
-    insert = f"INSERT INTO k VALUES ({', '.join(['%s'] * 22)})"
+    insert = f"INSERT INTO k VALUES ({', '.join(['%s'] * WIDTH)})"
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
         cur.execute(f"CREATE TABLE k ({COVERED}) CHARACTER SET utf8mb4")
         cur.execute("CREATE TABLE nokey (a INT, b VARCHAR(10))")
         cur.execute(f"CREATE TABLE {OTHER}.o (id INT PRIMARY KEY, v INT)")
-        marks = ["%s"] * 22
+        marks = ["%s"] * WIDTH
         marks[12] = "NOW(6)"  # dtm
         now = f"INSERT INTO k VALUES ({', '.join(marks)})"
         for key in range(40):  # autocommit: single-row transactions; NOW(6) logs the start's microseconds
@@ -81,11 +91,12 @@ def _covered_workload(rng: random.Random) -> None:
             cur.execute("UPDATE k SET vc = 'moved' WHERE id = %s", (key - 400,))
             cur.execute("COMMIT")
         cur.execute("UPDATE k SET bi = bi DIV 2 WHERE id < 100")
+        cur.execute("UPDATE k SET en = 'paid', st = 'c', tm = '-01:02:03.4' WHERE id BETWEEN 100 AND 150")
         cur.execute("UPDATE k SET id = id + 10000 WHERE id = 5")  # a key that moves: the Python path's
         cur.execute("DELETE FROM k WHERE id % 7 = 0")
         cur.execute("DELETE FROM nokey WHERE a = 3")
         cur.execute("ALTER TABLE k ADD COLUMN extra INT DEFAULT 9")  # the kernel forgets and plans again
-        cur.execute(insert.replace(", %s)", ", %s, %s)"), (*_covered_row(rng, 500), 1))
+        cur.execute(insert.replace(", %s)", ", %s, %s)"), (*_covered_row(rng, 500), 1))  # and `extra`
         cur.execute("UPDATE k SET lb = %s WHERE id = 500", (b"L" * (3 << 20),))  # longer than the read buffer
         cur.execute("UPDATE k SET tx = 'after the big row' WHERE id = 500")
         cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")

@@ -179,7 +179,15 @@ from connector.native import transcoder
 assert transcoder is not None, "the compiled module is not built (make install)"
 def program(*columns):
     return b"".join(struct.pack("<7i", *c, *([0] * (7 - len(c)))) for c in columns)
-empty = (b"",) * 6
+empty = (b"",) * 7  # strings, key prefix, first, rest, old null, old open, tail
+def strings(*texts, count=None):
+    offsets, at = [], 0
+    for t in texts:
+        offsets.append(at)
+        at += len(t)
+    offsets.append(at)
+    n = len(texts) if count is None else count
+    return struct.pack(f"<i{len(offsets)}i", n, *offsets) + b"".join(texts)
 assert transcoder.count_rows(b"\\x00\\x01\\x02", b"", 1) == -1  # images of no columns: no bytes fit them
 assert transcoder.count_rows(b"", b"", 1) == 0
 assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", -4, 0, 0), 1) == -1  # a negative width
@@ -195,6 +203,11 @@ for bad in (
     program((6, 1, 10, 2)),  # DECIMAL(10,2) of one byte (reads five)
     program((8, 5, 7)),  # DATETIME2 with 7 fraction digits
     program((99, 4)),  # no such op
+    program((16, 1, 0, 3)),  # an ENUM of three labels, where the program has none
+    program((17, 1, 0, 65)),  # a SET of 65 bits
+    program((18, 0, 1, 0)),  # text in a single-byte charset, with no table of its 256 characters
+    program((13, 3, 7)),  # TIME with 7 fraction digits
+    program((14, 9)),  # BIT of 9 bytes
 ):
     try:
         transcoder.transcode(b"\\x00\\x01\\x02\\x03", bad, 0, b"", *empty, 0)
@@ -202,6 +215,16 @@ for bad in (
         assert "malformed transcode program" in str(exc), exc
     else:
         raise AssertionError(f"program {bad.hex()} was not refused")
+for blob in (b"\\x01", strings(b"a", count=2), strings(b"ab", b"c")[:-1], struct.pack("<i2i", 1, 2, 1) + b"xy"):
+    try:  # a count past its offsets, offsets past the bytes, or out of order
+        transcoder.transcode(b"\\x00\\x01", program((16, 1, 0, 1, -1, 0)), 0, b"", blob, *empty[1:], 0)
+    except ValueError as exc:
+        assert "malformed transcode program" in str(exc), exc
+    else:
+        raise AssertionError(f"strings {blob.hex()} were not refused")
+enum = program((16, 1, 0, 2, -1, 0))
+assert transcoder.transcode(b"\\x00\\x02", enum, 0, b"", strings(b"a", b"bc"), *empty[1:], 0)  # label 2
+assert transcoder.transcode(b"\\x00\\x03", enum, 0, b"", strings(b"a", b"bc"), *empty[1:], 0) is None  # no label 3
 try:
     transcoder.transcode(b"\\x00\\x07\\x00\\x00\\x00", program((1, 4, 0, 0, -1, 0)), 0, b"", *empty, 2**63 - 1)
 except ValueError as exc:

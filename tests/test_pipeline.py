@@ -17,7 +17,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, InFlight, MemoryCheckpointStore
 from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError, StoppedWaitingError
 from connector.oversize import TRUNCATED_HEADER, OversizePolicy
-from connector.pipeline import Pipeline
+from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema, Table
@@ -56,7 +56,7 @@ def _avro(directory: SchemaDirectory) -> MessageEncoder:
 class Rig:
     def __init__(
         self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None,
-        encoder: Callable[[SchemaDirectory], MessageEncoder] | None = None,
+        encoder: Callable[[SchemaDirectory], MessageEncoder] | None = None, options: Options = NO_OPTIONS,
     ) -> None:  # fmt: skip
         self.now = 0.0  # the pipeline's clock: tests move it
         self.sink = sink or MemorySink()
@@ -70,7 +70,7 @@ class Rig:
             (encoder or _avro)(self.directory), self.sink, TopicRouter("cdc", []),
             self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
             clock=lambda: self.now,
-            oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"),
+            oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"), options=options,
         )  # fmt: skip
 
     def _sleep(self, seconds: float) -> None:

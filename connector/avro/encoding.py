@@ -344,6 +344,7 @@ class KernelRows:
 
     columns: bytes
     keys: bytes  # empty for a table without a primary key
+    strings: bytes  # the program's labels and charset tables
     value_prefix: bytes
     key_prefix: bytes
     heads: tuple[bytes, bytes, bytes]  # database .. pkNames, for INSERT, UPDATE, DELETE
@@ -439,7 +440,7 @@ class MessageEncoder:
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
         head = {"database": table_map.schema, "table": table_map.table, "isDdl": False, "pkNames": shape.pk_names}
         heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in ("INSERT", "UPDATE", "DELETE"))
-        return KernelRows(plan.native.columns, plan.native.keys, value_prefix, key_prefix,
+        return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
                           (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
 
     def compiled(self, batch: RowBatch, table: Table, topic: str) -> list[Encoded] | None:
@@ -615,7 +616,7 @@ def _transcode(plan: _RowsPlan, batch: RowBatch, value_prefix: bytes, key_prefix
     start, first, rest, tail = _envelope_parts(plan, batch)
     rows, opening = batch.rows, b"".join((value_prefix, start, first, plan.data_open))
     return transcoder.transcode(
-        rows.raw, plan.native.columns, KINDS[rows.kind], plan.native.keys, key_prefix, opening,
+        rows.raw, plan.native.columns, KINDS[rows.kind], plan.native.keys, plan.native.strings, key_prefix, opening,
         opening if rest is first else b"".join((value_prefix, start, rest, plan.data_open)),
         plan.old_null, plan.old_open, tail, batch.base,
     )  # fmt: skip

@@ -6,21 +6,24 @@ schema version and table shape, as a program of one small struct per column; a t
 any column it does not cover gets no program and takes the Python path (`_RowsPlan`'s
 generated functions), which stays the reference: tests/test_transcode.py holds the two
 to the same bytes. Covered: the integer types, FLOAT, DOUBLE, DECIMAL up to 38 digits,
-DATE, DATETIME(0-6), TIMESTAMP(0-6), YEAR, binary strings and BLOBs, and text in utf8mb3
-or utf8mb4. Not covered (Python): TIME, BIT, ENUM, SET, JSON, geometry, VECTOR, other
-character sets, pre-5.6 temporal types, wider DECIMALs, and MariaDB's UUID/INET types.
+DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT, ENUM and SET (by their labels),
+binary strings and BLOBs, and text in utf8mb3, utf8mb4 or a single-byte charset (latin1,
+cp1250, koi8r, ...: each byte's character from a table the charset's own decoder makes). Not
+covered (Python): JSON, geometry, VECTOR, multi-byte charsets other than UTF-8 (gbk, sjis,
+ucs2, ...), pre-5.6 temporal types, wider DECIMALs, and MariaDB's UUID/INET types.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
-from connector.avro.values import STRING_TYPES
-from connector.binlog.charsets import BINARY_COLLATION, codec_of
+from connector.avro.values import STRING_TYPES, bit_width
+from connector.binlog.charsets import BINARY_COLLATION, codec_of, max_char_len
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, length_prefix
+from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
 from connector.native import transcoder
@@ -32,6 +35,8 @@ from connector.schema.model import BINARY_TYPES, Column
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
 OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
+OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
+OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
 KEY = record("key_t_")  # column, null branch, value branch
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
@@ -60,6 +65,29 @@ class Program:
 
     columns: bytes  # COLUMN per column
     keys: bytes  # KEY per key field, in the key record's order
+    strings: bytes = b""  # ENUM and SET labels, single-byte charsets' characters (native_spec.STRINGS_HEADER)
+
+
+class Strings:
+    """A program's strings as they are gathered: each column's run of them is (its first, how many)."""
+
+    def __init__(self) -> None:
+        self.texts: list[bytes] = []
+
+    def add(self, texts: list[bytes]) -> int:
+        first = len(self.texts)
+        self.texts += texts
+        return first
+
+    def packed(self) -> bytes:
+        if not self.texts:
+            return b""
+        offsets, at = [], 0
+        for text in self.texts:
+            offsets.append(at)
+            at += len(text)
+        offsets.append(at)
+        return struct.pack(f"<i{len(offsets)}i", len(self.texts), *offsets) + b"".join(self.texts)
 
 
 def program(
@@ -71,10 +99,10 @@ def program(
     or the compiled module was not built."""
     if transcoder is None or len(numbers) != len(columns) or len(row["fields"]) != len(columns):
         return None
-    out = []
+    out, strings = [], Strings()
     for meta, col, field in zip(numbers, columns, row["fields"]):
         null, value, avro = _branches(field["type"])
-        op = _op(meta, col, avro)
+        op = _op(meta, col, avro, strings)
         if op is None or (op[0] in _TEMPORAL_AVRO and null < 0):
             return None  # zero dates are null: a temporal field must admit it
         out.append(COLUMN.pack(*op, null, value, 0))
@@ -84,7 +112,7 @@ def program(
         if avro != _branches(row["fields"][index]["type"])[2]:
             return None
         keys.append(KEY.pack(index, null, value))
-    return Program(b"".join(out), b"".join(keys))
+    return Program(b"".join(out), b"".join(keys), strings.packed())
 
 
 def _branches(kind: Any) -> tuple[int, int, Any]:
@@ -95,7 +123,7 @@ def _branches(kind: Any) -> tuple[int, int, Any]:
     return -1, -1, kind
 
 
-def _op(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+def _op(meta: ColumnMeta, col: Column, avro: Any, strings: Strings) -> tuple[int, int, int, int] | None:
     """(op, width, a, b) of one column, if the compiled transcoder writes what Python would."""
     kind = meta.real_type
     if meta.element_type is not None or meta.compressed:  # MariaDB's COMPRESSED: inflated in Python
@@ -111,9 +139,49 @@ def _op(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] |
         return _decimal(meta, col, avro)
     if kind in _TEMPORALS:
         return _temporal(meta, col, avro)
+    if kind == T.MYSQL_TYPE_TIME2:
+        return _time(meta, col, avro)
+    if kind == T.MYSQL_TYPE_BIT:
+        return _bit(meta, col, avro)
+    if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
+        return _labels(meta, col, avro, strings)
     if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
-        return _text(meta, meta.collation, col, avro)
+        return _text(meta, meta.collation, col, avro, strings)
     return None
+
+
+def _time(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    """TIME(fsp): the signed microseconds avro/values._time reads from values.decode_time2's text."""
+    fsp = meta.meta
+    if col.data_type != "time" or not 0 <= fsp <= 6 or avro != {"type": "long", "logicalType": "time-micros"}:
+        return None
+    return OP_TIME2, 3 + frac_size(fsp), fsp, 0
+
+
+def _bit(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+    """BIT(n): the big-endian number; a long, or for BIT(64) a decimal(20,0) (avro/values.converter)."""
+    width = bit_bytes(meta.meta)
+    if col.data_type != "bit" or not 1 <= width <= 8:
+        return None
+    if bit_width(col) == 64:
+        return (OP_BIT64, 8, 0, 0) if width == 8 and _is_decimal(avro, 0) else None
+    return (OP_BIT, width, 0, 0) if avro == "long" else None
+
+
+def _labels(meta: ColumnMeta, col: Column, avro: Any, strings: Strings) -> tuple[int, int, int, int] | None:
+    """ENUM and SET: the labels the decoder names values by (values.decode_enum, decode_set), as UTF-8."""
+    enum = meta.real_type == T.MYSQL_TYPE_ENUM
+    labels = meta.enum_values if enum else meta.set_values
+    width = meta.meta & 0xFF
+    if labels is None or avro != "string" or col.data_type != ("enum" if enum else "set"):
+        return None
+    if not (width in (1, 2) if enum else 1 <= width <= 8 and len(labels) <= 64):
+        return None
+    try:
+        texts = [label.encode("utf-8") for label in labels]
+    except UnicodeEncodeError:  # a label Python cannot write as Avro either: it says so
+        return None
+    return OP_ENUM if enum else OP_SET, width, strings.add(texts), len(texts)
 
 
 def _integer(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
@@ -152,7 +220,9 @@ def _temporal(meta: ColumnMeta, col: Column, avro: Any) -> tuple[int, int, int, 
     return op, width + frac_size(fsp), fsp, 0
 
 
-def _text(meta: ColumnMeta, collation: int, col: Column, avro: Any) -> tuple[int, int, int, int] | None:
+def _text(
+    meta: ColumnMeta, collation: int, col: Column, avro: Any, strings: Strings
+) -> tuple[int, int, int, int] | None:
     prefix = length_prefix(meta)
     if not 1 <= prefix <= 4:
         return None
@@ -162,6 +232,26 @@ def _text(meta: ColumnMeta, collation: int, col: Column, avro: Any) -> tuple[int
         pad = meta.meta if meta.real_type == T.MYSQL_TYPE_STRING else 0  # BINARY(n) is logged unpadded
         return OP_BYTES, 0, prefix, pad
     text_types = STRING_TYPES - {"enum", "set", "json", "long"}
-    if codec_of(collation) != "utf-8" or col.data_type not in text_types or avro != "string":
+    codec = codec_of(collation)
+    if codec is None or col.data_type not in text_types or avro != "string":
         return None
-    return OP_UTF8, 0, prefix, 0
+    if codec == "utf-8":
+        return OP_UTF8, 0, prefix, 0
+    table = single_byte_table(collation)
+    return None if table is None else (OP_TEXT8, 0, prefix, strings.add(table))
+
+
+def single_byte_table(collation: int) -> list[bytes] | None:
+    """A single-byte charset's character of each byte as UTF-8, decoded by the codec the rows
+    decoder uses (b"" where it raises); None for charsets of wider characters."""
+    codec = codec_of(collation)
+    if codec is None or max_char_len(collation) != 1:
+        return None
+    table = []
+    for byte in range(256):
+        try:
+            char = bytes([byte]).decode(codec)
+        except UnicodeDecodeError:
+            char = ""
+        table.append(char.encode("utf-8", "surrogatepass") if len(char) == 1 else b"")
+    return table

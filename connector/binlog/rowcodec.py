@@ -111,6 +111,11 @@ class _Gen:
         self.lines.append("    " * indent + line)
 
 
+def bit_bytes(meta: int) -> int:
+    """A BIT value's bytes, from its metadata: whole bytes (low byte) and odd bits (high byte)."""
+    return ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
+
+
 def length_prefix(col: ColumnMeta) -> int:
     if col.real_type in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING):
         return 1 if col.meta < 256 else 2
@@ -188,7 +193,7 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
         width = values.decimal_size(precision, scale)
         expr = f"{gen.const(values.decimal_text_decoder(precision, scale))}(b[p:p + {width}])"
     elif kind == T.MYSQL_TYPE_BIT:
-        width = ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
+        width = bit_bytes(meta)
         expr = f"_ifb(b[p:p + {width}], 'big')"
     elif kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
         width = meta & 0xFF

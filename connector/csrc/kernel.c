@@ -33,6 +33,8 @@ typedef struct {
     Py_ssize_t ncols;
     key_t_ *keys;
     Py_ssize_t nkeys;
+    buf_t strings_blob; /* the program's strings, read through `strings` */
+    strings_t strings;
     buf_t value_prefix, key_prefix, heads[3], data_open, old_null, old_open;
     int32_t topic, metric, partitions, fixed, key_skip, kinds;
     Py_ssize_t limit; /* key + value bytes a message may have */
@@ -109,8 +111,8 @@ static void plan_free(plan_t *p) {
         return;
     PyMem_Free(p->cols);
     PyMem_Free(p->keys);
-    buf_t *bufs[] = {&p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1], &p->heads[2],
-                     &p->data_open, &p->old_null, &p->old_open};
+    buf_t *bufs[] = {&p->strings_blob, &p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1],
+                     &p->heads[2], &p->data_open, &p->old_null, &p->old_open};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         PyMem_Free(bufs[i]->data);
     PyMem_Free(p);
@@ -185,17 +187,19 @@ static int copy_bytes(buf_t *b, PyObject *o) {
 /* A plan from Python's tuple (connector/lane.py, KernelPlan.parts), checked as the transcoder
  * checks a program: every column walkable, every key column inside the row, partitions sane. */
 static plan_t *plan_from(PyObject *t) {
-    PyObject *cols, *keys, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen;
+    PyObject *cols, *keys, *strings, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen;
     int topic, metric, partitions, fixed, skip, kinds;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(t, "SSSSSSSSSSiiiiiin;a kernel plan", &cols, &keys, &vp, &kp, &h0, &h1, &h2, &dopen,
-                          &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit))
+    if (!PyArg_ParseTuple(t, "SSSSSSSSSSSiiiiiin;a kernel plan", &cols, &keys, &strings, &vp, &kp, &h0, &h1, &h2,
+                          &dopen, &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit))
         return NULL;
     Py_ssize_t ncols = PyBytes_GET_SIZE(cols) / (Py_ssize_t)sizeof(column_t);
     Py_ssize_t nkeys = PyBytes_GET_SIZE(keys) / (Py_ssize_t)sizeof(key_t_);
+    strings_t table;
     int ok = PyBytes_GET_SIZE(cols) % (Py_ssize_t)sizeof(column_t) == 0 &&
-             PyBytes_GET_SIZE(keys) % (Py_ssize_t)sizeof(key_t_) == 0 && ncols <= MAX_COLUMNS;
-    ok = ok && program_ok((const column_t *)PyBytes_AS_STRING(cols), ncols) &&
+             PyBytes_GET_SIZE(keys) % (Py_ssize_t)sizeof(key_t_) == 0 && ncols <= MAX_COLUMNS &&
+             strings_of((const unsigned char *)PyBytes_AS_STRING(strings), PyBytes_GET_SIZE(strings), &table);
+    ok = ok && program_ok((const column_t *)PyBytes_AS_STRING(cols), ncols, &table) &&
          keys_ok((const key_t_ *)PyBytes_AS_STRING(keys), nkeys, ncols);
     ok = ok && topic >= 0 && topic < 4096 && metric >= 0 && metric < (1 << 20) && partitions >= 1 &&
          fixed >= -1 && fixed < partitions && (fixed >= 0) == (nkeys == 0) && skip >= 0 && kinds >= 0 &&
@@ -217,14 +221,16 @@ static plan_t *plan_from(PyObject *t) {
     }
     memcpy(p->cols, PyBytes_AS_STRING(cols), (size_t)PyBytes_GET_SIZE(cols));
     memcpy(p->keys, PyBytes_AS_STRING(keys), (size_t)PyBytes_GET_SIZE(keys));
-    PyObject *parts[] = {vp, kp, h0, h1, h2, dopen, onull, oopen};
-    buf_t *into[] = {&p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1], &p->heads[2],
-                     &p->data_open, &p->old_null, &p->old_open};
+    PyObject *parts[] = {strings, vp, kp, h0, h1, h2, dopen, onull, oopen};
+    buf_t *into[] = {&p->strings_blob, &p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1],
+                     &p->heads[2], &p->data_open, &p->old_null, &p->old_open};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (copy_bytes(into[i], parts[i]) < 0) {
             plan_free(p);
             return NULL;
         }
+    /* the copy's strings, checked as the original's were (the same bytes) */
+    strings_of((const unsigned char *)p->strings_blob.data, p->strings_blob.len, &p->strings);
     p->topic = topic, p->metric = metric, p->partitions = partitions, p->fixed = fixed, p->key_skip = skip;
     p->kinds = kinds, p->limit = limit;
     return p;
@@ -705,7 +711,7 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     if (envelope(k, plan, e, rt.kind, sc->ts_ms, &sc->open, &sc->tail) < 0)
         return -1;
     bytes_t open = {(const unsigned char *)sc->open.data, sc->open.len};
-    program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys,
+    program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys, plan->strings,
                       {(const unsigned char *)plan->key_prefix.data, plan->key_prefix.len}, open, open,
                       {(const unsigned char *)plan->old_null.data, plan->old_null.len},
                       {(const unsigned char *)plan->old_open.data, plan->old_open.len},

@@ -78,6 +78,20 @@ typedef struct {
 
 enum { DONE = 1, DECLINE = 0, FAIL = -1 };
 
+/* A program's strings (native_spec.STRINGS_HEADER): n, n + 1 offsets, the bytes. Checked whole by
+ * strings_of before anything reads them. */
+typedef struct {
+    Py_ssize_t n;
+    const unsigned char *offsets; /* n + 1 little-endian int32 */
+    const unsigned char *area;
+    Py_ssize_t area_len;
+} strings_t;
+
+static inline bytes_t string_at(const strings_t *s, Py_ssize_t k) {
+    Py_ssize_t start = (Py_ssize_t)le(s->offsets + 4 * k, 4), end = (Py_ssize_t)le(s->offsets + 4 * (k + 1), 4);
+    return (bytes_t){s->area + start, end - start};
+}
+
 /* What writing a rows event's rows needs (connector/avro/transcode.py makes the program; the
  * envelope's parts come from connector/avro/encoding.py or, in the kernel, from the event). */
 typedef struct {
@@ -85,6 +99,7 @@ typedef struct {
     Py_ssize_t ncols;
     const key_t_ *keys;
     Py_ssize_t nkeys;
+    strings_t strings;
     bytes_t key_prefix, first, rest, old_null, old_open, tail;
 } program_t;
 
@@ -94,7 +109,8 @@ typedef int (*emit_fn)(void *ctx, const char *key, Py_ssize_t key_len, const cha
 
 SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
 SL_INTERNAL int decimal_width(int precision, int scale);
-SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols);
+SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
+SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
 SL_INTERNAL int walk_ok(const walk_t *c);
 /* Every row of a rows event's images, each emitted as its key and value; DONE only when the

@@ -245,14 +245,111 @@ static int temporal_value(const column_t *c, const unsigned char *v, buf_t *out,
     }
 }
 
+/* TIME2 (values.decode_time2, then avro/values._time of its text): signed microseconds. Negative
+ * values borrow from the fraction; a fraction past 999,999 (bytes no server writes) prints more
+ * digits than the text's parse gives back: Python's. */
+static int time2_value(const column_t *c, const unsigned char *v, buf_t *out) {
+    int fsp = c->a;
+    int64_t intpart = (int64_t)be(v, 3) - 0x800000, packed;
+    if (fsp <= 0) {
+        packed = intpart * (1 << 24);
+    } else if (fsp <= 2) {
+        int64_t frac = v[3];
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x100;
+        packed = intpart * (1 << 24) + frac * 10000;
+    } else if (fsp <= 4) {
+        int64_t frac = (int64_t)be(v + 3, 2);
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x10000;
+        packed = intpart * (1 << 24) + frac * 100;
+    } else {
+        packed = (int64_t)be(v, 6) - 0x800000000000LL;
+    }
+    int negative = packed < 0;
+    uint64_t magnitude = negative ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
+    uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
+    if (micros > 999999)
+        return DECLINE;
+    if (fsp <= 0)
+        micros = 0; /* the text prints no fraction */
+    else
+        micros -= micros % POW10[6 - fsp]; /* nor more digits than fsp */
+    int64_t total = (((int64_t)(hms >> 12 & 0x3FF) * 60 + (int64_t)(hms >> 6 & 63)) * 60 + (int64_t)(hms & 63)) *
+                        1000000 + (int64_t)micros;
+    return buf_long(out, negative ? -total : total) < 0 ? FAIL : DONE;
+}
+
+static int put_string(buf_t *out, bytes_t text) {
+    return buf_long(out, text.n) < 0 || buf_put(out, text.p, text.n) < 0 ? FAIL : DONE;
+}
+
+/* ENUM (values.decode_enum): the label of a 1-based index, "" for 0; an index past the labels: Python's. */
+static int enum_value(const column_t *c, const strings_t *strings, const unsigned char *v, buf_t *out) {
+    uint64_t index = le(v, c->width);
+    if (index == 0)
+        return put_string(out, (bytes_t){NULL, 0});
+    if (index > (uint64_t)c->b)
+        return DECLINE;
+    return put_string(out, string_at(strings, c->a + (Py_ssize_t)index - 1));
+}
+
+/* SET (values.decode_set): the labels of the bits set, in order, comma-joined; other bits ignored. */
+static int set_value(const column_t *c, const strings_t *strings, const unsigned char *v, buf_t *out) {
+    uint64_t mask = le(v, c->width);
+    Py_ssize_t total = 0, count = 0;
+    for (int i = 0; i < c->b; i++)
+        if (mask >> i & 1)
+            total += string_at(strings, c->a + i).n, count++;
+    if (buf_long(out, total + (count ? count - 1 : 0)) < 0)
+        return FAIL;
+    for (int i = 0, put = 0; i < c->b; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        bytes_t label = string_at(strings, c->a + i);
+        if ((put++ && buf_put(out, ",", 1) < 0) || buf_put(out, label.p, label.n) < 0)
+            return FAIL;
+    }
+    return DONE;
+}
+
+/* Text in a single-byte charset: each byte's character from the charset's table (256 strings from
+ * b), as UTF-8; a byte the charset does not map makes Python's decoder raise: Python's. */
+static int text8_value(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t *pos,
+                       Py_ssize_t room, buf_t *out) {
+    if (room < c->a)
+        return DECLINE;
+    Py_ssize_t n = (Py_ssize_t)le(v, c->a), total = 0;
+    if (n > room - c->a)
+        return DECLINE;
+    const unsigned char *text = v + c->a;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t one = string_at(strings, c->b + text[i]).n;
+        if (one == 0)
+            return DECLINE;
+        total += one;
+    }
+    *pos += c->a + n;
+    if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
+        return FAIL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        bytes_t ch = string_at(strings, c->b + text[i]);
+        memcpy(out->data + out->len, ch.p, (size_t)ch.n);
+        out->len += ch.n;
+    }
+    return DONE;
+}
+
 /* One value at *pos: its Avro encoding appended to out, or NULL (*null: a zero date). */
-static int value(const column_t *c, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end, buf_t *out,
-                 int *null) {
+static int value(const column_t *c, const strings_t *strings, const unsigned char *s, Py_ssize_t *pos,
+                 Py_ssize_t end, buf_t *out, int *null) {
     Py_ssize_t p = *pos;
     const unsigned char *v = s + p;
     *null = 0;
     if (c->op == OP_UTF8 || c->op == OP_BYTES)
         return text_value(c, v, pos, end - p, out);
+    if (c->op == OP_TEXT8)
+        return text8_value(c, strings, v, pos, end - p, out);
     if (end - p < c->width)
         return DECLINE;
     *pos = p + c->width;
@@ -288,13 +385,27 @@ static int value(const column_t *c, const unsigned char *s, Py_ssize_t *pos, Py_
         return temporal_value(c, v, out, null);
     case OP_YEAR:
         return buf_long(out, v[0] ? 1900 + v[0] : 0) < 0 ? FAIL : DONE;
+    case OP_TIME2:
+        return time2_value(c, v, out);
+    case OP_BIT: {
+        uint64_t bits = be(v, c->width);
+        if (bits > INT64_MAX) /* only bytes no server writes: BIT(n < 64) holds less */
+            return DECLINE;
+        return buf_long(out, (int64_t)bits) < 0 ? FAIL : DONE;
+    }
+    case OP_BIT64:
+        return buf_decimal(out, (__int128)be(v, 8)) < 0 ? FAIL : DONE;
+    case OP_ENUM:
+        return enum_value(c, strings, v, out);
+    case OP_SET:
+        return set_value(c, strings, v, out);
     }
     return DECLINE;
 }
 
 /* One row image (null bitmap, then the non-NULL values) as the fields of an Avro record. */
-static int image(const column_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end,
-                 buf_t *out, span_t *spans) {
+static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *strings, const unsigned char *s,
+                 Py_ssize_t *pos, Py_ssize_t end, buf_t *out, span_t *spans) {
     Py_ssize_t nbytes = (ncols + 7) / 8, p = *pos;
     if (end - p < nbytes)
         return DECLINE;
@@ -308,7 +419,7 @@ static int image(const column_t *cols, Py_ssize_t ncols, const unsigned char *s,
             if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
                 return FAIL;
             spans[i].start = out->len;
-            int r = value(c, s, &p, end, out, &null);
+            int r = value(c, strings, s, &p, end, out, &null);
             if (r != DONE)
                 return r;
             spans[i].end = out->len;
@@ -399,9 +510,10 @@ static int each_row(const program_t *prog, const unsigned char *s, Py_ssize_t en
     int r;
     for (Py_ssize_t i = 0; pos < end; i++) { /* image() moves pos on by at least its bitmap's byte */
         first->len = second->len = 0;
-        if ((r = image(prog->cols, prog->ncols, s, &pos, end, first, spans)) != DONE)
+        if ((r = image(prog->cols, prog->ncols, &prog->strings, s, &pos, end, first, spans)) != DONE)
             return r;
-        if (kind == KIND_UPDATE && (r = image(prog->cols, prog->ncols, s, &pos, end, second, spans + prog->ncols)) != DONE)
+        if (kind == KIND_UPDATE &&
+            (r = image(prog->cols, prog->ncols, &prog->strings, s, &pos, end, second, spans + prog->ncols)) != DONE)
             return r;
         /* WRITE and DELETE: the one image is the data; UPDATE: the after image, the before as old */
         int update = kind == KIND_UPDATE;
@@ -455,10 +567,37 @@ int transcode_rows(const program_t *prog, const unsigned char *s, Py_ssize_t end
 /* The most a BINARY(n) value is padded to: n < 256 as MySQL logs it (its metadata keeps up to 10 bits). */
 #define MAX_PAD 0xFFFF
 
+/* A program's strings: a count, its offsets, the bytes, all inside the blob, offsets in order. */
+int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out) {
+    *out = (strings_t){0, NULL, NULL, 0};
+    if (len == 0)
+        return 1; /* none */
+    if (len < 4)
+        return 0;
+    int64_t n = (int32_t)le(blob, 4);
+    if (n < 0 || n > (len - 4) / 4 - 1)
+        return 0;
+    const unsigned char *offsets = blob + 4, *area = blob + 4 + 4 * (n + 1);
+    Py_ssize_t area_len = len - 4 - 4 * (Py_ssize_t)(n + 1), last = 0;
+    for (int64_t k = 0; k <= n; k++) {
+        int64_t at = (int32_t)le(offsets + 4 * k, 4);
+        if (at < last || at > area_len)
+            return 0;
+        last = (Py_ssize_t)at;
+    }
+    *out = (strings_t){(Py_ssize_t)n, offsets, area, area_len};
+    return 1;
+}
+
+/* The strings from `first` to `first + count` are there. */
+static int strings_ok(const strings_t *s, int32_t first, int32_t count) {
+    return first >= 0 && count >= 0 && (int64_t)first + count <= s->n;
+}
+
 /* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
    the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
-   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes. */
-static int column_ok(const column_t *c) {
+   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes, strings that are there. */
+static int column_ok(const column_t *c, const strings_t *strings) {
     switch (c->op) {
     case OP_INT:
         return c->width == 1 || c->width == 2 || c->width == 3 || c->width == 4 || c->width == 8;
@@ -466,6 +605,7 @@ static int column_ok(const column_t *c) {
         return c->width >= 1 && c->width <= 4;
     case OP_UINT64:
     case OP_DOUBLE:
+    case OP_BIT64:
         return c->width == 8;
     case OP_FLOAT:
         return c->width == 4;
@@ -477,23 +617,33 @@ static int column_ok(const column_t *c) {
         return c->a >= 0 && c->a <= 6 && c->width == 5 + (c->a + 1) / 2;
     case OP_TIMESTAMP2:
         return c->a >= 0 && c->a <= 6 && c->width == 4 + (c->a + 1) / 2;
+    case OP_TIME2:
+        return c->a >= 0 && c->a <= 6 && c->width == 3 + (c->a + 1) / 2;
     case OP_YEAR:
         return c->width == 1;
+    case OP_BIT:
+        return c->width >= 1 && c->width <= 8;
+    case OP_ENUM:
+        return (c->width == 1 || c->width == 2) && strings_ok(strings, c->a, c->b);
+    case OP_SET:
+        return c->width >= 1 && c->width <= 8 && c->b <= 64 && strings_ok(strings, c->a, c->b);
     case OP_UTF8:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
     case OP_BYTES:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
+    case OP_TEXT8:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && strings_ok(strings, c->b, 256);
     }
     return 0;
 }
 
 /* Every column of a program can be walked (column_ok), and there is at least one, since a row
    of none takes no bytes and a walk over it would never move. */
-int program_ok(const column_t *cols, Py_ssize_t ncols) {
+int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings) {
     if (ncols == 0)
         return 0;
     for (Py_ssize_t i = 0; i < ncols; i++)
-        if (!column_ok(&cols[i]))
+        if (!column_ok(&cols[i], strings))
             return 0;
     return 1;
 }

@@ -16,6 +16,12 @@ enum {
     OP_YEAR = 10,
     OP_UTF8 = 11,
     OP_BYTES = 12,
+    OP_TIME2 = 13,
+    OP_BIT = 14,
+    OP_BIT64 = 15,
+    OP_ENUM = 16,
+    OP_SET = 17,
+    OP_TEXT8 = 18,
 };
 enum {
     KIND_WRITE = 0,

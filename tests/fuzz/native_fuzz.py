@@ -134,7 +134,21 @@ def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     kind = fdp.ConsumeIntInRange(-1, 3)
     base = int(fdp.PickValueInList([0, 1, 7, -1, 2**62, 2**63 - 1]))
     parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 8)) for _ in range(6)]  # key prefix .. tail
-    module.transcode(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, *parts, base)
+    module.transcode(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, _strings(fdp), *parts, base)
+
+
+def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
+    """A program's strings: well made (labels, a charset's 256 characters) or any bytes."""
+    if fdp.ConsumeBool():
+        return bytes(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 24)))
+    texts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 3)) for _ in range(fdp.ConsumeIntInRange(0, 4))]
+    if fdp.ConsumeBool():
+        texts += [bytes([i]) if i < 0x80 else b"" for i in range(256)]  # an ASCII table, the rest unmapped
+    from connector.avro.transcode import Strings  # noqa: PLC0415 - after the sanitizer build took its place
+
+    strings = Strings()
+    strings.add(texts)
+    return strings.packed()
 
 
 def _count_rows(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
@@ -161,9 +175,11 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 
 
 # Columns the kernel's plans are made of, whole (op, width, a, b, null branch, value branch): an
-# INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4).
+# INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4),
+# a TIME(6), a BIT(8), an ENUM and a SET of the strings' first labels, text in a charset table.
 GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6, 5, 10, 2, 0, 1), (7, 3, 0, 0, 0, 1),
-                (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1)]  # fmt: skip
+                (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1), (13, 6, 6, 0, 0, 1),
+                (14, 1, 0, 0, 0, 1), (16, 1, 0, 2, 0, 1), (17, 1, 0, 3, 0, 1), (18, 0, 1, 4, 0, 1)]  # fmt: skip
 # The event types the kernel handles, and two it leaves to Python.
 KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
@@ -211,7 +227,7 @@ def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
     program = b"".join(struct.pack("<7i", *c, 0) for c in columns)
     fields = range(fdp.ConsumeIntInRange(0, 2))
     keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
-    parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8)]
+    parts = [_strings(fdp), *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8))]
     partitions = int(fdp.PickValueInList([-1, 0, 1, 3, 4096]))
     fixed = int(fdp.PickValueInList([-1, 0, 2, 3]))
     limit = int(fdp.PickValueInList([-1, 0, 50, 1 << 20]))
