@@ -73,6 +73,43 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     return result;
 }
 
+PyDoc_STRVAR(render_json_doc,
+             "render_json(body, program, kind, strings, names)\n--\n\n"
+             "Every row of a rows event's images as canal's strings in JSON: a list of each row's `data`\n"
+             "object, of (data, old) for UPDATE; None to decline. `names`: a tuple of each column's JSON\n"
+             "key and colon as bytes. See connector/rowplan.py (json_program) and connector/flat.py.");
+
+static PyObject *render_json(PyObject *self, PyObject *args) {
+    Py_buffer body, program, strings;
+    int kind;
+    PyObject *names, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*iy*O!", &body, &program, &kind, &strings, &PyTuple_Type, &names))
+        return NULL;
+    const column_t *cols = program.buf;
+    Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t);
+    strings_t table;
+    int names_ok = PyTuple_GET_SIZE(names) == ncols;
+    for (Py_ssize_t i = 0; names_ok && i < ncols; i++)
+        names_ok = PyBytes_Check(PyTuple_GET_ITEM(names, i));
+    if (program.len % (Py_ssize_t)sizeof(column_t) || kind < 0 || kind > 2 ||
+        !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table) || !names_ok) {
+        PyErr_SetString(PyExc_ValueError, "malformed JSON program (or not a name, as bytes, per column)");
+    } else {
+        program_t prog = {cols, ncols, NULL, 0, table, {0}, {0}, {0}, {0}, {0}, {0}};
+        PyObject *list = PyList_New(0);
+        int r = list == NULL ? FAIL : json_rows(&prog, names, body.buf, body.len, kind, list);
+        if (r == DONE)
+            result = Py_NewRef(list);
+        else if (r == DECLINE)
+            result = Py_NewRef(Py_None);
+        Py_XDECREF(list);
+    }
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&program);
+    PyBuffer_Release(&strings);
+    return result;
+}
+
 /* -- walking ---------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(count_rows_doc,
@@ -185,6 +222,7 @@ static PyObject *route(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"transcode", transcode, METH_VARARGS, transcode_doc},
     {"count_rows", count_rows, METH_VARARGS, count_rows_doc},
+    {"render_json", render_json, METH_VARARGS, render_json_doc},
     {"route", route, METH_VARARGS, route_doc},
     {NULL, NULL, 0, NULL},
 };

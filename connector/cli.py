@@ -122,14 +122,19 @@ def decode_files(
     start: int | None = None,
     stop: int | None = None,
     tracker: SchemaTracker | None = None,
+    compiled: bool = True,
+    clock: Callable[[], float] = time.time,
 ) -> int:
-    """Write one JSON line per changed row (and per DDL); returns how many were written."""
+    """Write one JSON line per changed row (and per DDL); returns how many were written.
+
+    `compiled` False: every row rendered by the Python path (the compiled renderer's reference)."""
     written = 0
     encoder = JsonLineEncoder()
     for path in files:
         cursor = Cursor(os.path.basename(path))  # a file's events name it: one owner, read by all three
-        builder = FlatMessageBuilder(cursor, query=WHOLE_QUERIES)
+        builder = FlatMessageBuilder(cursor, clock, WHOLE_QUERIES)
         parser = BinlogParser(cursor)
+        parser.raw_rows = compiled  # images the compiled renderer writes as JSON are never decoded in Python
         if tracker is not None:
             tracker.cursor = cursor
             parser.table_hook = tracker.table_hook

@@ -34,7 +34,10 @@ from connector.binlog.jsonb import JsonPartial
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
+from connector.native import transcoder
+from connector.native_spec import KINDS
 from connector.position import Cursor
+from connector.rowplan import Program, json_program
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
@@ -528,6 +531,10 @@ def _texts_json(texts: dict[str, str | None]) -> str:
     return "{" + ",".join([f"{q(k)}:{'null' if v is None else q(v)}" for k, v in texts.items()]) + "}"
 
 
+_KIND_NUMBERS = {RowsKind.WRITE: KINDS["KIND_WRITE"], RowsKind.UPDATE: KINDS["KIND_UPDATE"],
+                 RowsKind.DELETE: KINDS["KIND_DELETE"]}  # fmt: skip
+
+
 class JsonLineEncoder:
     """Flat messages as compact JSON lines, encoding each table's constant parts once.
 
@@ -543,6 +550,8 @@ class JsonLineEncoder:
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self._c_encode = _c_encoder()
         self._cache: dict[int, tuple[object, str]] = {}
+        self._programs: dict[int, tuple[TableShape, Program | None, tuple[bytes, ...]]] = {}  # by shape
+        self.compiled_rows = 0  # rows the compiled renderer wrote
 
     def encode(self, message: FlatMessage) -> str:
         rest = {k: v for k, v in message.items() if k not in self._SHARED}
@@ -559,7 +568,14 @@ class JsonLineEncoder:
         source = dumps(batch.source)[:-1] + ',"row":'
         tail = "}" + self._shared_fields(batch.head) + "}\n"
         shape, rows = batch.shape, batch.rows
-        if rows.kind == RowsKind.UPDATE:  # each text: `data`'s image, then `old` (unclosed)
+        compiled = self._compiled(batch)
+        if rows.kind == RowsKind.UPDATE and compiled is not None:
+            texts = [f'{data}],"old":[{old}' for data, old in compiled]
+            source = '],"source":' + source
+        elif compiled is not None:
+            texts = compiled
+            source = '],"old":null,"source":' + source
+        elif rows.kind == RowsKind.UPDATE:  # each text: `data`'s image, then `old` (unclosed)
             whole = len(rows.present) == len(rows.present_after) == len(shape.names)
             texts = []
             for before, after in rows.rows:
@@ -583,6 +599,28 @@ class JsonLineEncoder:
         lines = [f"{later}{text}{source}{row}{tail}" for row, text in enumerate(texts, batch.base)]
         lines[0] = f"{first}{texts[0]}{source}{batch.base}{tail}"
         return "".join(lines)
+
+    def _compiled(self, batch: RowBatch) -> list[Any] | None:
+        """Each row's `data` JSON text (an UPDATE's with its `old`'s) from the images' bytes, by the
+        compiled renderer (connector/csrc/canaltext.c); None where it does not apply or declines."""
+        rows, shape = batch.rows, batch.shape
+        if not rows.raw or transcoder is None or rows.table is None:
+            return None
+        hit = self._programs.get(id(shape))
+        if hit is None or hit[0] is not shape:
+            unique = len(set(shape.names)) == len(shape.names)  # a repeated name: the dict keeps one (Python's)
+            program = json_program(rows.table.columns) if unique else None
+            names = tuple(f"{json.encoder.encode_basestring(name)}:".encode() for name in shape.names)
+            if len(self._programs) > 4096:
+                self._programs.clear()
+            hit = self._programs[id(shape)] = (shape, program, names)
+        program = hit[1]
+        if program is None:
+            return None
+        texts = transcoder.render_json(rows.raw, program.columns, _KIND_NUMBERS[rows.kind], program.strings, hit[2])
+        if texts is not None:
+            self.compiled_rows += len(texts)
+        return texts
 
     def _shared_fields(self, message: FlatMessage) -> str:
         """`,"pkNames":..,"sqlType":..,"mysqlType":..`: those of the three the message has."""

@@ -36,6 +36,11 @@ class Transcoder(Protocol):
     ) -> list[tuple[bytes | None, bytes]] | None:  # fmt: skip
         """Every row as (key or None, value) Avro bytes; None: declined (connector/avro/transcode.py)."""
 
+    def render_json(
+        self, body: bytes, program: bytes, kind: int, strings: bytes, names: tuple[bytes, ...], /
+    ) -> list[str] | list[tuple[str, str]] | None:
+        """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined (connector/rowplan.py)."""
+
     def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:
         """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowcodec.walk_layout)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -127,3 +128,21 @@ def expected_verbose_sections(result: Path) -> dict[str, list[str]]:
         elif current is not None and line.startswith("###"):
             current.extend(verbose_rows(line))
     return sections
+
+
+def mutate(rng: random.Random, body: bytes) -> bytes:
+    """An event body with a few bytes changed, cut short, a run repeated, or a bit flipped."""
+    data = bytearray(body)
+    how = rng.randrange(4)
+    if how == 0 or not data:
+        for _ in range(rng.randrange(1, 4)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+    elif how == 1:
+        del data[rng.randrange(len(data)) :]
+    elif how == 2:
+        at = rng.randrange(len(data))
+        data[at:at] = data[at : at + rng.randrange(1, 16)]
+    else:
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    return bytes(data)

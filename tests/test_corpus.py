@@ -333,6 +333,29 @@ def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> Non
     assert min(compared.values()) > 1000, compared  # 66,284 rows, of every kind
 
 
+def test_the_compiled_json_of_a_rows_event_is_its_messages_one_by_one() -> None:
+    """The compiled renderer (connector/csrc/canaltext.c, what `sluice decode` writes with): on every
+    rows event of the corpus whose images it takes, its lines are those of the messages the Python
+    decoders and renderers make, encoded one by one; where it declines, the Python path's are."""
+    compiled = rows = 0
+    for entry in FILES:
+        encoder = JsonLineEncoder()
+        builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
+        parser = BinlogParser(entry.path.name)
+        parser.raw_rows = True  # the images kept as bytes where they walk, as decode_files has them
+        try:
+            for event in iter_file_events(str(entry.path), parser=parser):
+                for item in builder.feed_batched(event):
+                    if isinstance(item, RowBatch):
+                        expected = "".join(encoder.encode(m) + "\n" for m in item.messages())
+                        assert encoder.lines(item) == expected, (entry.name, event.pos)
+                        rows += len(item.rows.rows)
+        except BinlogDecodeError:
+            assert entry.may_fail, entry.name
+        compiled += encoder.compiled_rows
+    assert compiled > 10_000 and rows > 60_000, (compiled, rows)  # 10,581 of 66,284: older types and charsets
+
+
 def test_the_generated_renderers_keep_a_dict_s_meaning_and_json_s_escapes() -> None:
     """TableShape.whole and whole_json on what the corpus has few of: a repeated name (the dict
     keeps the last value in the first one's place), names and values that JSON must escape, a

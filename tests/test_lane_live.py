@@ -1,4 +1,5 @@
-"""Issue 17: the compiled kernel (connector/lane.py) hands Kafka what the Python path hands it.
+"""Issue 17: the compiled kernel (connector/lane.py) hands Kafka what the Python path hands it, and
+the compiled JSON renderer writes the lines it writes.
 
 The same binlog, read from the live server twice as `sluice run` reads it: once with the kernel
 taking what it can, once with every event on the Python path. The messages (topic, partition,
@@ -8,6 +9,7 @@ finished (a column type it does not cover, a key that moves, an image that leave
 
 from __future__ import annotations
 
+import io
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.cli import decode_files
 from connector.config import SnapshotSection
 from connector.pipeline import Pipeline
 from connector.position import Position
@@ -26,7 +29,7 @@ from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.startup import Prepared, prepare
 from connector.stream import ChangeStream
-from tests.live import connect, fresh_database, live_config
+from tests.live import connect, fresh_database, live_config, server
 from tests.test_rows_avro_live import DB as TYPED_DB
 from tests.test_rows_avro_live import _workload as typed_workload
 
@@ -138,6 +141,15 @@ def _read(config: Any, prepared: Prepared, work: Path, kernel: bool) -> Read:
                 counters.kernel_transactions)  # fmt: skip
 
 
+def _files_from(first: str) -> list[str]:
+    """The server's binlog files from `first` to the current one, the current one closed first."""
+    with connect().cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOGS")
+        names = [str(row[0]) for row in cur.fetchall()]
+    return [str(server().binlog_dir / name) for name in names[names.index(first) : -1]]
+
+
 def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     fresh_database(TYPED_DB)
     fresh_database(DB)
@@ -157,6 +169,12 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     assert with_kernel.messages.keys() == python.messages.keys()
     for where, expected in python.messages.items():
         assert with_kernel.messages[where] == expected, where
+    # `sluice decode` of the same binlog files: the compiled JSON renderer's lines are the Python path's
+    compiled, python_lines = io.StringIO(), io.StringIO()
+    files = _files_from(first.start.file)
+    written = decode_files(files, compiled, clock=lambda: 1_700_000_000.5)
+    assert decode_files(files, python_lines, compiled=False, clock=lambda: 1_700_000_000.5) == written > 800
+    assert compiled.getvalue() == python_lines.getvalue()
     # most rows came by the kernel: k's and pair's, nokey's, the transactions it handed over; and it
     # committed the single-row ones, each with its own BEGIN on MySQL (its start time's microseconds)
     assert with_kernel.kernel_rows > 0.6 * with_kernel.rows, (with_kernel.kernel_rows, with_kernel.rows)

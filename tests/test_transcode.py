@@ -30,6 +30,7 @@ from connector.native import transcoder
 from connector.schema.model import Table
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
+from tests.corpus import mutate
 from tests.live import LiveServer, connect, fresh_database, live_config
 
 pytestmark = pytest.mark.live
@@ -180,23 +181,6 @@ def _decode(batch: RowBatch, body: bytes) -> tuple[tuple[Any, ...], tuple[Any, .
     return text, typed
 
 
-def _mutate(rng: random.Random, body: bytes) -> bytes:
-    data = bytearray(body)
-    how = rng.randrange(4)
-    if how == 0 or not data:
-        for _ in range(rng.randrange(1, 4)):
-            if data:
-                data[rng.randrange(len(data))] = rng.randrange(256)
-    elif how == 1:
-        del data[rng.randrange(len(data)) :]
-    elif how == 2:
-        at = rng.randrange(len(data))
-        data[at:at] = data[at : at + rng.randrange(1, 16)]
-    else:
-        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-    return bytes(data)
-
-
 def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowBatch, Table]], tmp_path: Path) -> None:
     assert transcoder is not None
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
@@ -209,7 +193,7 @@ def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowB
         assert layout is not None
         topic = f"cdc.{DB}.{table.name}"
         for _ in range(60):
-            body = _mutate(rng, rows.raw)
+            body = mutate(rng, rows.raw)
             decoded = _decode(batch, body)
             count = transcoder.count_rows(body, layout, 2 if rows.kind == RowsKind.UPDATE else 1)
             if count < 0:

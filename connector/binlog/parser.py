@@ -150,6 +150,7 @@ class BinlogParser:
         self.table_filter: Callable[[str, str], bool] | None = None
         self.undecoded_tables: set[int] = set()
         self.typed_rows = False  # rows events also decoded with numbers for the Avro path (RowsEvent.typed)
+        self.raw_rows = False  # rows events' images kept as bytes where they walk, decoded when asked (JSON lines)
 
     # -- entry point ---------------------------------------------------------------
 
@@ -294,7 +295,8 @@ class BinlogParser:
         rows_header = decode_rows_header(r, header.type_code, self._post_header_len(header.type_code))
         table = self.tables.get(rows_header.table_id)
         skip = rows_header.table_id in self.undecoded_tables
-        return decode_rows(r, header.type_code, rows_header, table, self.rows_cache, skip, self.typed_rows)
+        return decode_rows(r, header.type_code, rows_header, table, self.rows_cache, skip, self.typed_rows,
+                           self.raw_rows)  # fmt: skip
 
     def _query(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         return decode_query(r, header, self._post_header_len(c.EventType.QUERY_EVENT))

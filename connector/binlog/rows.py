@@ -143,7 +143,11 @@ def decode_rows(
     cache: RowsDecoderCache,
     skip: bool = False,
     typed: bool = False,
+    raw: bool = False,
 ) -> RowsEvent:
+    """`typed`: the images' numbers too (the Avro path); `raw`: the images' bytes kept where they
+    walk (`_deferred`), their decoding left until someone asks (the compiled JSON renderer reads the
+    bytes: connector/flat.py)."""
     kind, _, compressed = ROWS_EVENT_TYPES[type_code]
     # Not r.count(): a wide row of NULLs has fewer bytes than columns (one bit each).
     count = r.packed("column count")
@@ -171,7 +175,7 @@ def decode_rows(
         )
     body = uncompress_mariadb(r.rest()) if compressed else r.rest()
     partial = type_code == E.PARTIAL_UPDATE_ROWS_EVENT
-    if typed and not partial:
+    if (typed or raw) and not partial:
         later = _deferred(kind, type_code, header, table, present, present_after, body, cache)
         if later is not None:
             return later

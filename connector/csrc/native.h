@@ -121,6 +121,13 @@ SL_INTERNAL int transcode_rows(const program_t *prog, const unsigned char *s, Py
 SL_INTERNAL Py_ssize_t walk_rows(const walk_t *cols, Py_ssize_t ncols, const unsigned char *s, Py_ssize_t end,
                                  int images);
 
+/* -- canal's strings as JSON (canaltext.c) ---------------------------------------------------- */
+
+/* Every row's `data` JSON object (str), an UPDATE's as (data, old); `names`: a tuple of each
+ * column's JSON key and colon (bytes). DONE, DECLINE or FAIL (a Python error set). */
+SL_INTERNAL int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py_ssize_t end, int kind,
+                          PyObject *out);
+
 /* -- hashes (hashes.c) ----------------------------------------------------------------------- */
 
 SL_INTERNAL uint32_t murmur2(const unsigned char *data, Py_ssize_t length);

@@ -456,22 +456,22 @@ static int key_fields(const key_t_ *keys, Py_ssize_t nkeys, const buf_t *img, co
     return DONE;
 }
 
+/* An image's key (the framing's prefix, then the key fields) into kb. */
+static int one_key(const program_t *prog, const buf_t *img, const span_t *spans, buf_t *kb) {
+    kb->len = 0;
+    if (buf_put(kb, prog->key_prefix.p, prog->key_prefix.n) < 0)
+        return FAIL;
+    return key_fields(prog->keys, prog->nkeys, img, spans, kb);
+}
+
 /* The key of the data image into kb; an UPDATE whose before image has another key is declined
  * (it is a DELETE and an INSERT: Python's). */
 static int row_key(const program_t *prog, const buf_t *img, const span_t *spans, const buf_t *before,
                    const span_t *before_spans, buf_t *kb, buf_t *kb2) {
     int r;
-    kb->len = 0;
-    if (buf_put(kb, prog->key_prefix.p, prog->key_prefix.n) < 0)
-        return FAIL;
-    if ((r = key_fields(prog->keys, prog->nkeys, img, spans, kb)) != DONE)
+    if ((r = one_key(prog, img, spans, kb)) != DONE || before == NULL)
         return r;
-    if (before == NULL)
-        return DONE;
-    kb2->len = 0;
-    if (buf_put(kb2, prog->key_prefix.p, prog->key_prefix.n) < 0)
-        return FAIL;
-    if ((r = key_fields(prog->keys, prog->nkeys, before, before_spans, kb2)) != DONE)
+    if ((r = one_key(prog, before, before_spans, kb2)) != DONE)
         return r;
     return kb->len == kb2->len && memcmp(kb->data, kb2->data, (size_t)kb->len) == 0 ? DONE : DECLINE;
 }

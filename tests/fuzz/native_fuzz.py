@@ -20,9 +20,9 @@ two transactions in the dump's packets, cut anywhere, read with the compiled ker
 it can and on the Python path alone; the two must end alike, message for message, position for
 position, error for error.
 
---target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows`, `route` and a
-`Kernel` called directly with any arguments. Production hands them only the programs and layouts that
-connector/avro/transcode.py and rowcodec.walk_layout make, and the module checks them anyway
+--target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows`, `route`,
+`render_json` and a `Kernel`, called directly with any arguments. Production hands them only the
+programs and layouts that connector/rowplan.py and rowcodec.walk_layout make, and the module checks them anyway
 (program_ok, walk_ok, route's checks) rather than trust them: every call returns or raises
 ValueError (TypeError for a message that is not a pair of bytes), under the sanitizers.
 """
@@ -121,7 +121,7 @@ def boundary(module: ModuleType, data: bytes) -> None:
     """One call of the module with arguments made of `data`: it returns, or refuses them."""
     fdp = atheris.FuzzedDataProvider(data)
     with contextlib.suppress(ValueError):
-        (_transcode, _count_rows, _route, _kernel)[fdp.ConsumeIntInRange(0, 3)](module, fdp)
+        (_transcode, _count_rows, _route, _kernel, _render_json)[fdp.ConsumeIntInRange(0, 4)](module, fdp)
 
 
 def _int(fdp: atheris.FuzzedDataProvider) -> int:
@@ -137,6 +137,16 @@ def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     module.transcode(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, _strings(fdp), *parts, base)
 
 
+def _render_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
+               for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
+    program = b"".join(struct.pack("<7i", *c, 0) for c in columns)
+    kind = fdp.ConsumeIntInRange(-1, 3)
+    count = max(0, len(columns) + fdp.ConsumeIntInRange(-1, 1))  # a name per column, or one too few or many
+    names = tuple(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(count))
+    module.render_json(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, _strings(fdp), names)
+
+
 def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
     """A program's strings: well made (labels, a charset's 256 characters) or any bytes."""
     if fdp.ConsumeBool():
@@ -144,7 +154,7 @@ def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
     texts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 3)) for _ in range(fdp.ConsumeIntInRange(0, 4))]
     if fdp.ConsumeBool():
         texts += [bytes([i]) if i < 0x80 else b"" for i in range(256)]  # an ASCII table, the rest unmapped
-    from connector.avro.transcode import Strings  # noqa: PLC0415 - after the sanitizer build took its place
+    from connector.rowplan import Strings  # noqa: PLC0415 - after the sanitizer build took its place
 
     strings = Strings()
     strings.add(texts)

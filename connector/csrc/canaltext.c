@@ -1,0 +1,410 @@
+/* Row images -> canal's strings, as the compact JSON objects of JSON lines (`sluice decode`, `tail`).
+ *
+ * The program is the transcoder's (connector/avro/transcode.column_op reads it off the binlog's
+ * columns alone); the values are rendered as the Python path renders the decoded values
+ * (connector/flat.py's renderers over connector/binlog/values.py's text decoders) and escaped as
+ * json.encoder.encode_basestring escapes them (ensure_ascii off): each row's `data` object, and an
+ * UPDATE's `old` of the columns whose text changed. Anything it does not render exactly as Python
+ * does (a float that is not finite, a DATETIME before year 0, an ENUM index past its labels, text
+ * its charset refuses, images that do not fit) is declined, and the caller takes the Python path.
+ * tests/test_corpus.py holds it to the messages encoded one by one on every rows event of the
+ * corpus; tests/test_native_fuzz.py's boundary target calls it with any arguments.
+ */
+#include "native.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int put_text(buf_t *out, const char *text) { return buf_put(out, text, (Py_ssize_t)strlen(text)); }
+
+static int put_format(buf_t *out, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int put_format(buf_t *out, const char *format, ...) {
+    char tmp[128];
+    va_list args;
+    va_start(args, format);
+    int n = vsnprintf(tmp, sizeof tmp, format, args);
+    va_end(args);
+    return n < 0 || n >= (int)sizeof tmp ? -1 : buf_put(out, tmp, n);
+}
+
+/* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: the quote, the backslash
+ * and the control characters; the rest as it is. */
+static int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
+    static const char hex[] = "0123456789abcdef";
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        const char *two = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (two != NULL) {
+            if (buf_put(out, two, 2) < 0)
+                return -1;
+        } else if (c < 0x20) {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            if (buf_put(out, u, 6) < 0)
+                return -1;
+        } else if (buf_put(out, &c, 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* -- each op's text (what flat.py's renderer prints of the decoded value) ------------------------ */
+
+static int put_repr(buf_t *out, double d) {
+    char *repr = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL)
+        return -1;
+    int r = put_text(out, repr);
+    PyMem_Free(repr);
+    return r;
+}
+
+/* flat.float32_text: the fewest %g digits whose double packs (struct "<f") to the same 32 bits,
+ * printed as that double's repr; none of 1-9: the value's repr. Python's own formatting and packing. */
+static int put_float32(buf_t *out, const unsigned char *bits) {
+    float f;
+    memcpy(&f, bits, 4);
+    for (int digits = 1; digits < 10; digits++) {
+        char *text = PyOS_double_to_string((double)f, 'g', digits, 0, NULL);
+        if (text == NULL)
+            return -1;
+        double d = PyOS_string_to_double(text, NULL, NULL);
+        PyMem_Free(text);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        unsigned char packed[4];
+        if (PyFloat_Pack4(d, (char *)packed, 1) < 0) { /* OverflowError: the next digit count */
+            PyErr_Clear();
+            continue;
+        }
+        if (memcmp(packed, bits, 4) == 0)
+            return put_repr(out, d);
+    }
+    return put_repr(out, (double)f);
+}
+
+/* values.decimal_text_decoder: the sign, the integer groups (the first one %d, the others %09d)
+ * without leading zeros, then the fraction's groups (%09d, the last %0Nd). */
+static int put_decimal(buf_t *out, const unsigned char *p, int precision, int scale) {
+    unsigned char raw[32];
+    int width = decimal_width(precision, scale), negative = !(p[0] & 0x80), intg = precision - scale, at = 0;
+    for (int i = 0; i < width; i++)
+        raw[i] = negative ? (unsigned char)~p[i] : p[i];
+    raw[0] &= 0x7F;
+    char whole[96], frac[96];
+    int nw = 0, nf = 0;
+    if (intg % 9) {
+        nw += snprintf(whole, sizeof whole, "%llu", (unsigned long long)be(raw, DIG2BYTES[intg % 9]));
+        at += DIG2BYTES[intg % 9];
+    }
+    for (int k = 0; k < intg / 9; k++, at += 4)
+        nw += snprintf(whole + nw, sizeof whole - (size_t)nw, "%09llu", (unsigned long long)be(raw + at, 4));
+    for (int k = 0; k < scale / 9; k++, at += 4)
+        nf += snprintf(frac + nf, sizeof frac - (size_t)nf, "%09llu", (unsigned long long)be(raw + at, 4));
+    if (scale % 9)
+        nf += snprintf(frac + nf, sizeof frac - (size_t)nf, "%0*llu", scale % 9,
+                       (unsigned long long)be(raw + at, DIG2BYTES[scale % 9]));
+    int start = 0;
+    while (start < nw && whole[start] == '0')
+        start++;
+    if ((negative && buf_put(out, "-", 1) < 0) ||
+        (start == nw ? buf_put(out, "0", 1) : buf_put(out, whole + start, nw - start)) < 0)
+        return -1;
+    return scale && (buf_put(out, ".", 1) < 0 || buf_put(out, frac, nf) < 0) ? -1 : 0;
+}
+
+/* values._frac_format: fsp digits of the fraction (odd fsp: stored with one more digit). */
+static int put_fraction(buf_t *out, uint64_t frac, int fsp) {
+    if (fsp <= 0)
+        return 0;
+    return put_format(out, ".%0*llu", fsp, (unsigned long long)(fsp % 2 ? frac / 10 : frac));
+}
+
+/* Days since 1970-01-01 -> the civil date (Howard Hinnant's civil_from_days). */
+static void civil(int64_t days, int64_t *y, unsigned *m, unsigned *d) {
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    unsigned doe = (unsigned)(days - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+/* values.timestamp2_decoder: the UTC time of its seconds ("0000-00-00 00:00:00" for 0), its fraction. */
+static int put_timestamp2(buf_t *out, const unsigned char *v, int fsp) {
+    int64_t seconds = (int64_t)be(v, 4);
+    int r;
+    if (seconds == 0) {
+        r = put_text(out, "0000-00-00 00:00:00");
+    } else {
+        int64_t y;
+        unsigned m, d;
+        civil(seconds / 86400, &y, &m, &d);
+        int64_t rest = seconds % 86400;
+        r = put_format(out, "%04lld-%02u-%02u %02lld:%02lld:%02lld", (long long)y, m, d, (long long)(rest / 3600),
+                       (long long)(rest / 60 % 60), (long long)(rest % 60));
+    }
+    return r < 0 ? -1 : put_fraction(out, fsp > 0 ? be(v + 4, (fsp + 1) / 2) : 0, fsp);
+}
+
+/* values.datetime2_decoder; a packed value below zero (before year 0) prints with Python's floor
+ * arithmetic: declined. */
+static int put_datetime2(buf_t *out, const unsigned char *v, int fsp) {
+    int64_t packed = (int64_t)be(v, 5) - 0x8000000000LL;
+    if (packed < 0)
+        return DECLINE;
+    int64_t ymd = packed >> 17, hms = packed & 0x1FFFF, ym = ymd >> 5;
+    if (put_format(out, "%04lld-%02lld-%02lld %02lld:%02lld:%02lld", (long long)(ym / 13), (long long)(ym % 13),
+                   (long long)(ymd & 31), (long long)(hms >> 12), (long long)(hms >> 6 & 63), (long long)(hms & 63)) < 0 ||
+        put_fraction(out, fsp > 0 ? be(v + 5, (fsp + 1) / 2) : 0, fsp) < 0)
+        return FAIL;
+    return DONE;
+}
+
+/* values.decode_time2: the sign, then h:m:s of the magnitude and its fraction ("%06d" cut to fsp). */
+static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
+    int64_t intpart = (int64_t)be(v, 3) - 0x800000, packed;
+    if (fsp <= 0) {
+        packed = intpart * (1 << 24);
+    } else if (fsp <= 2) {
+        int64_t frac = v[3];
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x100;
+        packed = intpart * (1 << 24) + frac * 10000;
+    } else if (fsp <= 4) {
+        int64_t frac = (int64_t)be(v + 3, 2);
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x10000;
+        packed = intpart * (1 << 24) + frac * 100;
+    } else {
+        packed = (int64_t)be(v, 6) - 0x800000000000LL;
+    }
+    uint64_t magnitude = packed < 0 ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
+    uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
+    if (put_format(out, "%s%02llu:%02llu:%02llu", packed < 0 ? "-" : "", (unsigned long long)(hms >> 12 & 0x3FF),
+                   (unsigned long long)(hms >> 6 & 63), (unsigned long long)(hms & 63)) < 0)
+        return -1;
+    if (fsp <= 0)
+        return 0;
+    char digits[32];
+    snprintf(digits, sizeof digits, "%06llu", (unsigned long long)micros);
+    return buf_put(out, ".", 1) < 0 || buf_put(out, digits, fsp) < 0 ? -1 : 0;
+}
+
+/* A label (ENUM, SET) or a charset's character, escaped. */
+static int put_string(buf_t *out, bytes_t s) { return put_escaped(out, s.p, s.n); }
+
+/* text_t of a length-prefixed value at v; DECLINE if it does not fit. */
+static int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text, Py_ssize_t *used) {
+    if (room < c->a)
+        return DECLINE;
+    Py_ssize_t n = (Py_ssize_t)le(v, c->a);
+    if (n > room - c->a)
+        return DECLINE;
+    *text = (bytes_t){v + c->a, n};
+    *used = c->a + n;
+    return DONE;
+}
+
+/* One value's text (its JSON string's inside; numbers too: canal's values are all strings). */
+static int cell(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
+                Py_ssize_t *used) {
+    bytes_t text;
+    int r;
+    *used = c->width;
+    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && room < c->width)
+        return DECLINE;
+    switch (c->op) {
+    case OP_INT: {
+        uint64_t u = le(v, c->width);
+        int shift = 64 - 8 * c->width;
+        return put_format(out, "%lld", (long long)(shift ? (int64_t)(u << shift) >> shift : (int64_t)u)) < 0 ? FAIL
+                                                                                                              : DONE;
+    }
+    case OP_UINT:
+    case OP_UINT64:
+        return put_format(out, "%llu", (unsigned long long)le(v, c->width)) < 0 ? FAIL : DONE;
+    case OP_BIT:
+    case OP_BIT64:
+        return put_format(out, "%llu", (unsigned long long)be(v, c->width)) < 0 ? FAIL : DONE;
+    case OP_FLOAT:
+    case OP_DOUBLE: {
+        int special = c->op == OP_FLOAT ? ((v[3] & 0x7F) << 1 | v[2] >> 7) == 0xFF
+                                        : ((v[7] & 0x7F) << 4 | v[6] >> 4) == 0x7FF;
+        if (special) /* nan and inf: Python's */
+            return DECLINE;
+        if (c->op == OP_FLOAT)
+            return put_float32(out, v) < 0 ? FAIL : DONE;
+        double d;
+        memcpy(&d, v, 8);
+        return put_repr(out, d) < 0 ? FAIL : DONE;
+    }
+    case OP_DECIMAL:
+        return put_decimal(out, v, c->a, c->b) < 0 ? FAIL : DONE;
+    case OP_DATE: {
+        uint64_t d = le(v, 3);
+        return put_format(out, "%04llu-%02llu-%02llu", (unsigned long long)(d >> 9), (unsigned long long)(d >> 5 & 15),
+                          (unsigned long long)(d & 31)) < 0 ? FAIL : DONE;
+    }
+    case OP_DATETIME2:
+        return put_datetime2(out, v, c->a);
+    case OP_TIMESTAMP2:
+        return put_timestamp2(out, v, c->a) < 0 ? FAIL : DONE;
+    case OP_TIME2:
+        return put_time2(out, v, c->a) < 0 ? FAIL : DONE;
+    case OP_YEAR:
+        return put_format(out, "%04d", v[0] ? 1900 + v[0] : 0) < 0 ? FAIL : DONE;
+    case OP_ENUM: {
+        uint64_t index = le(v, c->width);
+        if (index > (uint64_t)c->b)
+            return DECLINE; /* values.decode_enum raises */
+        return index && put_string(out, string_at(strings, c->a + (Py_ssize_t)index - 1)) < 0 ? FAIL : DONE;
+    }
+    case OP_SET: {
+        uint64_t mask = le(v, c->width);
+        for (int i = 0, put = 0; i < c->b; i++)
+            if (mask >> i & 1 && ((put++ && buf_put(out, ",", 1) < 0) || put_string(out, string_at(strings, c->a + i)) < 0))
+                return FAIL;
+        return DONE;
+    }
+    case OP_UTF8:
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        if (!utf8_valid(text.p, text.n))
+            return DECLINE;
+        return put_escaped(out, text.p, text.n) < 0 ? FAIL : DONE;
+    case OP_BYTES: /* one character per byte (latin-1), as canal prints binary values; BINARY(n) padded */
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        for (Py_ssize_t i = 0; i < text.n; i++) {
+            unsigned char ch = text.p[i], two[2] = {(unsigned char)(0xC0 | ch >> 6), (unsigned char)(0x80 | (ch & 0x3F))};
+            if ((ch < 0x80 ? put_escaped(out, &ch, 1) : buf_put(out, two, 2)) < 0)
+                return FAIL;
+        }
+        for (Py_ssize_t i = text.n; i < c->b; i++) /* the 0x00 pad the binlog leaves out (rowcodec) */
+            if (buf_put(out, "\\u0000", 6) < 0)
+                return FAIL;
+        return DONE;
+    case OP_TEXT8:
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        for (Py_ssize_t i = 0; i < text.n; i++) {
+            bytes_t ch = string_at(strings, c->b + text.p[i]);
+            if (ch.n == 0)
+                return DECLINE; /* a byte the charset does not map: its decoder raises */
+            if (put_string(out, ch) < 0)
+                return FAIL;
+        }
+        return DONE;
+    }
+    return DECLINE;
+}
+
+/* -- rows ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t start, end; /* a value's text in the row's text buffer; start < 0: NULL */
+} mark_t;
+
+/* One image's values' texts, one after another in texts, marked per column. */
+static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end, buf_t *texts,
+                       mark_t *marks) {
+    Py_ssize_t ncols = prog->ncols, nbytes = (ncols + 7) / 8, p = *pos;
+    if (end - p < nbytes)
+        return DECLINE;
+    const unsigned char *bitmap = s + p;
+    p += nbytes;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        if (bitmap[i >> 3] >> (i & 7) & 1) {
+            marks[i].start = -1;
+            continue;
+        }
+        Py_ssize_t used;
+        marks[i].start = texts->len;
+        int r = cell(&prog->cols[i], &prog->strings, s + p, end - p, texts, &used);
+        if (r != DONE)
+            return r;
+        marks[i].end = texts->len;
+        p += used;
+    }
+    *pos = p;
+    return DONE;
+}
+
+/* {"name":"text",...} of the columns `which` says (all: NULL). */
+static int object(const buf_t *texts, const mark_t *marks, const mark_t *other, PyObject *names, buf_t *json) {
+    json->len = 0;
+    if (buf_put(json, "{", 1) < 0)
+        return -1;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        const mark_t *m = &marks[i];
+        if (other != NULL) { /* old: only the columns whose text the UPDATE changed */
+            const mark_t *o = &other[i];
+            int both_null = m->start < 0 && o->start < 0;
+            int same = m->start >= 0 && o->start >= 0 && m->end - m->start == o->end - o->start &&
+                       memcmp(texts->data + m->start, texts->data + o->start, (size_t)(m->end - m->start)) == 0;
+            if (both_null || same)
+                continue;
+        }
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if ((!first && buf_put(json, ",", 1) < 0) ||
+            buf_put(json, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0)
+            return -1;
+        first = 0;
+        if (m->start < 0 ? buf_put(json, "null", 4) < 0
+                         : buf_put(json, "\"", 1) < 0 || buf_put(json, texts->data + m->start, m->end - m->start) < 0 ||
+                               buf_put(json, "\"", 1) < 0)
+            return -1;
+    }
+    return buf_put(json, "}", 1);
+}
+
+static PyObject *json_text(const buf_t *json) { return PyUnicode_DecodeUTF8(json->data, json->len, NULL); }
+
+/* Every row's `data` JSON (and an UPDATE's `old`) into `out`: DONE, DECLINE or FAIL. */
+int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py_ssize_t end, int kind,
+              PyObject *out) {
+    if (prog->ncols < 1 || PyTuple_GET_SIZE(names) != prog->ncols)
+        return DECLINE;
+    buf_t texts = {0}, json = {0}, old = {0};
+    mark_t *marks = PyMem_Calloc((size_t)prog->ncols * 2, sizeof(mark_t));
+    /* texts gets its memory first: a row of empty texts then still points its marks into it */
+    int r = marks == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
+    if (marks == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t pos = 0; r == DONE && pos < end;) { /* each image moves pos on by its bitmap's byte */
+        texts.len = 0;
+        mark_t *after = marks + prog->ncols;
+        r = image_texts(prog, s, &pos, end, &texts, marks);
+        if (r == DONE && kind == KIND_UPDATE)
+            r = image_texts(prog, s, &pos, end, &texts, after);
+        if (r != DONE)
+            break;
+        const mark_t *data = kind == KIND_UPDATE ? after : marks;
+        PyObject *item = NULL;
+        if (object(&texts, data, NULL, names, &json) < 0 ||
+            (kind == KIND_UPDATE && object(&texts, marks, after, names, &old) < 0)) {
+            r = FAIL;
+            break;
+        }
+        if (kind == KIND_UPDATE) {
+            PyObject *a = json_text(&json), *b = a ? json_text(&old) : NULL;
+            item = b ? PyTuple_Pack(2, a, b) : NULL;
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+        } else {
+            item = json_text(&json);
+        }
+        if (item == NULL || PyList_Append(out, item) < 0)
+            r = FAIL;
+        Py_XDECREF(item);
+    }
+    PyMem_Free(marks);
+    PyMem_Free(texts.data);
+    PyMem_Free(json.data);
+    PyMem_Free(old.data);
+    return r;
+}

@@ -1,0 +1,163 @@
+"""How the compiled code reads a table's row images: one operation per column, from the binlog alone.
+
+`column_op` is the one description of a binlog column for the compiled module (connector/csrc/):
+its operation (native_spec.OPS), its width or length prefix, its fraction digits or precision and
+scale, and the strings it names values by (ENUM and SET labels, a single-byte charset's
+characters). Two consumers are derived from it: the Avro transcoder's program
+(connector/avro/transcode.program adds what the table's Avro schema says of each field) and the
+canal-JSON renderer of JSON lines (`json_program`, for `sluice decode` and `sluice tail`). A column
+it does not describe puts its table on the Python path, which stays the reference for both.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from connector.binlog.charsets import BINARY_COLLATION, codec_of, max_char_len
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
+from connector.binlog.tablemap import ColumnMeta
+from connector.binlog.values import decimal_size, frac_size
+from connector.native_spec import OPS, record
+
+OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
+OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
+OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
+OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
+OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
+COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
+
+Op = tuple[int, int, int, int]  # op, width, a, b
+
+# binlog type -> width
+INTEGERS: dict[int, int] = {
+    T.MYSQL_TYPE_TINY: 1, T.MYSQL_TYPE_SHORT: 2, T.MYSQL_TYPE_INT24: 3, T.MYSQL_TYPE_LONG: 4,
+    T.MYSQL_TYPE_LONGLONG: 8,
+}  # fmt: skip
+FLOATS: dict[int, tuple[int, int]] = {T.MYSQL_TYPE_FLOAT: (OP_FLOAT, 4), T.MYSQL_TYPE_DOUBLE: (OP_DOUBLE, 8)}
+TEMPORALS: dict[int, tuple[int, int]] = {
+    T.MYSQL_TYPE_DATE: (OP_DATE, 3), T.MYSQL_TYPE_NEWDATE: (OP_DATE, 3),
+    T.MYSQL_TYPE_DATETIME2: (OP_DATETIME2, 5), T.MYSQL_TYPE_TIMESTAMP2: (OP_TIMESTAMP2, 4),
+    T.MYSQL_TYPE_TIME2: (OP_TIME2, 3),
+}  # fmt: skip
+MAX_DIGITS = 38  # an __int128 holds every unscaled value up to 10^38 - 1
+
+
+class Strings:
+    """A program's strings as they are gathered: each column's run of them is (its first, how many)."""
+
+    def __init__(self) -> None:
+        self.texts: list[bytes] = []
+
+    def add(self, texts: list[bytes]) -> int:
+        first = len(self.texts)
+        self.texts += texts
+        return first
+
+    def packed(self) -> bytes:
+        """The layout native_spec.STRINGS_HEADER states: the count, the offsets, the bytes."""
+        if not self.texts:
+            return b""
+        offsets, at = [], 0
+        for text in self.texts:
+            offsets.append(at)
+            at += len(text)
+        offsets.append(at)
+        return struct.pack(f"<i{len(offsets)}i", len(self.texts), *offsets) + b"".join(self.texts)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What the compiled code needs of one table shape (and, for Avro, one schema version)."""
+
+    columns: bytes  # COLUMN per column
+    keys: bytes  # KEY per key field, in the key record's order (Avro's; b"" for JSON)
+    strings: bytes = b""  # ENUM and SET labels, single-byte charsets' characters
+
+
+def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
+    """How the compiled code reads one binlog column, from its metadata alone; None where it does not."""
+    kind = meta.real_type
+    if meta.element_type is not None or meta.compressed:  # typed arrays, MariaDB's COMPRESSED: Python's
+        return None
+    if kind in INTEGERS:
+        width = INTEGERS[kind]
+        if width == 8 and meta.unsigned:
+            return OP_UINT64, 8, 0, 0
+        return OP_UINT if meta.unsigned else OP_INT, width, 0, 0
+    if kind == T.MYSQL_TYPE_YEAR:
+        return OP_YEAR, 1, 0, 0
+    if kind in FLOATS:
+        return *FLOATS[kind], 0, 0
+    if kind == T.MYSQL_TYPE_NEWDECIMAL:
+        precision, scale = meta.meta >> 8, meta.meta & 0xFF
+        if not 0 < precision <= MAX_DIGITS or scale > precision:
+            return None
+        return OP_DECIMAL, decimal_size(precision, scale), precision, scale
+    if kind in TEMPORALS:
+        op, width = TEMPORALS[kind]
+        fsp = 0 if op == OP_DATE else meta.meta
+        return (op, width + frac_size(fsp), fsp, 0) if 0 <= fsp <= 6 else None
+    if kind == T.MYSQL_TYPE_BIT:
+        width, bits = bit_bytes(meta.meta), (meta.meta & 0xFF) * 8 + (meta.meta >> 8)
+        return (OP_BIT64 if bits == 64 else OP_BIT, width, 0, 0) if 1 <= width <= 8 else None
+    if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
+        return _labels(meta, strings)
+    if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
+        return _text(meta, meta.collation, strings)
+    return None
+
+
+def _labels(meta: ColumnMeta, strings: Strings) -> Op | None:
+    """ENUM and SET: the labels the decoder names values by (values.decode_enum, decode_set), as UTF-8."""
+    enum = meta.real_type == T.MYSQL_TYPE_ENUM
+    labels = meta.enum_values if enum else meta.set_values
+    width = meta.meta & 0xFF
+    if labels is None or not (width in (1, 2) if enum else 1 <= width <= 8 and len(labels) <= 64):
+        return None
+    try:
+        texts = [label.encode("utf-8") for label in labels]
+    except UnicodeEncodeError:  # a label no UTF-8 writer takes: Python's path says so
+        return None
+    return OP_ENUM if enum else OP_SET, width, strings.add(texts), len(texts)
+
+
+def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
+    prefix = length_prefix(meta)
+    if not 1 <= prefix <= 4:
+        return None
+    if collation == BINARY_COLLATION:
+        pad = meta.meta if meta.real_type == T.MYSQL_TYPE_STRING else 0  # BINARY(n) is logged unpadded
+        return OP_BYTES, 0, prefix, pad
+    if codec_of(collation) == "utf-8":
+        return OP_UTF8, 0, prefix, 0
+    table = single_byte_table(collation)
+    return None if table is None else (OP_TEXT8, 0, prefix, strings.add(table))
+
+
+def single_byte_table(collation: int) -> list[bytes] | None:
+    """A single-byte charset's character of each byte as UTF-8, decoded by the codec the rows
+    decoder uses (b"" where it raises); None for charsets of wider characters."""
+    codec = codec_of(collation)
+    if codec is None or max_char_len(collation) != 1:
+        return None
+    table = []
+    for byte in range(256):
+        try:
+            char = bytes([byte]).decode(codec)
+        except UnicodeDecodeError:
+            char = ""
+        table.append(char.encode("utf-8", "surrogatepass") if len(char) == 1 else b"")
+    return table
+
+
+def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
+    """The canal-JSON renderer's program for images of these columns; None if any is not covered."""
+    ops, strings = [], Strings()
+    for meta in columns:
+        op = column_op(meta, strings)
+        if op is None:
+            return None
+        ops.append(COLUMN.pack(*op, -1, -1, 0))
+    return Program(b"".join(ops), b"", strings.packed()) if ops else None
