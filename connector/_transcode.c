@@ -77,7 +77,7 @@ PyDoc_STRVAR(render_json_doc,
              "render_json(body, program, kind, strings, names)\n--\n\n"
              "Every row of a rows event's images as canal's strings in JSON: a list of each row's `data`\n"
              "object, of (data, old) for UPDATE; None to decline. `names`: a tuple of each column's JSON\n"
-             "key and colon as bytes. See connector/rowplan.py (json_program) and connector/flat.py.");
+             "key and colon as bytes. See connector/binlog/rowplan.py (json_program) and connector/flat.py.");
 
 static PyObject *render_json(PyObject *self, PyObject *args) {
     Py_buffer body, program, strings;

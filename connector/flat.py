@@ -31,13 +31,13 @@ from connector.binlog.events import (
     XidEvent,
 )
 from connector.binlog.jsonb import JsonPartial
+from connector.binlog.rowplan import Program, json_program
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
 from connector.native_spec import KINDS
 from connector.position import Cursor
-from connector.rowplan import Program, json_program
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]

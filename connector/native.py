@@ -39,10 +39,11 @@ class Transcoder(Protocol):
     def render_json(
         self, body: bytes, program: bytes, kind: int, strings: bytes, names: tuple[bytes, ...], /
     ) -> list[str] | list[tuple[str, str]] | None:
-        """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined (connector/rowplan.py)."""
+        """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined
+        (programs: connector/binlog/rowplan.json_program)."""
 
     def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:
-        """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowcodec.walk_layout)."""
+        """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowplan.walk_layout)."""
 
     def route(
         self, messages: list[tuple[bytes | None, bytes]], partitions: int, fixed: int, skip: int, /

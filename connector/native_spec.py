@@ -49,7 +49,7 @@ STRINGS_HEADER = "<i"
 RECORDS: dict[str, tuple[str, ...]] = {
     "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "pad_"),  # a program's column
     "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
-    "walk_t": ("width", "prefix", "utf8"),  # a column of a walk (rowcodec.walk_layout)
+    "walk_t": ("width", "prefix", "utf8"),  # a column of a walk (rowplan.walk_layout)
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.

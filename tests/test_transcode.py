@@ -21,7 +21,7 @@ from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObje
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.binlog.parser import DECODE_FAULTS
-from connector.binlog.rowcodec import walk_layout
+from connector.binlog.rowplan import walk_layout
 from connector.binlog.rows import RowsDecoderCache
 from connector.binlog.values import NotTyped
 from connector.config import SnapshotSection
@@ -63,6 +63,10 @@ COLUMNS: list[tuple[str, Any]] = [
     ("ts1 TIMESTAMP(1) NULL", lambda r: r.choice(["2001-01-01 00:00:00.1", "2020-02-29 12:00:00.9"])),
     ("ts5 TIMESTAMP(5) NULL", lambda r: r.choice(["2001-01-01 00:00:00.12345", "2020-02-29 12:00:00.99999"])),
     ("y YEAR", lambda r: r.choice([1901, 2155, 0, 1999])),
+    ("tm3 TIME(3)", lambda r: r.choice(["-838:59:59", "838:59:59", "00:00:00", "-00:00:00.001", "12:34:56.789"])),
+    ("b12 BIT(12)", lambda r: r.choice([0, 1, 4095, r.randrange(4096)])),
+    ("b64 BIT(64)", lambda r: r.choice([0, 2**64 - 1, 2**63, r.randrange(2**64)])),
+    ("st SET('a','b','c')", lambda r: r.choice(["", "a", "a,c", "a,b,c"])),
     ("c CHAR(10)", lambda r: r.choice(["", "abc", "ünï", "😀😀", "a  "])),
     ("vc VARCHAR(300)", lambda r: r.choice(["", "x" * 300, "日本語テキスト" * 10, "\t\n'\"\\"])),
     ("tx TEXT", lambda r: r.choice(["", "y" * 5000, "Ωmega 🚀"])),
@@ -142,8 +146,9 @@ def test_compiled_bytes_equal_the_flat_message_path(
     compiled: dict[str, int] = {}
     declined = []
     for batch, table in captured:
-        # Every column is of a walkable type: decoding waits, and the transcoder reads the bytes.
-        assert batch.rows.raw, table.name
+        # Decoding waits, and the transcoder reads the bytes, where rowplan describes every column:
+        # not a 65-digit DECIMAL, whose images no compiled code takes, so they are decoded at once.
+        assert bool(batch.rows.raw) == (table.name != "cov_wide"), table.name
         topic = f"cdc.{DB}.{table.name}"
         fast = encoder.compiled(batch, table, topic)
         expected = [encoder.row(m, table, topic) for m in batch.messages()]
@@ -190,6 +195,9 @@ def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowB
         rows = batch.rows
         assert rows.table is not None
         layout = walk_layout(rows.table.columns)
+        if table.name == "cov_wide":  # no walk, no program: test_compiled_bytes_equal_the_flat_message_path
+            assert layout is None
+            continue
         assert layout is not None
         topic = f"cdc.{DB}.{table.name}"
         for _ in range(60):

@@ -23,11 +23,7 @@ from typing import Any
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
-from connector.binlog.tablemap import ColumnMeta
-from connector.native import transcoder
-from connector.native_spec import KINDS as SPEC_KINDS
-from connector.native_spec import record
-from connector.rowplan import (
+from connector.binlog.rowplan import (
     COLUMN,
     OP_BIT,
     OP_BIT64,
@@ -52,6 +48,10 @@ from connector.rowplan import (
     Strings,
     column_op,
 )
+from connector.binlog.tablemap import ColumnMeta
+from connector.native import transcoder
+from connector.native_spec import KINDS as SPEC_KINDS
+from connector.native_spec import record
 from connector.schema.model import BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch

@@ -18,7 +18,6 @@ from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.errors import FormatError
-from connector.native_spec import record
 
 Row = tuple[Any, ...]
 # (before image, after image); None where the operation has no such image.
@@ -372,13 +371,6 @@ def _compile(gen: _Gen, label: str) -> RowsDecoder:
     return decoder
 
 
-# -- row walks for the compiled transcoder (connector/_transcode.c) -------------------------
-
-_WALK_FIXED: dict[int, int] = {
-    T.MYSQL_TYPE_TINY: 1, T.MYSQL_TYPE_SHORT: 2, T.MYSQL_TYPE_INT24: 3, T.MYSQL_TYPE_LONG: 4,
-    T.MYSQL_TYPE_LONGLONG: 8, T.MYSQL_TYPE_FLOAT: 4, T.MYSQL_TYPE_DOUBLE: 8, T.MYSQL_TYPE_YEAR: 1,
-    T.MYSQL_TYPE_DATE: 3, T.MYSQL_TYPE_NEWDATE: 3,
-}  # fmt: skip
 # Length-prefixed strings and BLOBs: text in their collation's charset, or binary bytes.
 PREFIXED_STRING_TYPES = frozenset(
     {
@@ -386,39 +378,3 @@ PREFIXED_STRING_TYPES = frozenset(
         T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
     }
 )  # fmt: skip
-WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8 (connector/native_spec.py)
-
-
-def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
-    """How to step over each column of a row image, for `count_rows`; None unless every column
-    is of a type whose text and typed decoding cannot fail once the walk accepted its bytes
-    (fixed-width numbers and temporals, binary strings, strict UTF-8 text)."""
-    out = []
-    for col in columns:
-        walk = _walk(col)
-        if walk is None:
-            return None
-        out.append(WALK.pack(*walk))
-    return b"".join(out)
-
-
-def _walk(col: ColumnMeta) -> tuple[int, int, int] | None:
-    kind, meta = col.real_type, col.meta
-    if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES or col.compressed:
-        return None
-    if kind in _WALK_FIXED:
-        return _WALK_FIXED[kind], 0, 0
-    if kind in (T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2) and 0 <= meta <= 6:
-        return (5 if kind == T.MYSQL_TYPE_DATETIME2 else 4) + values.frac_size(meta), 0, 0
-    if kind == T.MYSQL_TYPE_NEWDECIMAL:
-        precision, scale = meta >> 8, meta & 0xFF
-        if not 0 < precision <= 65 or scale > min(precision, 30):
-            return None
-        return values.decimal_size(precision, scale), 0, 0
-    if kind in PREFIXED_STRING_TYPES and col.collation is not None:
-        prefix = length_prefix(col)
-        if col.collation == BINARY_COLLATION and 1 <= prefix <= 4:
-            return 0, prefix, 0
-        if codec_of(col.collation) == "utf-8" and 1 <= prefix <= 4:
-            return 0, prefix, 1
-    return None

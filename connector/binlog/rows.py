@@ -13,7 +13,8 @@ from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.constants import EventType as E
 from connector.binlog.reader import Reader
-from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder, walk_layout
+from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder
+from connector.binlog.rowplan import walk_layout
 from connector.binlog.tablemap import TableMapEvent
 from connector.binlog.values import NotTyped
 from connector.errors import FormatError
@@ -124,7 +125,7 @@ class RowsDecoderCache:
         return decoder
 
     def layout(self, table: TableMapEvent) -> bytes | None:
-        """rowcodec.walk_layout of every column of the table, by TABLE_MAP identity."""
+        """rowplan.walk_layout of every column of the table, by TABLE_MAP identity."""
         hit = self._layouts.get(id(table))
         if hit is not None and hit[0] is table:
             return hit[1]

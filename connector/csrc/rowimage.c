@@ -655,7 +655,7 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     return 1;
 }
 
-/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowcodec.walk_layout). */
+/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout). */
 int walk_ok(const walk_t *c) {
     int fixed = c->width > 0 && c->prefix == 0 && c->utf8 == 0;
     int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 && (c->utf8 == 0 || c->utf8 == 1);

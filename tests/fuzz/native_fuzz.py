@@ -22,7 +22,7 @@ position, error for error.
 
 --target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows`, `route`,
 `render_json` and a `Kernel`, called directly with any arguments. Production hands them only the
-programs and layouts that connector/rowplan.py and rowcodec.walk_layout make, and the module checks them anyway
+programs and walk layouts that connector/binlog/rowplan.py makes, and the module checks them anyway
 (program_ok, walk_ok, route's checks) rather than trust them: every call returns or raises
 ValueError (TypeError for a message that is not a pair of bytes), under the sanitizers.
 """
@@ -154,7 +154,7 @@ def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
     texts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 3)) for _ in range(fdp.ConsumeIntInRange(0, 4))]
     if fdp.ConsumeBool():
         texts += [bytes([i]) if i < 0x80 else b"" for i in range(256)]  # an ASCII table, the rest unmapped
-    from connector.rowplan import Strings  # noqa: PLC0415 - after the sanitizer build took its place
+    from connector.binlog.rowplan import Strings  # noqa: PLC0415 - after the sanitizer build took its place
 
     strings = Strings()
     strings.add(texts)

@@ -3,10 +3,12 @@
 `column_op` is the one description of a binlog column for the compiled module (connector/csrc/):
 its operation (native_spec.OPS), its width or length prefix, its fraction digits or precision and
 scale, and the strings it names values by (ENUM and SET labels, a single-byte charset's
-characters). Two consumers are derived from it: the Avro transcoder's program
-(connector/avro/transcode.program adds what the table's Avro schema says of each field) and the
-canal-JSON renderer of JSON lines (`json_program`, for `sluice decode` and `sluice tail`). A column
-it does not describe puts its table on the Python path, which stays the reference for both.
+characters). Three consumers are derived from it: the Avro transcoder's program
+(connector/avro/transcode.program adds what the table's Avro schema says of each field), the
+canal-JSON renderer of JSON lines (`json_program`, for `sluice decode` and `sluice tail`), and
+the walk `count_rows` checks a rows event's images with before their decoding is deferred
+(`walk_layout`, for the parser: connector/binlog/rows.py). A column it does not describe puts
+its table on the Python path, which stays the reference for all three.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
+WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8
 
 Op = tuple[int, int, int, int]  # op, width, a, b
 
@@ -161,3 +164,31 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
             return None
         ops.append(COLUMN.pack(*op, -1, -1, 0))
     return Program(b"".join(ops), b"", strings.packed()) if ops else None
+
+
+# The ops whose Python decoding cannot fail once a walk accepted their bytes: fixed widths, and
+# length-prefixed bytes or strict UTF-8. Not ENUM (an index beyond the labels is an error) nor
+# TEXT8 (a byte its charset does not define is one): their images are decoded at once, where an
+# error can still say which event it is in.
+_WALKS_FIXED = frozenset(
+    {OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2,
+     OP_YEAR, OP_TIME2, OP_BIT, OP_BIT64, OP_SET}
+)  # fmt: skip
+
+
+def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
+    """How `count_rows` steps over each column of a row image (WALK per column); None unless
+    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES or OP_UTF8."""
+    out, strings = [], Strings()
+    for meta in columns:
+        op = column_op(meta, strings)
+        if op is None:
+            return None
+        code, width, prefix, _ = op
+        if code in _WALKS_FIXED:
+            out.append(WALK.pack(width, 0, 0))
+        elif code in (OP_BYTES, OP_UTF8):
+            out.append(WALK.pack(0, prefix, 1 if code == OP_UTF8 else 0))
+        else:
+            return None
+    return b"".join(out)
