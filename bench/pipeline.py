@@ -132,18 +132,20 @@ def end_to_end(file: str, tmp: str, kernel: bool = True) -> Run:
     return Run(connector.pipeline.counters.rows, sink.first_at - started, ended - sink.first_at, sink.kept)
 
 
-def profile(file: str, tmp: str, top: int = 25) -> None:
+def profile(file: str, tmp: str, kernel: bool, top: int = 25) -> None:
     """One connector run over `file` under cProfile (the thread that decodes, encodes and
-    produces): its cost per binlog event and per row, and where it goes."""
+    produces): its cost per binlog event and per row, and where it goes; `kernel` False: every
+    event on the Python path."""
     with connect().cursor() as cur:
         cur.execute(f"SHOW BINLOG EVENTS IN '{file}'")
         events = len(cur.fetchall())
     profiler = cProfile.Profile()
     profiler.enable()
-    run = end_to_end(file, tmp)
+    run = end_to_end(file, tmp, kernel=kernel)
     profiler.disable()
     seconds = run.streaming_s
-    print(f"profile: {events:,} events, {run.rows:,} rows in {seconds:.2f} s streaming, under cProfile: "
+    path = "kernel" if kernel else "Python path alone"
+    print(f"profile ({path}): {events:,} events, {run.rows:,} rows in {seconds:.2f} s streaming, under cProfile: "
           f"{seconds / events * 1e6:.1f} us per event, {seconds / run.rows * 1e6:.1f} us per row")  # fmt: skip
     stats = pstats.Stats(profiler)
     listed = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
@@ -265,14 +267,16 @@ def main() -> None:
     parser.add_argument("--oltp", type=int, default=20_000, help="single-row transactions")
     parser.add_argument("--big-transaction", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="connector and ceiling runs, alternating")
-    parser.add_argument("--profile", action="store_true", help="only: the single-row transactions under cProfile")
+    parser.add_argument("--profile", action="store_true", help="only: one cProfile run, kernel on, one off")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile:
             workload(1_000)  # makes the table
-            profile(oltp_workload(args.oltp), tmp)
+            file = oltp_workload(args.oltp)
+            profile(file, tmp, kernel=True)
+            profile(file, tmp, kernel=False)
             return
         runs: list[tuple[str, Callable[[], str]]] = [
             ("bulk", lambda: workload(args.rows)), ("single-row transactions", lambda: oltp_workload(args.oltp))

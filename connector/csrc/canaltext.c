@@ -165,22 +165,7 @@ static int put_datetime2(buf_t *out, const unsigned char *v, int fsp) {
 
 /* values.decode_time2: the sign, then h:m:s of the magnitude and its fraction ("%06d" cut to fsp). */
 static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
-    int64_t intpart = (int64_t)be(v, 3) - 0x800000, packed;
-    if (fsp <= 0) {
-        packed = intpart * (1 << 24);
-    } else if (fsp <= 2) {
-        int64_t frac = v[3];
-        if (intpart < 0 && frac)
-            intpart += 1, frac -= 0x100;
-        packed = intpart * (1 << 24) + frac * 10000;
-    } else if (fsp <= 4) {
-        int64_t frac = (int64_t)be(v + 3, 2);
-        if (intpart < 0 && frac)
-            intpart += 1, frac -= 0x10000;
-        packed = intpart * (1 << 24) + frac * 100;
-    } else {
-        packed = (int64_t)be(v, 6) - 0x800000000000LL;
-    }
+    int64_t packed = time2_packed(v, fsp);
     uint64_t magnitude = packed < 0 ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
     uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
     if (put_format(out, "%s%02llu:%02llu:%02llu", packed < 0 ? "-" : "", (unsigned long long)(hms >> 12 & 0x3FF),

@@ -68,6 +68,27 @@ static inline uint64_t be(const unsigned char *p, int n) {
     return v;
 }
 
+/* TIME2's packed value (my_time_packed_from_binary, values.decode_time2): negative values borrow
+ * from the fraction. Its magnitude's bits: hours (10) minutes (6) seconds (6), then 24 of micros. */
+static inline int64_t time2_packed(const unsigned char *v, int fsp) {
+    int64_t intpart = (int64_t)be(v, 3) - 0x800000;
+    if (fsp <= 0)
+        return intpart * (1 << 24);
+    if (fsp <= 2) {
+        int64_t frac = v[3];
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x100;
+        return intpart * (1 << 24) + frac * 10000;
+    }
+    if (fsp <= 4) {
+        int64_t frac = (int64_t)be(v + 3, 2);
+        if (intpart < 0 && frac)
+            intpart += 1, frac -= 0x10000;
+        return intpart * (1 << 24) + frac * 100;
+    }
+    return (int64_t)be(v, 6) - 0x800000000000LL;
+}
+
 /* A span of bytes that someone else owns. */
 typedef struct {
     const unsigned char *p;

@@ -250,22 +250,7 @@ static int temporal_value(const column_t *c, const unsigned char *v, buf_t *out,
  * digits than the text's parse gives back: Python's. */
 static int time2_value(const column_t *c, const unsigned char *v, buf_t *out) {
     int fsp = c->a;
-    int64_t intpart = (int64_t)be(v, 3) - 0x800000, packed;
-    if (fsp <= 0) {
-        packed = intpart * (1 << 24);
-    } else if (fsp <= 2) {
-        int64_t frac = v[3];
-        if (intpart < 0 && frac)
-            intpart += 1, frac -= 0x100;
-        packed = intpart * (1 << 24) + frac * 10000;
-    } else if (fsp <= 4) {
-        int64_t frac = (int64_t)be(v + 3, 2);
-        if (intpart < 0 && frac)
-            intpart += 1, frac -= 0x10000;
-        packed = intpart * (1 << 24) + frac * 100;
-    } else {
-        packed = (int64_t)be(v, 6) - 0x800000000000LL;
-    }
+    int64_t packed = time2_packed(v, fsp);
     int negative = packed < 0;
     uint64_t magnitude = negative ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
     uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
