@@ -31,12 +31,11 @@ from connector.binlog.events import (
     XidEvent,
 )
 from connector.binlog.jsonb import JsonPartial
-from connector.binlog.rowplan import Program, json_program
+from connector.binlog.rowplan import KINDS, Program, json_program
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
-from connector.native_spec import KINDS
 from connector.position import Cursor
 
 FlatMessage = dict[str, Any]
@@ -531,10 +530,6 @@ def _texts_json(texts: dict[str, str | None]) -> str:
     return "{" + ",".join([f"{q(k)}:{'null' if v is None else q(v)}" for k, v in texts.items()]) + "}"
 
 
-_KIND_NUMBERS = {RowsKind.WRITE: KINDS["KIND_WRITE"], RowsKind.UPDATE: KINDS["KIND_UPDATE"],
-                 RowsKind.DELETE: KINDS["KIND_DELETE"]}  # fmt: skip
-
-
 class JsonLineEncoder:
     """Flat messages as compact JSON lines, encoding each table's constant parts once.
 
@@ -617,7 +612,7 @@ class JsonLineEncoder:
         program = hit[1]
         if program is None:
             return None
-        texts = transcoder.render_json(rows.raw, program.columns, _KIND_NUMBERS[rows.kind], program.strings, hit[2])
+        texts = transcoder.render_json(rows.raw, program.columns, KINDS[rows.kind], program.strings, hit[2])
         if texts is not None:
             self.compiled_rows += len(texts)
         return texts

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from connector import native_spec
-from connector.avro import transcode
 from connector.binlog import rowplan, values
 from connector.binlog.constants import RowsKind
 from connector.sink import partitioning
@@ -26,7 +25,7 @@ def test_the_python_side_reads_the_spec() -> None:
     assert native_spec.OPS["OP_UTF8"] == rowplan.OP_UTF8 and native_spec.OPS["OP_INT"] == rowplan.OP_INT
     assert rowplan.COLUMN.size == 4 * len(native_spec.RECORDS["column_t"])
     assert rowplan.WALK.size == 4 * len(native_spec.RECORDS["walk_t"])
-    assert transcode.KINDS[RowsKind.DELETE] == native_spec.KINDS["KIND_DELETE"]
+    assert rowplan.KINDS[RowsKind.DELETE] == native_spec.KINDS["KIND_DELETE"]
     assert values.decimal_size(10, 2) == 5 and values._DIG2BYTES is native_spec.DIG2BYTES
     # Kafka's own murmur2 of b"21" is -973932308 (the Java client's test vector)
     assert partitioning.murmur2(b"21") == -973932308

@@ -33,10 +33,11 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
-from connector.avro.transcode import KINDS, program
+from connector.avro.transcode import program
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
+from connector.binlog.rowplan import KINDS
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.errors import AvroWriteError, EncodingError, RegistryError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, shape_of

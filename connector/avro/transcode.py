@@ -1,7 +1,7 @@
 """Programs for the compiled transcoder: a rows event's images straight to Avro bytes.
 
 connector/csrc/rowimage.c reads the binlog's row images and writes each row's Avro record with
-no Python object per value. Each column's operation is connector/rowplan.column_op's (read off
+no Python object per value. Each column's operation is connector/binlog/rowplan.column_op's (read off
 the binlog's metadata); what is added here, once per schema version and table shape, is what the
 table's Avro schema says of it: the union branches of its field, and whether the field's type is
 the one the operation writes (the tracked column's type and the Avro type the schema gives it).
@@ -22,7 +22,6 @@ from typing import Any
 
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.constants import ColumnType as T
-from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import (
     COLUMN,
     OP_BIT,
@@ -50,13 +49,10 @@ from connector.binlog.rowplan import (
 )
 from connector.binlog.tablemap import ColumnMeta
 from connector.native import transcoder
-from connector.native_spec import KINDS as SPEC_KINDS
 from connector.native_spec import record
 from connector.schema.model import BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
-KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
-         RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
 
 # The tracked type an integer column must be, by binlog type.
 _INTEGER_NAMES: dict[int, str] = {

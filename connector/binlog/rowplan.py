@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from connector.binlog.charsets import BINARY_COLLATION, codec_of, max_char_len
 from connector.binlog.constants import ColumnType as T
+from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
+from connector.native_spec import KINDS as SPEC_KINDS
 from connector.native_spec import OPS, record
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
@@ -28,6 +30,9 @@ OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
+# A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
+KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
+         RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
 WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8
 

@@ -181,18 +181,6 @@ static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
 /* A label (ENUM, SET) or a charset's character, escaped. */
 static int put_string(buf_t *out, bytes_t s) { return put_escaped(out, s.p, s.n); }
 
-/* text_t of a length-prefixed value at v; DECLINE if it does not fit. */
-static int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text, Py_ssize_t *used) {
-    if (room < c->a)
-        return DECLINE;
-    Py_ssize_t n = (Py_ssize_t)le(v, c->a);
-    if (n > room - c->a)
-        return DECLINE;
-    *text = (bytes_t){v + c->a, n};
-    *used = c->a + n;
-    return DONE;
-}
-
 /* One value's text (its JSON string's inside; numbers too: canal's values are all strings). */
 static int cell(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
                 Py_ssize_t *used) {

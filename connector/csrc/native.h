@@ -113,6 +113,20 @@ static inline bytes_t string_at(const strings_t *s, Py_ssize_t k) {
     return (bytes_t){s->area + start, end - start};
 }
 
+/* A length-prefixed value at v (a prefix of c->a bytes, then that many): its bytes and how many
+ * the column takes; DECLINE if they do not fit in room. */
+static inline int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text,
+                           Py_ssize_t *used) {
+    if (room < c->a)
+        return DECLINE;
+    Py_ssize_t n = (Py_ssize_t)le(v, c->a);
+    if (n > room - c->a)
+        return DECLINE;
+    *text = (bytes_t){v + c->a, n};
+    *used = c->a + n;
+    return DONE;
+}
+
 /* What writing a rows event's rows needs (connector/avro/transcode.py makes the program; the
  * envelope's parts come from connector/avro/encoding.py or, in the kernel, from the event). */
 typedef struct {

@@ -182,13 +182,13 @@ typedef struct {
 } span_t;
 
 static int text_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
-    if (room < c->a)
+    bytes_t value;
+    Py_ssize_t used;
+    if (prefixed(c, v, room, &value, &used) != DONE)
         return DECLINE;
-    Py_ssize_t n = (Py_ssize_t)le(v, c->a);
-    if (n > room - c->a)
-        return DECLINE;
-    const unsigned char *text = v + c->a;
-    *pos += c->a + n;
+    const unsigned char *text = value.p;
+    Py_ssize_t n = value.n;
+    *pos += used;
     if (c->op == OP_UTF8) {
         if (!utf8_valid(text, n))
             return DECLINE;
@@ -302,19 +302,19 @@ static int set_value(const column_t *c, const strings_t *strings, const unsigned
  * b), as UTF-8; a byte the charset does not map makes Python's decoder raise: Python's. */
 static int text8_value(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t *pos,
                        Py_ssize_t room, buf_t *out) {
-    if (room < c->a)
+    bytes_t value;
+    Py_ssize_t used, total = 0;
+    if (prefixed(c, v, room, &value, &used) != DONE)
         return DECLINE;
-    Py_ssize_t n = (Py_ssize_t)le(v, c->a), total = 0;
-    if (n > room - c->a)
-        return DECLINE;
-    const unsigned char *text = v + c->a;
+    const unsigned char *text = value.p;
+    Py_ssize_t n = value.n;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t one = string_at(strings, c->b + text[i]).n;
         if (one == 0)
             return DECLINE;
         total += one;
     }
-    *pos += c->a + n;
+    *pos += used;
     if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
         return FAIL;
     for (Py_ssize_t i = 0; i < n; i++) {
