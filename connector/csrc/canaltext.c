@@ -87,10 +87,7 @@ static int put_float32(buf_t *out, const unsigned char *bits) {
  * without leading zeros, then the fraction's groups (%09d, the last %0Nd). */
 static int put_decimal(buf_t *out, const unsigned char *p, int precision, int scale) {
     unsigned char raw[32];
-    int width = decimal_width(precision, scale), negative = !(p[0] & 0x80), intg = precision - scale, at = 0;
-    for (int i = 0; i < width; i++)
-        raw[i] = negative ? (unsigned char)~p[i] : p[i];
-    raw[0] &= 0x7F;
+    int negative = decimal_magnitude(p, decimal_width(precision, scale), raw), intg = precision - scale, at = 0;
     char whole[96], frac[96];
     int nw = 0, nf = 0;
     if (intg % 9) {

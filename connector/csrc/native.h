@@ -89,6 +89,16 @@ static inline int64_t time2_packed(const unsigned char *v, int fsp) {
     return (int64_t)be(v, 6) - 0x800000000000LL;
 }
 
+/* A NEWDECIMAL's width bytes with the sign taken off (decimal2bin stores a negative one
+ * complemented, and flips the top bit): its magnitude's groups into raw; 1 if it is negative. */
+static inline int decimal_magnitude(const unsigned char *p, int width, unsigned char *raw) {
+    int negative = !(p[0] & 0x80);
+    for (int i = 0; i < width; i++)
+        raw[i] = negative ? (unsigned char)~p[i] : p[i];
+    raw[0] &= 0x7F;
+    return negative;
+}
+
 /* A span of bytes that someone else owns. */
 typedef struct {
     const unsigned char *p;

@@ -109,11 +109,7 @@ static int read_decimal(const unsigned char *p, int precision, int scale, __int1
     unsigned char raw[32];
     if (precision > 38 || scale > precision || scale < 0)
         return 0; /* past an __int128: Python's integers take it */
-    int width = decimal_width(precision, scale);
-    int negative = !(p[0] & 0x80);
-    for (int i = 0; i < width; i++)
-        raw[i] = negative ? (unsigned char)~p[i] : p[i];
-    raw[0] &= 0x7F;
+    int negative = decimal_magnitude(p, decimal_width(precision, scale), raw);
     int intg = precision - scale, at = 0;
     __int128 v = 0;
     int groups[3][2] = {{intg % 9, 0}, {0, 0}, {scale % 9, 0}};
