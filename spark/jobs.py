@@ -206,15 +206,34 @@ def emptied_by(known: Schema, kind: str, database: str, table: str, sql: str) ->
     return gone
 
 
-def decode(framed: DataFrame, schemas: WriterSchemas, writers: Writers) -> dict[tuple[str, str], DataFrame]:
-    """Per source table, the batch's messages as rows of the table's newest value schema.
+# The envelope fields the mirror reads; of `source`, only `row`.
+MIRRORED = ("id", "type", "data", "source")
+
+
+def reading(schema: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """`schema` with only the envelope's `fields` (of `source`, only `row`): Avro's resolution
+    skips the rest of each value without making Spark values of them."""
+    kept = [field for field in schema["fields"] if field["name"] in fields]
+    for i, field in enumerate(kept):
+        if field["name"] == "source":
+            record = field["type"]
+            kept[i] = {**field, "type": {**record, "fields": [f for f in record["fields"] if f["name"] == "row"]}}
+    return {**schema, "fields": kept}
+
+
+def decode(
+    framed: DataFrame, schemas: WriterSchemas, writers: Writers, fields: tuple[str, ...] = ()
+) -> dict[tuple[str, str], DataFrame]:
+    """Per source table, the batch's messages as rows of the table's newest value schema (with
+    `fields`, only those envelope fields).
 
     Each table's messages are decoded in one projection that picks the writer schema by
     fingerprint (every branch resolves to the table's newest schema, so they share one type)."""
     directory = schemas.directory
     out = {}
     for key, by_fp in writers.items():
-        options = {"mode": "FAILFAST", "avroSchema": json.dumps(directory.latest_schema(*key))}
+        newest = directory.latest_schema(*key)
+        options = {"mode": "FAILFAST", "avroSchema": json.dumps(reading(newest, fields) if fields else newest)}
         branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
         message = branches[0][1]
         if len(branches) > 1:
@@ -226,17 +245,21 @@ def decode(framed: DataFrame, schemas: WriterSchemas, writers: Writers) -> dict[
     return out
 
 
-def _changes(messages: DataFrame) -> DataFrame:
-    """One row per change: the envelope's position and type, and the row's columns."""
+def _changes(messages: DataFrame, full: bool = True) -> DataFrame:
+    """One row per change: the envelope's position and type, and the row's columns; `full`:
+    also its before-image, source, event time and GTID."""
+    rest = [
+        F.col("m.old").getItem(0).alias("_old"),
+        F.col("m.source").alias("_source"),
+        F.col("m.es").alias("_es"),
+        F.col("m.gtid").alias("_gtid"),
+    ]
     return messages.select(
         F.col("m.type").alias("_sluice_type"),
         F.col("m.id").alias("_sluice_id"),
         F.col("m.source.row").alias("_sluice_row"),
         F.col("m.data").getItem(0).alias("_data"),
-        F.col("m.old").getItem(0).alias("_old"),
-        F.col("m.source").alias("_source"),
-        F.col("m.es").alias("_es"),
-        F.col("m.gtid").alias("_gtid"),
+        *(rest if full else []),
     )
 
 
@@ -253,6 +276,8 @@ def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]])
     the rename would show the column as NULL. A rename needs Delta column mapping by name
     (readers and writers of Delta 1.2 and later); it is turned on at the first rename. Run
     again after a failure, it finds the new names there and does nothing."""
+    if not any(field.get("aliases") for field in fields):
+        return  # no column of the table was ever renamed
     have = set(spark.read.format("delta").load(path).columns)
     renames = []
     for field in fields:
@@ -262,8 +287,7 @@ def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]])
     if not renames:
         return
     target = f"delta.`{path}`"
-    properties = DeltaTable.forPath(spark, path).detail().collect()[0]["properties"]
-    if properties.get("delta.columnMapping.mode") != "name":
+    if properties_of(spark, path).get("delta.columnMapping.mode") != "name":
         spark.sql(
             f"ALTER TABLE {target} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name',"
             " 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
@@ -271,6 +295,11 @@ def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]])
     for old, new in renames:
         spark.sql(f"ALTER TABLE {target} RENAME COLUMN `{old}` TO `{new}`")
         log.info("mirror %s: column %s renamed to %s, as in the source", path, old, new)
+
+
+def properties_of(spark: SparkSession, path: str) -> dict[str, str]:
+    """A Delta table's properties, from its log's metadata (DESCRIBE DETAIL runs jobs over its files)."""
+    return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
 
 
 def newest_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
@@ -346,10 +375,11 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
 
     def cut_of(path: str) -> int:
         if path not in cuts:
-            detail = DeltaTable.forPath(spark, path).detail().collect()[0]
-            cuts[path] = int(detail["properties"].get(TRUNCATED_AT, -1))
-            ranges = RANGE in detail["partitionColumns"]  # a crash before the property: the config's
-            widths[path] = int(detail["properties"].get(KEY_RANGE, config.spark.key_range)) if ranges else 0
+            properties = properties_of(spark, path)
+            cuts[path] = int(properties.get(TRUNCATED_AT, -1))
+            # RANGE is only ever the partition column; a crash before the property: the config's.
+            ranges = RANGE in spark.read.format("delta").load(path).columns
+            widths[path] = int(properties.get(KEY_RANGE, config.spark.key_range)) if ranges else 0
         return cuts[path]
 
     def width_of(path: str) -> int:
@@ -373,13 +403,13 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
         truncated = emptied(framed, directory) if statements else {}
         for (database, table), at in truncated.items():
             empty(database, table, at, batch_id)
-        for (database, table), messages in decode(framed, schemas, writers).items():
+        for (database, table), messages in decode(framed, schemas, writers, MIRRORED).items():
             keys = directory.key_columns(database, table)
             if not keys:
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
             path = under(config.spark.lake_dir, "mirror", database, table)
             exists = DeltaTable.isDeltaTable(spark, path)
-            changes = _changes(messages)
+            changes = _changes(messages, full=False)
             cut = cut_of(path) if exists else truncated.get((database, table), -1)
             if cut >= 0:  # changes from before the table was last emptied: their rows are gone
                 changes = changes.filter(F.col("_sluice_id") > cut)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import re
 
-from spark.jobs import emptied_by, row_topics_pattern, stub_schema, under
+import fastavro
+
+from connector.avro.schemas import value_schema
+from connector.schema.ddl import apply_ddl
+from connector.schema.model import Schema
+from spark.jobs import MIRRORED, emptied_by, reading, row_topics_pattern, stub_schema, under
 
 
 def test_lake_paths_below_a_url_keep_its_double_slash() -> None:
@@ -41,3 +47,21 @@ def test_the_statements_that_take_a_tables_rows_away() -> None:
     ]
     for kind, database, table, sql, gone in cases:
         assert emptied_by(known, kind, database, table, sql) == gone, sql
+
+
+def test_the_mirrors_reader_schema_takes_from_a_value_only_what_the_mirror_uses() -> None:
+    schema = Schema()
+    apply_ddl(schema, "CREATE TABLE shop.t (id INT PRIMARY KEY, note VARCHAR(20))", "shop")
+    written = value_schema(schema.tables[("shop", "t")], 1)
+    value = {"id": 7 << 32 | 4, "database": "shop", "table": "t", "type": "UPDATE", "isDdl": False, "pkNames": ["id"],
+             "es": 1, "ts": 2, "sql": "", "gtid": "0-1-9", "data": [{"id": 1, "note": "new"}],
+             "old": [{"id": 1, "note": "old"}],
+             "source": {"server_id": 1, "file": "b.000007", "pos": 4, "row": 3}}  # fmt: skip
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(written), value)
+    out.seek(0)
+    mirrored = fastavro.parse_schema(reading(written, MIRRORED))
+    read = fastavro.schemaless_reader(out, fastavro.parse_schema(written), mirrored)
+    assert read == {"id": 7 << 32 | 4, "type": "UPDATE", "data": [{"id": 1, "note": "new"}], "source": {"row": 3}}
+    assert written["fields"][-1]["type"]["fields"][3]["name"] == "row"  # the full schema is not changed
+    assert len(written["fields"][-1]["type"]["fields"]) == 4
