@@ -104,12 +104,24 @@ def row_topics_pattern(prefix: str, statements: bool = False) -> str:
     return f"^{escaped}\\.[^.]+\\.[^.]+$" if statements else f"^{escaped}\\.[^.]+\\.(?!_ddl$)[^.]+$"
 
 
+# How Spark's Kafka source fetches. Each task reads a range of offsets it knows are there, yet
+# with the consumer's defaults a task's read ends in a fetch the broker holds for
+# fetch.max.wait.ms (500): half a second a task. 340,000 messages in 3 partitions, local[2]:
+# 2.0 s with the defaults, 1.0 s with a 5 ms wait, 0.8 s with larger fetches besides.
+FETCH = {
+    "kafka.fetch.max.wait.ms": "5",
+    "kafka.max.partition.fetch.bytes": str(32 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+}
+
+
 def read_changes(spark: SparkSession, config: Config, statements: bool = False) -> DataFrame:
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
         .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix, statements))
         .option("startingOffsets", "earliest")
+        .options(**FETCH)
         .load()
     )
 
