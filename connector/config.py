@@ -131,6 +131,36 @@ class KafkaSecurity:
         props.update({k: v for k, v in named.items() if v})
         return props
 
+    def java_client(self) -> dict[str, str]:
+        """The same settings as the Java client's properties (Spark's Kafka source reads with it):
+        the SASL login as a JAAS line, the CA and the client's certificate and key as PEM. The
+        key and the JAAS line are secrets: the Spark session redacts them (spark/jobs.py)."""
+        props = {"security.protocol": self.protocol.upper()}
+        if self.sasl_mechanism:
+            module = "plain.PlainLoginModule" if self.sasl_mechanism == "PLAIN" else "scram.ScramLoginModule"
+            props["sasl.mechanism"] = self.sasl_mechanism
+            props["sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.{module} required"
+                f" username={_jaas_quoted(self.sasl_username)} password={_jaas_quoted(self.sasl_password)};"
+            )
+        if self.ssl_ca:
+            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ssl_ca})
+        if self.ssl_cert:
+            # A PEM key store by location wants the key and the chain in one file; given inline, two files do.
+            props.update({
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.certificate.chain": Path(self.ssl_cert).read_text(),
+                "ssl.keystore.key": Path(self.ssl_key).read_text(),
+            })  # fmt: skip
+            if self.ssl_key_password:
+                props["ssl.key.password"] = self.ssl_key_password
+        return props
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value: in double quotes, with backslashes and quotes escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSection:

@@ -58,6 +58,13 @@ KEY_RANGE = "sluice.keyRange"  # a ranged mirror table's property: its width
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
+# The secrets a plan's text can hold: a JAAS password, a PEM private key.
+PLAN_SECRETS = (
+    r'(?i)password\s*=\s*"(?:[^"\\]|\\.)*"'
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
+)
+
+
 def session(config: Config, app: str) -> SparkSession:
     """A session with Kafka, Avro and Delta, UTC, and the driver bound to loopback by default.
 
@@ -77,6 +84,11 @@ def session(config: Config, app: str) -> SparkSession:
         .config("spark.databricks.delta.snapshotPartitions", str(spark_cfg.shuffle_partitions))
         # The batch a MERGE reads is persisted by the job: Delta's own copy of it is a second one.
         .config("spark.databricks.delta.merge.materializeSource", "none")
+        # A source's options are in its plan, which Spark logs, shows, writes to its event log
+        # and puts in a failed query's error: the Kafka client's JAAS line and private key
+        # (connector.config.KafkaSecurity.java_client) are redacted there.
+        .config("spark.sql.redaction.options.regex", "(?i)url|jaas|keystore\\.key")
+        .config("spark.sql.redaction.string.regex", PLAN_SECRETS)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
@@ -122,6 +134,7 @@ def read_changes(spark: SparkSession, config: Config, statements: bool = False) 
         .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix, statements))
         .option("startingOffsets", "earliest")
         .options(**FETCH)
+        .options(**{f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()})
         .load()
     )
 

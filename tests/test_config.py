@@ -102,3 +102,33 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 )
 def test_a_start_may_be_a_tagged_gtid_set_a_mariadb_state_or_a_file_position(start: str) -> None:
     assert parse_config(complete({"source": {"start": start}})).source.start == start
+
+
+def test_kafka_security_as_the_java_clients_properties(tmp_path: Path) -> None:
+    """What Spark's Kafka source is given: the same login, CA and client certificate as librdkafka."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("CA")
+    plain = parse_config(complete({"kafka": {"security": {
+        "protocol": "sasl_ssl", "sasl_mechanism": "PLAIN", "sasl_username": "cdc", "sasl_password": 'p"a\\ss',
+        "ssl_ca": str(ca)}}})).kafka.security  # fmt: skip
+    assert plain.java_client() == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required'
+                            ' username="cdc" password="p\\"a\\\\ss";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
+    }  # fmt: skip
+    scram = parse_config(complete({"kafka": {"security": {
+        "protocol": "sasl_plaintext", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "cdc",
+        "sasl_password": "x"}}})).kafka.security  # fmt: skip
+    assert scram.java_client()["sasl.jaas.config"].startswith("org.apache.kafka.common.security.scram.ScramLoginModule")
+    assert scram.java_client()["security.protocol"] == "SASL_PLAINTEXT"
+    (tmp_path / "c.pem").write_text("CERT")
+    (tmp_path / "k.pem").write_text("KEY")
+    mtls = parse_config(complete({"kafka": {"security": {
+        "protocol": "ssl", "ssl_cert": str(tmp_path / "c.pem"), "ssl_key": str(tmp_path / "k.pem"),
+        "ssl_key_password": "kp"}}})).kafka.security  # fmt: skip
+    assert mtls.java_client() == {
+        "security.protocol": "SSL", "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "CERT",
+        "ssl.keystore.key": "KEY", "ssl.key.password": "kp",
+    }  # fmt: skip
+    assert parse_config(complete({})).kafka.security.java_client() == {"security.protocol": "PLAINTEXT"}

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from connector.config import Config, load_config
+from connector.avro.reader import MessageReader
+from connector.avro.registry import SchemaDirectory
+from connector.config import Config, SparkSection, load_config
+from connector.runner import Connector
+from spark.jobs import read_changes, run, session
 from tests.live import (
     HOST,
     KAFKA_MTLS,
@@ -25,13 +30,16 @@ from tests.live import (
     KAFKA_SASL_PASSWORD_FILE,
     REDIS_TLS_PASSWORD_FILE,
     REDIS_TLS_PORT,
+    ROOT,
     TLS,
     checkpoint_user_settings,
     scram_user,
     server,
     source_toml,
 )
+from tests.replay import comparable, set_columns, source_rows
 from tests.test_pipeline_live import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
+from tests.test_spark_live import mirror_rows
 
 pytestmark = pytest.mark.live
 
@@ -111,3 +119,40 @@ def test_the_pipeline_runs_through_secured_kafka_redis_and_checkpoint_database(
     assert_replay_equals_source(config, db)
     for variable in ("SLUICE_TEST_KAFKA_PASSWORD", "SLUICE_TEST_REDIS_PASSWORD", "SLUICE_TEST_CHECKPOINT_PASSWORD"):
         assert os.environ[variable] not in log
+
+
+@pytest.mark.usefixtures("secrets_in_env")
+@pytest.mark.parametrize("listener", LISTENERS, ids=[listener.name for listener in LISTENERS])
+def test_the_spark_mirror_reads_through_secured_kafka_and_shows_no_secret(
+    tmp_path: Path, listener: Listener, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`sluice spark mirror` reads the topics the way the connector wrote them (SASL_SSL, mutual
+    TLS): the mirror equals SELECT *, and neither the password nor the client's private key is in
+    the query's plan (which Spark logs, shows and writes to its event log) or the process's output."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    name, db = f"secspark{listener.name}{uuid.uuid4().hex[:6]}", f"secured_spark_{listener.name}"
+    fresh(db)
+    config = load_config(secured_config(name, db, tmp_path, listener))
+    ivy = str(ROOT / "deploy" / "spark" / "ivysettings.xml")
+    config = replace(config, spark=SparkSection(master="local[2]", lake_dir=str(tmp_path / "lake"),
+                                                checkpoint_dir=str(tmp_path / "checkpoints"), shuffle_partitions=2,
+                                                ivy_settings=ivy))  # fmt: skip
+    Connector(config).run(blocking=False)  # first start: capture, position saved
+    workload(db, 30, seed=51)
+    Connector(config).run(blocking=False)
+    run(config, "mirror", once=True)
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    for table in ("orders", "order_lines"):
+        path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
+        sets = set_columns(reader, db, table)
+        assert comparable(mirror_rows(spark, path), sets) == comparable(source_rows(db, table, reader), sets)
+    plan = read_changes(spark, config)._jdf.queryExecution().toString()
+    secrets = [line for line in (TLS / "client-key.pem").read_text().splitlines() if "-----" not in line][:3]
+    secrets += [KAFKA_SASL_PASSWORD_FILE.read_text().strip()]
+    shown = "kafka.ssl.keystore.key" if listener.name == "mtls" else "kafka.sasl.jaas.config"
+    assert shown in plan  # the option is in the plan: its value is what must not be
+    output = capfd.readouterr()
+    for secret in secrets:
+        assert secret not in plan and secret not in output.out + output.err
