@@ -10,7 +10,7 @@ import fastavro
 from connector.avro.schemas import value_schema
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
-from spark.jobs import MIRRORED, emptied_by, reading, row_topics_pattern, stub_schema, under
+from spark.jobs import MIRRORED, emptied_by, reading, row_topics_pattern, stats_columns, stub_schema, under
 
 
 def test_lake_paths_below_a_url_keep_its_double_slash() -> None:
@@ -65,3 +65,8 @@ def test_the_mirrors_reader_schema_takes_from_a_value_only_what_the_mirror_uses(
     assert read == {"id": 7 << 32 | 4, "type": "UPDATE", "data": [{"id": 1, "note": "new"}], "source": {"row": 3}}
     assert written["fields"][-1]["type"]["fields"][3]["name"] == "row"  # the full schema is not changed
     assert len(written["fields"][-1]["type"]["fields"]) == 4
+
+
+def test_a_mirror_tables_statistics_cover_its_key_and_position_quoted() -> None:
+    assert stats_columns(["id"]) == "`id`,`_sluice_id`"
+    assert stats_columns(["order`id", "line"]) == "`order``id`,`line`,`_sluice_id`"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,7 +24,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
-from spark.jobs import KEY_RANGE, RANGE, TRUNCATED_AT, run, session
+from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, properties_of, run, session
 from tests.live import KAFKA, ROOT, connect, fresh_database
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_pipeline_live import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
@@ -96,6 +97,11 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
         "region" in spark.read.format("delta").load(str(Path(config.spark.lake_dir) / "mirror" / db / "orders")).columns
     )
 
+    for table, stats in (("orders", ["id"]), ("order_lines", ["order_id", "line"])):
+        assert statistics_of(str(Path(config.spark.lake_dir) / "mirror" / db / table)) == [
+            *stats, "_sluice_id"
+        ], table
+
     run(config, "mirror", once=True)  # again: nothing new, nothing changes
     for table, version in versions.items():
         path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
@@ -116,9 +122,29 @@ def test_mirror_and_changelog(tmp_path: Path) -> None:
     plain = {(r["source"]["file"], r["source"]["pos"], r["source"]["row"], r["type"]) for r in frame.collect()}
     assert plain == {m for m in replay.seen if replay.table_of[m] == "order_lines"}
 
-    # Restarted on new data: the checkpoint resumes where it stopped, the mirror catches up.
+    # Restarted on new data: the checkpoint resumes where it stopped, the mirror catches up. A
+    # table made before the mirror chose its statistics columns is given them; one whose columns
+    # somebody chose keeps theirs.
+    orders, lines = (str(Path(config.spark.lake_dir) / "mirror" / db / t) for t in ("orders", "order_lines"))
+    spark.sql(f"ALTER TABLE delta.`{orders}` UNSET TBLPROPERTIES ('{STATS}')")
+    spark.sql(f"ALTER TABLE delta.`{lines}` SET TBLPROPERTIES ('{STATS}' = 'qty')")
     workload(db, 20, seed=13, pause_s=0)
     stream_and_mirror(spark, config, db, reader)
+    assert properties_of(spark, orders)[STATS] == "`id`,`_sluice_id`"
+    assert statistics_of(orders) == ["id", "_sluice_id"]
+    assert properties_of(spark, lines)[STATS] == "qty"
+    assert statistics_of(lines) == ["qty"]
+
+
+def statistics_of(path: str) -> list[str]:
+    """The columns the statistics of a Delta table's newest added file cover (from its log)."""
+    stats = []
+    for entry in sorted(Path(path, "_delta_log").glob("*.json")):
+        for line in entry.read_text().splitlines():
+            added = json.loads(line).get("add")
+            if added and added.get("stats"):
+                stats = list(json.loads(added["stats"])["minValues"])
+    return stats
 
 
 def assert_mirror_equals_source(spark: Any, config: Config, db: str, reader: MessageReader) -> None:
