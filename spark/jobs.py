@@ -384,7 +384,7 @@ def create(spark: SparkSession, path: str, latest: DataFrame, keys: list[str], w
 def merge(target: DeltaTable, latest: DataFrame, keys: list[str], bounds: str = "") -> None:
     """Apply each key's newest change where it is newer than the row's position in the table."""
     columns = [c for c in latest.columns if c != "_sluice_type"]
-    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys) + bounds
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys) + bounds  # a primary key's columns are never NULL
     newer = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
     values: dict[str, str | Column] = {f"`{c}`": f"s.`{c}`" for c in columns}
     (
