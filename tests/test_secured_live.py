@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,9 +23,11 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection, load_config
 from connector.runner import Connector
+from spark.examples.read_topic import read_topic
 from spark.jobs import read_changes, run, session
 from tests.live import (
     HOST,
+    KAFKA,
     KAFKA_MTLS,
     KAFKA_SASL,
     KAFKA_SASL_PASSWORD_FILE,
@@ -148,6 +151,17 @@ def test_the_spark_mirror_reads_through_secured_kafka_and_shows_no_secret(
         path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
         sets = set_columns(reader, db, table)
         assert comparable(mirror_rows(spark, path), sets) == comparable(source_rows(db, table, reader), sets)
+    # The README's recipe for plain Spark, given the same client settings as options.
+    topic = f"{config.kafka.topic_prefix}.{db}.order_lines"
+    avsc = str(Path(config.avro.schemas_dir) / db / "order_lines" / "v1.avsc")
+    secured = {f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()}
+    through = read_topic(spark, listener.bootstrap, topic, avsc, options=secured)
+    plain = read_topic(spark, KAFKA, topic, avsc)  # the same broker's plaintext listener
+
+    def changes(frame: Any) -> set[tuple[str, int, int, str]]:
+        return {(r["source"]["file"], r["source"]["pos"], r["source"]["row"], r["type"]) for r in frame.collect()}
+
+    assert changes(through) == changes(plain) and len(changes(plain)) > 0
     plan = read_changes(spark, config)._jdf.queryExecution().toString()
     secrets = [line for line in (TLS / "client-key.pem").read_text().splitlines() if "-----" not in line][:3]
     secrets += [KAFKA_SASL_PASSWORD_FILE.read_text().strip()]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import fastavro
 
 from connector.avro.schemas import value_schema
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
+from spark.examples.read_topic import client_options
 from spark.jobs import MIRRORED, emptied_by, reading, row_topics_pattern, stats_columns, stub_schema, under
 
 
@@ -70,3 +72,17 @@ def test_the_mirrors_reader_schema_takes_from_a_value_only_what_the_mirror_uses(
 def test_a_mirror_tables_statistics_cover_its_key_and_position_quoted() -> None:
     assert stats_columns(["id"]) == "`id`,`_sluice_id`"
     assert stats_columns(["order`id", "line"]) == "`order``id`,`line`,`_sluice_id`"
+
+
+def test_the_topic_recipe_reads_a_kafka_client_properties_file(tmp_path: Path) -> None:
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "# a comment\n! another\n\nsecurity.protocol = SASL_SSL\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required"
+        ' username="u" password="a=b";\n'
+    )
+    assert client_options(str(properties)) == {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u"'
+        ' password="a=b";',
+    }
