@@ -42,6 +42,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import DateType, NumericType, StringType, StructType, TimestampNTZType, TimestampType
 
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, load_config
@@ -355,25 +356,36 @@ def width_for(latest: DataFrame, key: str, key_range: int) -> int:
     return key_range if latest.schema[key].dataType.simpleString() in _INTEGRAL else 0
 
 
-def stats_columns(keys: list[str]) -> str:
+# The types Delta keeps file statistics for (not binary, boolean or nested ones).
+_WITH_STATS = (NumericType, StringType, DateType, TimestampType, TimestampNTZType)
+
+
+def stats_columns(schema: StructType, keys: list[str]) -> str:
     """A mirror table's file statistics: its key and the position `empty` deletes by. A MERGE
     spreads rows over files by key hash, so other columns' bounds skip no file, while every
-    rewrite computes them: a fifth of a MERGE's time on a table of five other columns."""
-    return ",".join(quote_identifier(column) for column in [*keys, "_sluice_id"])
+    rewrite computes them: a fifth of a MERGE's time on a table of five other columns. A key
+    column Delta keeps no statistics for (BINARY(16) UUIDs, BOOLEAN) is left out: naming it
+    fails the write."""
+    types = {field.name: field.dataType for field in schema.fields}
+    kept = [k for k in keys if isinstance(types.get(k), _WITH_STATS)]
+    return ",".join(quote_identifier(column) for column in [*kept, "_sluice_id"])
 
 
-def statistics_on_key(spark: SparkSession, path: str, keys: list[str], properties: dict[str, str]) -> None:
+def statistics_on_key(
+    spark: SparkSession, path: str, table: DataFrame, keys: list[str], properties: dict[str, str]
+) -> None:
     """A mirror table made before it kept statistics on its key only (`stats_columns`) is moved
     to them; one whose statistics columns somebody set is left as it is."""
     if STATS not in properties:
-        value = stats_columns(keys).replace("\\", "\\\\").replace("'", "\\'")
+        value = stats_columns(table.schema, keys).replace("\\", "\\\\").replace("'", "\\'")
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{STATS}' = '{value}')")
 
 
 def create(spark: SparkSession, path: str, latest: DataFrame, keys: list[str], width: int) -> None:
     """A new mirror table of the batch's newest non-deleted rows; with a width, partitioned by key range."""
     rows = latest.filter("_sluice_type <> 'DELETE'").drop("_sluice_type")
-    writer = (ranged(rows, keys[0], width) if width else rows).write.format("delta").option(STATS, stats_columns(keys))
+    stats = stats_columns(rows.schema, keys)
+    writer = (ranged(rows, keys[0], width) if width else rows).write.format("delta").option(STATS, stats)
     if not width:
         writer.save(path)
         return
@@ -419,11 +431,11 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
         """The position a mirror table was last emptied at, read once per run with its width
         (and its statistics columns set, if they never were)."""
         if path not in cuts:
-            properties = properties_of(spark, path)
-            statistics_on_key(spark, path, keys, properties)
+            properties, table = properties_of(spark, path), spark.read.format("delta").load(path)
+            statistics_on_key(spark, path, table, keys, properties)
             cuts[path] = int(properties.get(TRUNCATED_AT, -1))
             # RANGE is only ever the partition column; a crash before the property: the config's.
-            ranges = RANGE in spark.read.format("delta").load(path).columns
+            ranges = RANGE in table.columns
             widths[path] = int(properties.get(KEY_RANGE, config.spark.key_range)) if ranges else 0
         return cuts[path]
 
