@@ -372,12 +372,12 @@ def stats_columns(schema: StructType, keys: list[str]) -> str:
 
 
 def statistics_on_key(
-    spark: SparkSession, path: str, table: DataFrame, keys: list[str], properties: dict[str, str]
+    spark: SparkSession, path: str, schema: StructType, keys: list[str], properties: dict[str, str]
 ) -> None:
     """A mirror table made before it kept statistics on its key only (`stats_columns`) is moved
     to them; one whose statistics columns somebody set is left as it is."""
     if STATS not in properties:
-        value = stats_columns(table.schema, keys).replace("\\", "\\\\").replace("'", "\\'")
+        value = stats_columns(schema, keys).replace("\\", "\\\\").replace("'", "\\'")
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{STATS}' = '{value}')")
 
 
@@ -432,7 +432,7 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
         (and its statistics columns set, if they never were)."""
         if path not in cuts:
             properties, table = properties_of(spark, path), spark.read.format("delta").load(path)
-            statistics_on_key(spark, path, table, keys, properties)
+            statistics_on_key(spark, path, table.schema, keys, properties)
             cuts[path] = int(properties.get(TRUNCATED_AT, -1))
             # RANGE is only ever the partition column; a crash before the property: the config's.
             ranges = RANGE in table.columns
