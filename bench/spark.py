@@ -11,7 +11,11 @@ and, for the mirror and changelog, on the first changes), for each workload in t
   no merge): what reading Kafka and writing Delta cost here;
 - mirror: `mirror --once` (decode per writer schema, newest change per key; a new table is
   written, an existing one MERGEd into);
-- changelog: `changelog --once`.
+- changelog: `changelog --once`;
+- floor: the mirror's work before its Delta write (the batch read and framed, its writer
+  schemas, each table's changes decoded and reduced to the newest per key, made into Spark's
+  noop sink): what no way of writing the mirror can save. Its ratio to the ceiling bounds the
+  mirror's from above.
 
 Each figure is rows/s from the job's start to its end (Spark's start-up excluded). The
 figure that counts is the mirror's ratio to the ceiling for the workloads of changes, their
@@ -36,9 +40,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server, fresh_table, insert
+from connector.avro.registry import SchemaDirectory
 from connector.config import AvroSection, Config, SparkSection
 from connector.runner import Connector
-from spark.jobs import read_changes, run, session
+from spark.jobs import (
+    MIRRORED,
+    WriterSchemas,
+    changes_of,
+    decode,
+    framed_once,
+    newest_per_key,
+    read_changes,
+    run,
+    session,
+    writers_in,
+)
 from tests.live import ROOT, connect, live_config
 
 DB = "sluice_bench_lake"
@@ -77,6 +93,36 @@ def ceiling(spark: Any, config: Config) -> None:
         .trigger(availableNow=True).start()
     )  # fmt: skip
     query.awaitTermination()
+
+
+def floor(spark: Any, config: Config) -> None:
+    """The mirror up to its Delta write: each table's newest change per key made, not written."""
+    schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir))
+
+    def newest(framed: Any, _batch_id: int) -> None:
+        writers, _ = writers_in(framed, schemas)
+        for (database, table), messages in decode(framed, schemas, writers, MIRRORED).items():
+            keys = schemas.directory.key_columns(database, table)
+            newest_per_key(changes_of(messages, full=False), keys).write.format("noop").mode("overwrite").save()
+
+    query = (
+        read_changes(spark, config, statements=True).writeStream.foreachBatch(framed_once(schemas, newest))
+        .option("checkpointLocation", os.path.join(config.spark.checkpoint_dir, "floor"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+
+
+BASELINES = {"ceiling": ceiling, "floor": floor}  # timed beside the jobs, in the bench's own session
+
+
+def one(spark: Any, config: Config, job: str) -> None:
+    """A baseline run in the bench's session, or a job run as `sluice spark JOB --once` runs it."""
+    baseline = BASELINES.get(job)
+    if baseline:
+        baseline(spark, config)
+    else:
+        run(config, job, once=True)
 
 
 def timed(what: Any) -> float:
@@ -147,7 +193,7 @@ def main() -> None:
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position
         spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it
-        rows, ratios, rates = args.rows, [], []
+        rows, ratios, floors, rates = args.rows, [], [], []
         mirrored = os.path.join(tmp, "mirror", "lake", "mirror", DB, "t")  # the timed mirror's table
         for number in range(args.rounds + 1):
             label, changes = ("initial load", rows) if number == 0 else (f"changes {number}", rows * 6 // 5)
@@ -155,7 +201,8 @@ def main() -> None:
             print(f"{label}: {changes:,} row changes; connector (binlog -> Kafka, acked) "
                   f"{changes / connector_s:,.0f} rows/s ({connector_s:.1f} s)")  # fmt: skip
             if number == 0:
-                ceiling(spark, in_round(config, tmp, "warm-up"))  # the JVM's first jobs: not timed
+                for baseline in BASELINES.values():  # the JVM's first jobs: not timed
+                    baseline(spark, in_round(config, tmp, "warm-up"))
             if number <= 1:
                 # Each job's first run of a kind (creating its table, its first MERGE) is the JVM's
                 # first: JIT and class loading, not timed, as for the ceiling. Own lakes: the timed
@@ -163,12 +210,10 @@ def main() -> None:
                 for job in ("mirror", "changelog"):
                     run(in_round(config, tmp, f"warm-up-{job}"), job, once=True)
             figures = {}
-            for job in ("ceiling", "mirror", "changelog"):
+            for job in ("ceiling", "floor", "mirror", "changelog"):
                 cfg = in_round(config, tmp, job)
                 mark = len(spark_jobs(events)) if args.profile else 0
-                figures[job] = timed(
-                    lambda cfg=cfg, job=job: ceiling(spark, cfg) if job == "ceiling" else run(cfg, job, once=True)
-                )
+                figures[job] = timed(lambda cfg=cfg, job=job: one(spark, cfg, job))
                 if args.profile and job == "mirror":
                     for what, seconds in spark_jobs(events)[mark:]:
                         print(f"    {seconds:6.2f} s  {what[:100]}")
@@ -176,12 +221,15 @@ def main() -> None:
             table = spark.read.format("delta").load(mirrored)
             assert table.count() == rows + number * (rows - rows // 10), table.count()  # the mirror is whole
             line = ", ".join(f"{job} {changes / s:,.0f} rows/s ({s:.1f} s)" for job, s in figures.items())
-            print(f"  local[2]: {line}; mirror/ceiling {figures['ceiling'] / figures['mirror']:.2f}")
+            print(f"  local[2]: {line}; mirror/ceiling {figures['ceiling'] / figures['mirror']:.2f}, "
+                  f"floor/ceiling {figures['ceiling'] / figures['floor']:.2f}")  # fmt: skip
             if number:
                 ratios.append(figures["ceiling"] / figures["mirror"])
+                floors.append(figures["ceiling"] / figures["floor"])
                 rates.append(changes / figures["mirror"])
         print(f"changes into the mirror, median of {args.rounds} rounds: {statistics.median(rates):,.0f} rows/s, "
-              f"{statistics.median(ratios):.2f} of the ceiling")  # fmt: skip
+              f"{statistics.median(ratios):.2f} of the ceiling; before its write (floor) "
+              f"{statistics.median(floors):.2f} of the ceiling")  # fmt: skip
         spark.stop()  # before the temporary folder goes: the event log is written there
 
 

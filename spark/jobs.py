@@ -272,7 +272,7 @@ def decode(
     return out
 
 
-def _changes(messages: DataFrame, full: bool = True) -> DataFrame:
+def changes_of(messages: DataFrame, full: bool = True) -> DataFrame:
     """One row per change: the envelope's position and type, and the row's columns; `full`:
     also its before-image, source, event time and GTID."""
     rest = [
@@ -461,7 +461,7 @@ def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) ->
                 continue  # no primary key: nothing to merge by (the changelog has these tables)
             path = under(config.spark.lake_dir, "mirror", database, table)
             exists = DeltaTable.isDeltaTable(spark, path)
-            changes = _changes(messages, full=False)
+            changes = changes_of(messages, full=False)
             cut = cut_of(path, keys) if exists else truncated.get((database, table), -1)
             if cut >= 0:  # changes from before the table was last emptied: their rows are gone
                 changes = changes.filter(F.col("_sluice_id") > cut)
@@ -491,7 +491,7 @@ def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas)
     def append_all(framed: DataFrame, batch_id: int) -> None:
         writers, _ = writers_in(framed, schemas)
         for (database, table), messages in decode(framed, schemas, writers).items():
-            changes = _changes(messages)
+            changes = changes_of(messages)
             is_delete = F.col("_sluice_type") == "DELETE"
             entries = changes.select(
                 F.col("_sluice_type").alias("op"),
