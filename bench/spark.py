@@ -80,6 +80,16 @@ def in_round(config: Config, tmp: str, label: str) -> Config:
     return replace(config, spark=spark)
 
 
+def drain(spark: Any, config: Config, name: str, each: Any, statements: bool = False) -> None:
+    """What the topics hold now, batch by batch through `each` (checkpoints under `name`)."""
+    query = (
+        read_changes(spark, config, statements).writeStream.foreachBatch(each)
+        .option("checkpointLocation", os.path.join(config.spark.checkpoint_dir, name))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+
+
 def ceiling(spark: Any, config: Config) -> None:
     """The topics' messages appended to one Delta table as they are: Kafka in, Delta out, nothing between."""
     path = os.path.join(config.spark.lake_dir, "raw")
@@ -87,12 +97,7 @@ def ceiling(spark: Any, config: Config) -> None:
     def append(batch: Any, _batch_id: int) -> None:
         batch.write.format("delta").mode("append").save(path)
 
-    query = (
-        read_changes(spark, config).writeStream.foreachBatch(append)
-        .option("checkpointLocation", os.path.join(config.spark.checkpoint_dir, "raw"))
-        .trigger(availableNow=True).start()
-    )  # fmt: skip
-    query.awaitTermination()
+    drain(spark, config, "raw", append)
 
 
 def unmerged(spark: Any, config: Config) -> None:
@@ -105,12 +110,7 @@ def unmerged(spark: Any, config: Config) -> None:
             latest = newest_per_key(changes_of(messages, full=False), schemas.directory.key_columns(database, table))
             latest.write.format("delta").mode("append").save(os.path.join(config.spark.lake_dir, database, table))
 
-    query = (
-        read_changes(spark, config, statements=True).writeStream.foreachBatch(framed_once(schemas, append))
-        .option("checkpointLocation", os.path.join(config.spark.checkpoint_dir, "unmerged"))
-        .trigger(availableNow=True).start()
-    )  # fmt: skip
-    query.awaitTermination()
+    drain(spark, config, "unmerged", framed_once(schemas, append), statements=True)
 
 
 BASELINES = {"ceiling": ceiling, "unmerged": unmerged}  # timed beside the jobs, in the bench's own session
