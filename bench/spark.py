@@ -9,13 +9,14 @@ and, for the mirror and changelog, on the first changes), for each workload in t
 
 - ceiling: the batch read from Kafka and appended to a Delta table as it is (no decoding,
   no merge): what reading Kafka and writing Delta cost here;
-- mirror: `mirror --once` (decode per writer schema, newest change per key; a new table is
-  written, an existing one MERGEd into);
-- changelog: `changelog --once`;
 - unmerged: the mirror without its MERGE (the batch read and framed, its writer schemas,
   each table's changes decoded and reduced to the newest per key, appended to a Delta table
   of their own): the cheapest write of what the mirror computes. What the mirror spends past
-  it is its MERGE; its ratio to the ceiling bounds what any way of writing the mirror reaches.
+  it is its MERGE, and its ratio to the ceiling is about the best any way of writing the
+  mirror's rows could reach;
+- mirror: `mirror --once` (decode per writer schema, newest change per key; a new table is
+  written, an existing one MERGEd into);
+- changelog: `changelog --once`.
 
 Each figure is rows/s from the job's start to its end (Spark's start-up excluded). The
 figure that counts is the mirror's ratio to the ceiling for the workloads of changes, their
