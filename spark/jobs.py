@@ -129,6 +129,11 @@ FETCH = {
 }
 
 
+def security_options(config: Config) -> dict[str, str]:
+    """[kafka.security] as options of Spark's Kafka source: the Java client's properties, each as `kafka.<key>`."""
+    return {f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()}
+
+
 def read_changes(spark: SparkSession, config: Config, statements: bool = False) -> DataFrame:
     return (
         spark.readStream.format("kafka")
@@ -136,7 +141,7 @@ def read_changes(spark: SparkSession, config: Config, statements: bool = False) 
         .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix, statements))
         .option("startingOffsets", "earliest")
         .options(**FETCH)
-        .options(**{f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()})
+        .options(**security_options(config))
         .load()
     )
 

@@ -24,7 +24,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection, load_config
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
-from spark.jobs import read_changes, run, session
+from spark.jobs import read_changes, run, security_options, session
 from tests.live import (
     HOST,
     KAFKA,
@@ -154,8 +154,7 @@ def test_the_spark_mirror_reads_through_secured_kafka_and_shows_no_secret(
     # The README's recipe for plain Spark, given the same client settings as options.
     topic = f"{config.kafka.topic_prefix}.{db}.order_lines"
     avsc = str(Path(config.avro.schemas_dir) / db / "order_lines" / "v1.avsc")
-    secured = {f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()}
-    through = read_topic(spark, listener.bootstrap, topic, avsc, options=secured)
+    through = read_topic(spark, listener.bootstrap, topic, avsc, options=security_options(config))
     plain = read_topic(spark, KAFKA, topic, avsc)  # the same broker's plaintext listener
 
     def changes(frame: Any) -> set[tuple[str, int, int, str]]:

@@ -34,6 +34,13 @@ from tests.test_renames_live import TABLE as RENAMED_TABLE
 pytestmark = pytest.mark.live
 
 
+@pytest.fixture(autouse=True)
+def utc() -> None:
+    """The process in UTC: Spark gives naive timestamps in its zone, compared here as UTC (mirror_rows)."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+
+
 def lake_config(tmp: Path, db: str = "lake") -> tuple[Config, str]:
     name = f"lake{uuid.uuid4().hex[:6]}"
     config = config_for(name, db, tmp)
@@ -76,8 +83,6 @@ def mirror_rows(spark: Any, path: str) -> list[dict[str, Any]]:
 
 
 def test_mirror_and_changelog(tmp_path: Path) -> None:
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp_path)
     fresh(db)
     feed_with_a_crash(config, db, tmp_path)
@@ -186,8 +191,6 @@ def write_spark_config(config: Config, path: Path) -> None:
 
 
 def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp_path, "lakereg")
     config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"))
     fresh(db)
@@ -213,8 +216,6 @@ def test_mirror_follows_renamed_columns(tmp_path: Path) -> None:
     """Rows mirrored before RENAME COLUMN and CHANGE COLUMN keep their values under the new names;
     a mirror built afterwards from all messages (every version resolved to the newest by Avro's
     aliases, in Java) and the plain-Spark example agree with SELECT."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp_path, "lakeren")
     fresh_database(db, RENAMED_TABLE)
     Connector(config).run(blocking=False)  # first start: capture
@@ -249,8 +250,6 @@ def test_a_mirror_keyed_by_binary_uuids(tmp_path: Path) -> None:
     """A table keyed by BINARY(16) UUIDs: Delta keeps no file statistics for binary columns (naming
     one fails a table's first write), so the mirror keeps them on its position alone. The mirror
     equals SELECT * after the batch that creates it and after one that merges into it."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp_path, "lakeuuid")
     fresh_database(db, "CREATE TABLE {db}.u (id BINARY(16) PRIMARY KEY, v INT)")
     Connector(config).run(blocking=False)  # first start: capture
@@ -311,8 +310,6 @@ def test_the_readme_recipe_reads_a_topic_across_add_and_drop_column(tmp_path: Pa
 
 def a_mirrored_workload(tmp: Path, db_name: str, seed: int) -> tuple[Config, str, Any, MessageReader]:
     """A fresh database with a workload, streamed by the connector and mirrored once (checked)."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp, db_name)
     fresh(db)
     Connector(config).run(blocking=False)  # first start: capture
@@ -396,8 +393,6 @@ def test_a_mirror_by_key_range_rewrites_only_the_ranges_a_batch_touches(tmp_path
     """[spark] key_range: a new mirror table with an integer leading key is partitioned by key div
     the width, and a batch whose changes fall in one range rewrites that range's files alone;
     a text key stays unpartitioned. Both equal SELECT * after each batch."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
     config, db = lake_config(tmp_path, "lakerange")
     config = replace(config, spark=replace(config.spark, key_range=100))
     fresh_database(db, "CREATE TABLE {db}.n (id BIGINT PRIMARY KEY, v INT)",
