@@ -168,7 +168,7 @@ def test_timestamp2_round_trip(seconds: int, micros: int, fsp: int) -> None:
     micros = micros // 10 ** (6 - fsp) * 10 ** (6 - fsp)
     text = decode_timestamp2(encode_timestamp2(seconds, micros, fsp), fsp)
     frac = f".{micros:06d}"[: fsp + 1] if fsp else ""
-    if seconds == 0:
+    if seconds == 0 and micros == 0:  # the zero TIMESTAMP; second 0 with a fraction is MariaDB's 1970-01-01
         assert text == "0000-00-00 00:00:00" + frac
     else:
         moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
@@ -590,9 +590,15 @@ def test_typed_datetimes_of_any_bytes_never_disagree(noise: bytes, fsp: int) -> 
 
 @given(st.integers(0, 2**32 - 1), st.integers(0, 999999), st.integers(0, 6))
 def test_typed_timestamps_are_their_texts_micros(seconds: int, micros: int, fsp: int) -> None:
-    raw = encode_timestamp2(seconds, micros // 10 ** (6 - fsp) * 10 ** (6 - fsp), fsp)
-    assert _agrees(timestamp2_micros_decoder(fsp), timestamp2_decoder(fsp), _TIMESTAMP, raw) or seconds == 0
-    assert (timestamp2_micros_decoder(fsp)(raw) is None) == (seconds == 0)
+    stored = micros // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    raw = encode_timestamp2(seconds, stored, fsp)
+    assert _agrees(timestamp2_micros_decoder(fsp), timestamp2_decoder(fsp), _TIMESTAMP, raw)
+    # The zero TIMESTAMP is second 0 with no fraction; MariaDB stores 1970-01-01 00:00:00.5 as
+    # second 0 with one, an instant like any other.
+    assert (timestamp2_micros_decoder(fsp)(raw) is None) == (seconds == 0 and stored == 0)
+    assert (timestamp2_decoder(fsp)(raw) == "0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")) == (
+        seconds == 0 and stored == 0
+    )
 
 
 @given(st.binary(min_size=3, max_size=3))

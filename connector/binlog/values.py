@@ -176,8 +176,12 @@ def timestamp2_decoder(fsp: int) -> Callable[[bytes], str]:
 
     def decode(raw: bytes) -> str:
         x = int.from_bytes(raw, "big")
-        text = _epoch_text(x >> frac_bits)
-        return text + frac_fmt % ((x & mask) // div) if frac_bits else text
+        if not frac_bits:
+            return _epoch_text(x)
+        # The zero TIMESTAMP is second 0 with no fraction; MariaDB stores 1970-01-01 00:00:00.5
+        # as second 0 with a fraction (MySQL's range starts at second 1).
+        fraction = (x & mask) // div
+        return (_day_text(x >> frac_bits) if fraction else _epoch_text(x >> frac_bits)) + frac_fmt % fraction
 
     return decode
 
@@ -187,8 +191,10 @@ def decode_timestamp(raw: bytes) -> str:
 
 
 def _epoch_text(seconds: int) -> str:
-    if seconds == 0:
-        return "0000-00-00 00:00:00"
+    return "0000-00-00 00:00:00" if seconds == 0 else _day_text(seconds)
+
+
+def _day_text(seconds: int) -> str:
     days, rest = divmod(seconds, 86400)
     return "%s %02d:%02d:%02d" % (_epoch_day_text(days), rest // 3600, rest // 60 % 60, rest % 60)
 
@@ -397,9 +403,10 @@ def timestamp2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
     def decode(raw: bytes) -> int | None:
         x = int.from_bytes(raw, "big")
         seconds = x >> frac_bits
-        if seconds == 0:
+        micros = _fraction_micros((x & mask) // div, fsp) if frac_bits else 0
+        if seconds == 0 and micros == 0:  # second 0 with a fraction is an instant (MariaDB), not the zero TIMESTAMP
             return None
-        return seconds * 1_000_000 + (_fraction_micros((x & mask) // div, fsp) if frac_bits else 0)
+        return seconds * 1_000_000 + micros
 
     return decode
 

@@ -129,11 +129,13 @@ static void civil(int64_t days, int64_t *y, unsigned *m, unsigned *d) {
     *y = (int64_t)yoe + era * 400 + (*m <= 2);
 }
 
-/* values.timestamp2_decoder: the UTC time of its seconds ("0000-00-00 00:00:00" for 0), its fraction. */
+/* values.timestamp2_decoder: the UTC time of its seconds ("0000-00-00 00:00:00" for second 0 with no
+ * fraction: MariaDB stores 1970-01-01 00:00:00.5 as second 0 with one), its fraction. */
 static int put_timestamp2(buf_t *out, const unsigned char *v, int fsp) {
     int64_t seconds = (int64_t)be(v, 4);
+    uint64_t fraction = fsp > 0 ? be(v + 4, (fsp + 1) / 2) : 0;
     int r;
-    if (seconds == 0) {
+    if (seconds == 0 && fraction / (fsp % 2 ? 10 : 1) == 0) {
         r = put_text(out, "0000-00-00 00:00:00");
     } else {
         int64_t y;
@@ -143,7 +145,7 @@ static int put_timestamp2(buf_t *out, const unsigned char *v, int fsp) {
         r = put_format(out, "%04lld-%02u-%02u %02lld:%02lld:%02lld", (long long)y, m, d, (long long)(rest / 3600),
                        (long long)(rest / 60 % 60), (long long)(rest % 60));
     }
-    return r < 0 ? -1 : put_fraction(out, fsp > 0 ? be(v + 4, (fsp + 1) / 2) : 0, fsp);
+    return r < 0 ? -1 : put_fraction(out, fraction, fsp);
 }
 
 /* values.datetime2_decoder; a packed value below zero (before year 0) prints with Python's floor

@@ -227,15 +227,16 @@ static int temporal_value(const column_t *c, const unsigned char *v, buf_t *out,
         int64_t seconds = days * 86400 + (hms >> 12) * 3600 + (hms >> 6 & 63) * 60 + (hms & 63);
         return buf_long(out, seconds * 1000000 + micros) < 0 ? FAIL : DONE;
     }
-    default: { /* OP_TIMESTAMP2 */
+    default: { /* OP_TIMESTAMP2: null for the zero TIMESTAMP, second 0 with no fraction (MariaDB stores
+                 * 1970-01-01 00:00:00.5 as second 0 with one) */
         int64_t seconds = (int64_t)be(v, 4);
-        if (seconds == 0) {
-            *null = 1;
-            return DONE;
-        }
         int64_t micros = fraction_micros(v + 4, c->a);
         if (micros < 0)
             return DECLINE;
+        if (seconds == 0 && micros == 0) {
+            *null = 1;
+            return DONE;
+        }
         return buf_long(out, seconds * 1000000 + micros) < 0 ? FAIL : DONE;
     }
     }
