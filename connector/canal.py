@@ -23,13 +23,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from connector.avro.encoding import message_id
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.flat import FlatMessage, RowBatch
+from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 
 Text = str | None
@@ -58,14 +59,26 @@ def java_float_text(text: str) -> str:
     return f"{'-' if sign else ''}{head}.{tail}E{exponent + len(digits) - 1}"
 
 
+T = TypeVar("T")
+
+
 def _enum_index(labels: tuple[str, ...]) -> Render:
-    index = {label: str(i) for i, label in enumerate(labels, 1)}
-    return lambda text: index.get(text, "0")  # "": the error value MySQL stores, index 0
+    index = _by_label({label: str(i) for i, label in enumerate(labels, 1)})
+    return lambda text: index(text) or "0"  # "": the error value MySQL stores, index 0
 
 
 def _set_mask(labels: tuple[str, ...]) -> Render:
-    bits = {label: 1 << i for i, label in enumerate(labels)}
-    return lambda text: str(sum(bits.get(part, 0) for part in text.split(",") if part))
+    bit = _by_label({label: 1 << i for i, label in enumerate(labels)})
+    return lambda text: str(sum(bit(part) or 0 for part in text.split(",") if part))
+
+
+def _by_label(table: dict[str, T]) -> Callable[[str], T | None]:
+    """A label's entry; a label SELECT gave exactly (a snapshot's) is found too where the history
+    still holds it as SHOW CREATE TABLE printed it, '?' for characters outside the BMP, until
+    a TABLE_MAP gives the exact labels (connector/schema/labels.py)."""
+    if not any("?" in label for label in table):
+        return table.get
+    return lambda label: table.get(label, table.get(as_printed(label)))
 
 
 def _latin1_of_hex(text: str) -> str:

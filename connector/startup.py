@@ -8,6 +8,7 @@ starts rebuild the schema from the history as of their resume position.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ import pymysql
 import pymysql.cursors
 
 from connector.config import Config
-from connector.errors import ConfigError, ServerConfigError, SourceError
+from connector.errors import ConfigError, ServerConfigError, SourceError, SourceUnavailableError
 from connector.filters import TableFilter
 from connector.position import MariadbGtidState, Position, position_of_text
 from connector.replica.client import SourceSettings, check_server, open_connection
@@ -24,6 +25,7 @@ from connector.schema.capture import capture, ddl_between, is_mariadb, master_po
 from connector.schema.history import HistoryStore, MariadbHistoryStore
 from connector.schema.model import Schema, Table
 from connector.schema.tracker import SchemaTracker
+from connector.schema.zones import ZoneConverter
 from connector.stream import gtid_state_at
 
 log = logging.getLogger("sluice.startup")
@@ -158,6 +160,7 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     refresh = refresher(settings) if config.source.unreadable_ddl == "refresh" else None
     tracker = SchemaTracker(store, included, refresh)
     tracker.keys = config.source.keys()
+    tracker.zones = zone_converter(settings)
     with open_connection(settings) as conn:
         info = check_server(conn, settings)
         for (database, table), columns in tracker.keys.items():
@@ -271,6 +274,24 @@ def consistent_capture(conn: pymysql.connections.Connection, included: TableFilt
             return schema, before
         log.info("DDL ran during the schema capture (%s); capturing again", statements[0][:200])
     raise SourceError(f"DDL kept running during {CAPTURE_ATTEMPTS} schema captures; start again when it settles")
+
+
+def zone_converter(settings: SourceSettings) -> ZoneConverter:
+    """A TIMESTAMP literal in a named or SYSTEM time zone as the server converts it to UTC
+    (connector/schema/zones.py); None, and a warning, when the server cannot be asked."""
+
+    @functools.lru_cache(maxsize=256)
+    def convert(literal: str, zone: str) -> str | None:
+        try:
+            with open_connection(settings) as conn, conn.cursor() as cur:
+                cur.execute("SELECT CAST(CONVERT_TZ(%s, %s, '+00:00') AS CHAR)", (literal, zone))
+                row = cur.fetchone()
+        except (SourceUnavailableError, pymysql.err.MySQLError) as exc:
+            log.warning("could not ask the server for %r in time zone %r (%s): read without it", literal, zone, exc)
+            return None
+        return None if row is None or row[0] is None else str(row[0])
+
+    return convert
 
 
 def refresher(settings: SourceSettings) -> Callable[[str, str, Schema], Table | None]:

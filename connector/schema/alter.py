@@ -265,6 +265,8 @@ class AlterReader:
         edit = _ColumnEdit()
         if cur.accept("SET", "DEFAULT"):
             edit.default = (read_default(cur),)
+            if self._type_of(name) == "timestamp":  # read in the session's zone: kept in UTC (schema/zones.py)
+                edit.default = (self.session.timestamp_in_utc(edit.default[0]),)
         elif cur.accept("DROP", "DEFAULT"):
             edit.default = (None,)
         elif cur.accept("SET", "VISIBLE"):
@@ -277,6 +279,10 @@ class AlterReader:
             known = self._edit(name)
             known.default = edit.default if edit.default is not None else known.default
             known.invisible = edit.invisible if edit.invisible is not None else known.invisible
+
+    def _type_of(self, name: str) -> str | None:
+        index = self.table.index_of(name)
+        return self.table.columns[index].data_type if index >= 0 else None
 
     def _edit(self, name: str) -> _ColumnEdit:
         return self.plan.edits.setdefault(name.lower(), _ColumnEdit())

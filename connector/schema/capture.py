@@ -15,6 +15,7 @@ from connector.errors import SourceError
 from connector.filters import SYSTEM_DATABASES, TableFilter
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
+from connector.schema.labels import InexactLabels, read_exact
 from connector.schema.model import Database, Schema, Table
 from connector.schema.sqltokens import Session, quote_identifier
 
@@ -66,6 +67,8 @@ def read_table(conn: pymysql.connections.Connection, database: str, table: str, 
     """The table as the server defines it now, parsed into `schema`; None when it does not exist."""
     show_hidden_keys(conn)
     with conn.cursor() as cur:
+        # TIMESTAMP DEFAULTs print in the session's zone; the history keeps them in UTC (schema/zones.py).
+        cur.execute("SET SESSION time_zone = '+00:00'")
         try:
             cur.execute(f"SHOW CREATE TABLE {quote_identifier(database)}.{quote_identifier(table)}")
         except pymysql.err.ProgrammingError as exc:
@@ -78,7 +81,21 @@ def read_table(conn: pymysql.connections.Connection, database: str, table: str, 
         return None
     schema.drop(database, table)
     apply_ddl(schema, str(row[1]), database, server_session(conn))
+    read = schema.get(database, table)
+    exact = None if read is None else read_exact(conn, read)
+    if isinstance(exact, InexactLabels):
+        log.warning(exact.warning(_full_row_metadata(conn)))
+    elif exact is not None:
+        schema.put(exact)
     return schema.get(database, table)
+
+
+def _full_row_metadata(conn: pymysql.connections.Connection) -> bool:
+    """Does the server log ENUM/SET labels in its TABLE_MAPs (binlog_row_metadata=FULL)?"""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES LIKE 'binlog_row_metadata'")
+        row = cur.fetchone()
+    return row is not None and str(row[1]).upper() == "FULL"
 
 
 def server_session(conn: pymysql.connections.Connection) -> Session:

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 
 from connector.schema.model import Column
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
-from connector.schema.types import BLOB_TYPES, DeclaredType, charset_of_collation, normal_charset, read_type
+from connector.schema.types import (
+    BLOB_TYPES,
+    DeclaredType,
+    charset_of_collation,
+    label_in,
+    normal_charset,
+    read_type,
+)
 from connector.schema.types import sized as sized_type
 
 CHARACTER_NAMES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
@@ -43,6 +50,9 @@ class PendingColumn:
     generated: str | None = None
     invisible: bool = False
     default: str | None = None
+    # DEFAULT as a hex or bit literal: bytes, of the column's charset. MySQL's SHOW CREATE TABLE
+    # prints a text column's DEFAULT so when utf8mb3 cannot hold it (an ENUM DEFAULT 'a😀').
+    default_bytes: bool = False
     compressed: bool = False
     period: str | None = None  # "start" / "end": MariaDB's GENERATED ALWAYS AS ROW START / END
     flags: set[str] = field(default_factory=set)
@@ -55,8 +65,13 @@ class PendingColumn:
         return Column(
             self.name, declared.name, declared.params, declared.unsigned, charset, collation,
             nullable=self._nullable(declared, session), generated=self.generated, invisible=self.invisible,
-            default=self.default, compressed=self.compressed, period=self.period,
+            default=self._default(declared, charset, session), compressed=self.compressed, period=self.period,
         )  # fmt: skip
+
+    def _default(self, declared: DeclaredType, charset: str | None, session: Session) -> str | None:
+        if self.default_bytes and self.default is not None:  # text of the column's charset; not followed elsewhere
+            return label_in(self.default, True, charset, session.mariadb) if declared.name in CHARACTER_NAMES else None
+        return session.timestamp_in_utc(self.default) if declared.name == "timestamp" else self.default
 
     def _charset(self, table_charset: str | None, table_collation: str | None) -> tuple[str | None, str | None]:
         declared = self.declared
@@ -128,7 +143,9 @@ class _Attributes:
         self.col.nullable = True
 
     def default(self) -> None:
-        self.col.default = read_default(self.cur)
+        token = self.cur.peek()
+        self.col.default_bytes = token is not None and token.kind == "string" and token.raw in ("x", "b")
+        self.col.default = self.cur.string("a value") if self.col.default_bytes else read_default(self.cur)
 
     def on(self) -> None:
         self.cur.expect("UPDATE")

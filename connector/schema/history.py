@@ -26,7 +26,8 @@ class HistoryRecord:
     # "snapshot" (captured from the server at the first start), "ddl" (a statement applied),
     # "unreadable" (a statement Sluice could not read: the table is blocked, `definition` holds
     # {"blocked": ...}), "refresh" (re-read from the server after one, [source] unreadable_ddl =
-    # "refresh"), "override" (a definition an operator gave: `sluice schema set`)
+    # "refresh"), "override" (a definition an operator gave: `sluice schema set`), "labels" (ENUM/SET
+    # labels a TABLE_MAP gave exactly where SHOW CREATE TABLE printed '?': connector/schema/labels.py)
     kind: str
     database: str
     table: str  # "" for a database record

@@ -11,9 +11,10 @@ NO_BACKSLASH_ESCAPES makes a backslash an ordinary character (`Session`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connector.errors import SluiceError
+from connector.schema.zones import ZoneConverter, timestamp_in_utc
 
 # sql_mode bits as the QUERY event's Q_SQL_MODE_CODE carries them (sql/system_variables.h;
 # the same values in MariaDB's sql/sql_class.h for these).
@@ -26,13 +27,20 @@ MODE_NO_BACKSLASH_ESCAPES = 1 << 20
 class Session:
     """What the server that ran a statement knew beside its text: the flavour and version
     (executable comments, type spellings), the sql_mode, and the server's default charset
-    (of a database created without one)."""
+    (of a database created without one), and the session's time zone."""
 
     mariadb: bool = False
     version: int = 0  # 80400, 101100, ...; 0: unknown (every executable comment runs)
     sql_mode: int = 0
     server_charset: str | None = None
     explicit_defaults_for_timestamp: bool = True
+    # The session's time_zone (Q_TIME_ZONE_CODE), which TIMESTAMP literals are read in; None: UTC
+    # (connector/schema/zones.py), and how the server converts a named or SYSTEM zone.
+    time_zone: str | None = None
+    zones: ZoneConverter | None = field(default=None, compare=False)
+
+    def timestamp_in_utc(self, literal: str | None) -> str | None:
+        return None if literal is None else timestamp_in_utc(literal, self.time_zone, self.zones)
 
     @property
     def ansi_quotes(self) -> bool:

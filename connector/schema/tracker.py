@@ -29,8 +29,10 @@ from connector.position import Cursor, Position
 from connector.schema.binlogmatch import disagreements, named
 from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl
 from connector.schema.history import HistoryRecord, HistoryStore, rebuild
+from connector.schema.labels import repaired
 from connector.schema.model import Blocked, Schema, Table
 from connector.schema.sqltokens import Session
+from connector.schema.zones import ZoneConverter
 
 log = logging.getLogger("sluice.schema")
 
@@ -42,14 +44,17 @@ class UnreadableDdlError(SchemaMismatchError):
     """Rows of a table whose definition an unreadable statement left unknown."""
 
 
-def session_of(status: QueryStatus | None, mariadb: bool, release: tuple[int, ...]) -> Session:
+def session_of(
+    status: QueryStatus | None, mariadb: bool, release: tuple[int, ...], zones: ZoneConverter | None = None
+) -> Session:
     """What the server knew when it ran a statement, from the QUERY event's status variables."""
     version = release[0] * 10000 + release[1] * 100 + release[2] if len(release) >= 3 else 0
     if status is None:
-        return Session(mariadb, version)
+        return Session(mariadb, version, zones=zones)
     server_charset = charset_of(status.collation_server) if status.collation_server is not None else None
     explicit = status.explicit_defaults_for_timestamp
-    return Session(mariadb, version, status.sql_mode or 0, server_charset, explicit is None or bool(explicit))
+    return Session(mariadb, version, status.sql_mode or 0, server_charset, explicit is None or bool(explicit),
+                   status.time_zone, zones)  # fmt: skip
 
 
 def statement_text(sql: str, limit: int = 300) -> str:
@@ -70,6 +75,7 @@ class SchemaTracker:
         self.cursor = Cursor.of(source)  # the file, for error messages
         # The server's flavour and version numbers (MariaDB?, (10, 11, 6)): how its DDL reads.
         self.server: tuple[bool, tuple[int, ...]] = (False, ())
+        self.zones: ZoneConverter | None = None  # how the server reads a named or SYSTEM time zone
         self._named: dict[bytes, tuple[Table, TableMapEvent]] = {}
         # (position, database, table) of every record in the store: a replay after a restart
         # passes the same DDL again and must not record it twice.
@@ -125,7 +131,7 @@ class SchemaTracker:
         """Apply a statement that ended at `end`; records and returns what it changed."""
         if self.seeded_at is not None and end.sort_key() <= self.seeded_at.sort_key():
             return []  # the snapshot already holds its effect
-        result = read_ddl(self.schema, sql, default_db, session_of(status, *self.server))
+        result = read_ddl(self.schema, sql, default_db, session_of(status, *self.server, self.zones))
         if isinstance(result, Unreadable):
             changes = self._unreadable(sql, end, result)
         else:
@@ -250,9 +256,22 @@ class SchemaTracker:
         if problems:
             raise self._mismatch(table_map, pos, problems)
         assert tracked is not None
+        exact = repaired(tracked, table_map)
+        if exact is not None:
+            tracked = self._relabelled(exact, pos)
         result = named(table_map, self.keyed(tracked))
         self._named[table_map.raw] = (tracked, result)
         return result
+
+    def _relabelled(self, table: Table, pos: int) -> Table:
+        """A table whose ambiguous ENUM/SET labels the TABLE_MAP gave exactly, from here on."""
+        at = Position(self.cursor.file, pos)
+        self.schema.put(table)
+        self._record([DdlChange(table.database, table.name, table)], at, "labels", "")
+        log.info("ENUM/SET labels of `%s`.`%s` taken from its TABLE_MAP at %s (binlog_row_metadata=FULL): %s",
+                 table.database, table.name, at, ", ".join(c.sql_type() for c in table.columns if c.params
+                                                          and c.data_type in ("enum", "set")))  # fmt: skip
+        return table
 
     def settled(self, table_map: TableMapEvent, pos: int) -> bool:
         """Whether a TABLE_MAP the hook resolved (to `table_map`) reads the same at any later position,
