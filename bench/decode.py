@@ -28,7 +28,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from bench.sequence import choose_server
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
-from connector.cli import decode_files
+from connector.commands.decode import decode_files
 from tests.live import connect, current_binlog, peer_settings, server
 
 DB = "sluice_bench"

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server, fresh_table, write_config
 from connector.position import Position
+from connector.replica.server import master_position
 from connector.runner import checkpoint_stores
-from connector.schema.capture import master_position
 from tests.live import ROOT, connect, live_config
 from tests.test_pipeline_live import sluice_run
 

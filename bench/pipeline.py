@@ -42,8 +42,8 @@ from bench.decode import DB, workload
 from bench.sequence import choose_server, write_config
 from connector.config import AvroSection, Config
 from connector.position import Position
+from connector.replica.server import master_position
 from connector.runner import Connector, checkpoint_stores, kafka_sink
-from connector.schema.capture import master_position
 from connector.sink.kafka import KafkaSink
 from connector.sink.partitioning import Plain, Tail
 from tests.live import (

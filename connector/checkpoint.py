@@ -1,9 +1,4 @@
-"""Checkpoints: which position is safe to resume from, and where it is kept.
-
-`InFlight` is the FIFO of transactions whose messages Kafka has not all acknowledged.
-A transaction's end position becomes committable when it and every transaction before
-it are fully acknowledged, so a saved position never runs ahead of Kafka. A delivery
-error poisons its transaction: nothing at or after it is ever committed.
+"""Checkpoints: where a committable position is kept (connector/inflight.py decides which one is).
 
 `Checkpointer` writes each committed position to Redis at once and copies it from Redis
 to the checkpoint database every `flush_interval_s` and at shutdown. Redis down: the
@@ -25,87 +20,21 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
 import pymysql
+import pymysql.cursors
 import redis
 
+from connector.checkpointdb import checkpoint_connector
+from connector.config import Config
 from connector.errors import CheckpointUnavailableError, FencedError, ServerConfigError, SourceError
 from connector.position import Position
 from connector.secrets import shown_url
-from connector.sink.kafka import Delivered
 
 log = logging.getLogger("sluice.checkpoint")
-
-
-# -- in-flight transactions ---------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Transaction:
-    pending: int = 0
-    failed: str | None = None
-    position: Position | None = None
-    delivered: Delivered | None = None  # the callback of all its messages
-
-
-class InFlight:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._queue: deque[_Transaction] = deque()
-        self._open = _Transaction()
-        self.outstanding = 0  # messages handed to Kafka and not yet acknowledged
-        self.errors: list[str] = []
-        self.clock = clock
-        self.heard_at = clock()  # the last acknowledgement, or when messages began to wait
-
-    def track(self, count: int = 1) -> Delivered:
-        """The delivery callback of `count` more messages of the open transaction.
-
-        Called as `(error, n)` for n of them at a time, until the n add up to `count`."""
-        txn = self._open
-        if not self.outstanding:
-            self.heard_at = self.clock()
-        txn.pending += count
-        self.outstanding += count
-        if txn.delivered is None:
-            txn.delivered = self._callback(txn)
-        return txn.delivered
-
-    def _callback(self, txn: _Transaction) -> Delivered:
-        def delivered(error: str | None, count: int = 1) -> None:
-            txn.pending -= count
-            self.outstanding -= count
-            self.heard_at = self.clock()
-            if error is not None:
-                txn.failed = txn.failed or error
-                self.errors.append(error)
-
-        return delivered
-
-    def silent_s(self) -> float:
-        """How long messages have waited without any acknowledgement (0 with none waiting)."""
-        return self.clock() - self.heard_at if self.outstanding else 0.0
-
-    def close(self, position: Position) -> None:
-        """The open transaction ends at `position` (a commit, or a heartbeat between transactions)."""
-        self._open.position = position
-        self._open.delivered = None  # its messages keep their reference; the FIFO need not
-        self._queue.append(self._open)
-        self._open = _Transaction()
-
-    def committable(self) -> Position | None:
-        """The newest position whose transaction and all before it are acknowledged."""
-        newest = None
-        while self._queue and self._queue[0].pending == 0 and self._queue[0].failed is None:
-            newest = self._queue.popleft().position
-        return newest
-
-    @property
-    def transactions(self) -> int:
-        return len(self._queue)
 
 
 # -- stores -----------------------------------------------------------------------------
@@ -558,3 +487,26 @@ class Checkpointer:
                     self._wake.notify_all()
             if self.fenced is not None:
                 return
+
+
+# -- the stores of a connector ------------------------------------------------------------
+
+
+@dataclass
+class Stores:
+    fast: CheckpointStore | None
+    durable: CheckpointStore
+
+
+def checkpoint_stores(config: Config, fence: int | None = None, readonly: bool = False) -> Stores:
+    """The stores; with `fence` (an HA leader's token) their writes refuse older tokens.
+    `readonly`: nothing is created on the checkpoint database (`sluice status`)."""
+    connect = checkpoint_connector(config, create=not readonly)
+    durable = DatabaseCheckpointStore(connect, config.name, fence, create=not readonly)
+    url = config.checkpoint.redis_url
+    fast = RedisCheckpointStore(url, config.name, fence, config.checkpoint.redis_ssl_ca) if url else None
+    return Stores(fast, durable)
+
+
+def presence_key(name: str) -> str:
+    return f"sluice:{name}:running"

@@ -18,11 +18,10 @@ from urllib.parse import urlsplit
 
 from connector.errors import ConfigError, PositionError
 from connector.filters import TableFilter
-from connector.flat import QueryText
 from connector.position import position_of_text
+from connector.querytext import QueryText
 from connector.replica.client import SourceSettings
 from connector.secrets import CREDENTIALS, REDACT, URL_CREDENTIALS, resolve, url_password
-from connector.sink.kafka import check_client_properties
 from connector.urls import source_settings_of_url
 
 
@@ -305,7 +304,9 @@ class Config:
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, kafka: bool = True) -> Config:
+    """The configuration in a TOML file; `kafka` False: a command that never talks to Kafka (tail,
+    status, position, snapshot, schema) does not ask for [kafka] bootstrap_servers."""
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -318,7 +319,7 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    return parse_config(raw, str(path))
+    return parse_config(raw, str(path), kafka)
 
 
 # What a configuration may not leave to the defaults: where the source and Kafka are, and who
@@ -326,9 +327,9 @@ def load_config(path: str | Path) -> Config:
 REQUIRED = (("source", "host"), ("source", "user"), ("kafka", "bootstrap_servers"))
 
 
-def parse_config(raw: dict[str, Any], where: str = "config") -> Config:
+def parse_config(raw: dict[str, Any], where: str = "config", kafka: bool = True) -> Config:
     config: Config = _section(Config, resolve(raw), where, "")
-    missing = [f"[{s}] {k}" for s, k in REQUIRED if k not in raw.get(s, {})]
+    missing = [f"[{s}] {k}" for s, k in REQUIRED if k not in raw.get(s, {}) and (kafka or s != "kafka")]
     if missing:
         raise ConfigError(f"{where}: {', '.join(missing)} must be set")
     _validate(config, where)
@@ -569,6 +570,11 @@ def _client_properties(config: Config, where: str) -> None:
         for name in props:
             if name in _REFUSED:
                 raise ConfigError(f"{where}: kafka.{section}.{name} cannot be set: {_REFUSED[name]}")
+        if not props:
+            continue
+        # librdkafka judges them: only a configuration that sets some loads it.
+        from connector.sink.kafka import check_client_properties  # noqa: PLC0415
+
         problem = check_client_properties(props, producer=section == "producer")
         if problem is not None:
             raise ConfigError(f"{where}: kafka.{section}: {problem}")

@@ -18,7 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_IDENT = r"(?:`(?:[^`]|``)+`|[\w$\u0080-\uffff]+)"
+# An unquoted name's characters: ASCII letters, digits, _ and $, and every non-ASCII character
+# (the servers allow U+0080..U+FFFF). Written as what it is not: a class of 65,000 characters costs
+# milliseconds to compile at every start, this one nothing.
+_IDENT = r"(?:`(?:[^`]|``)+`|[^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]+)"
 _NAME = rf"({_IDENT}(?:\s*\.\s*{_IDENT})?)"
 _COMMENTS = re.compile(r"/\*(?!!).*?\*/|/\*!\d*|\*/|--[ \t][^\n]*|#[^\n]*", re.DOTALL)
 _IF = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"

@@ -37,6 +37,8 @@ from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
 from connector.position import Cursor
+from connector.querytext import NO_QUERIES, QueryText
+from connector.secrets import without_passwords
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
@@ -326,32 +328,6 @@ class RowBatch:
             head["sql"] = ""
 
 
-@dataclass(frozen=True, slots=True)
-class QueryText:
-    """What a row message's `sql` carries of its statement (ROWS_QUERY / ANNOTATE_ROWS).
-
-    Off by default, as Debezium's include.query: a bulk INSERT's text is its whole data again
-    (1 MB for 1,000 rows of a wide table), far past a Kafka message's limit. When on, the text
-    is cut to `max_bytes` on a UTF-8 boundary, with a mark saying it was cut and its size."""
-
-    include: bool = False
-    max_bytes: int = 4096
-
-    def of(self, text: str) -> str:
-        if not self.include:
-            return ""
-        raw = text.encode("utf-8", "surrogatepass")
-        if len(raw) <= self.max_bytes:
-            return text
-        mark = f" /* cut by Sluice: {len(raw)} bytes, query_max_bytes {self.max_bytes} */"
-        keep = max(0, self.max_bytes - len(mark.encode()))
-        return raw[:keep].decode("utf-8", "ignore") + mark  # "ignore": a character cut in two is dropped
-
-
-NO_QUERIES = QueryText()  # the default: `sql` is ""
-WHOLE_QUERIES = QueryText(True, 1 << 62)  # `sluice decode`: a file is read to be looked at
-
-
 class FlatMessageBuilder:
     """Turns one ordered event stream into flat messages."""
 
@@ -470,7 +446,7 @@ class FlatMessageBuilder:
             "pkNames": None,
             "es": event.header.timestamp * 1000,
             "ts": int(self._clock() * 1000),
-            "sql": sql,
+            "sql": without_passwords(sql),  # MariaDB logs CREATE USER ... IDENTIFIED BY 'secret' as written
             "sqlType": None,
             "mysqlType": None,
             "data": None,

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field, replace
 
 from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
-from connector.checkpoint import Checkpointer, InFlight
+from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules
 from connector.errors import StoppedWaitingError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
+from connector.inflight import InFlight
 from connector.lane import Burst, Planner
 from connector.metrics import Metrics
 from connector.oversize import OversizePolicy

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from http.server import ThreadingHTTPServer
 from typing import cast
 
@@ -25,11 +25,12 @@ from connector.canal import CanalJsonEncoder, CanalJsonReader
 from connector.checkpoint import (
     BlockingNotes,
     Checkpointer,
-    CheckpointStore,
-    DatabaseCheckpointStore,
-    RedisCheckpointStore,
+    Stores,
+    checkpoint_stores,
+    presence_key,
     redis_client,
 )
+from connector.checkpointdb import checkpoint_connector
 from connector.columns import ColumnRules
 from connector.config import Config
 from connector.errors import (
@@ -48,33 +49,17 @@ from connector.oversize import OversizePolicy
 from connector.pipeline import Options, Pipeline
 from connector.position import Position
 from connector.replica.client import open_connection
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
 from connector.sink.partitioning import TopicRouter
 from connector.snapshot.coordinator import Snapshotter, first_snapshot
 from connector.snapshot.reader import ServerChunks
 from connector.snapshot.requests import DatabaseSnapshotRequests
 from connector.snapshot.state import SnapshotState
-from connector.startup import Prepared, checkpoint_connector, prepare
+from connector.startup import Prepared, prepare
 from connector.stream import ChangeStream
 
 log = logging.getLogger("sluice")
-
-
-@dataclass
-class Stores:
-    fast: CheckpointStore | None
-    durable: CheckpointStore
-
-
-def checkpoint_stores(config: Config, fence: int | None = None, readonly: bool = False) -> Stores:
-    """The stores; with `fence` (an HA leader's token) their writes refuse older tokens.
-    `readonly`: nothing is created on the checkpoint database (`sluice status`)."""
-    connect = checkpoint_connector(config, create=not readonly)
-    durable = DatabaseCheckpointStore(connect, config.name, fence, create=not readonly)
-    url = config.checkpoint.redis_url
-    fast = RedisCheckpointStore(url, config.name, fence, config.checkpoint.redis_ssl_ca) if url else None
-    return Stores(fast, durable)
 
 
 PRESENCE_TTL_S = 20  # the sampler announces at least every 5 s
@@ -103,10 +88,6 @@ class Presence:
             return
         with contextlib.suppress(redis.RedisError):
             self.client.delete(self.key)
-
-
-def presence_key(name: str) -> str:
-    return f"sluice:{name}:running"
 
 
 def _forward(outer: threading.Event, inner: threading.Event) -> None:

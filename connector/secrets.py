@@ -102,6 +102,52 @@ def expanded_url(url: str, name: str, environ: Mapping[str, str] | None = None) 
     return value
 
 
+def scrub_argument(text: str) -> bool:
+    """Overwrite `text` wherever it stands in this process's arguments (/proc/self/cmdline, what
+    `ps` and /proc show every user), as the mysql client does with a -p password; False where
+    it could not (not Linux, no such text). The arguments' memory is the process's own: it is
+    written through /proc/self/mem, each byte of `text` becoming an `x`."""
+    secret = text.encode()
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 (proc(5))
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            arguments = mem.read(end - start)
+            if not secret or secret not in arguments:
+                return False
+            mem.seek(start)
+            mem.write(arguments.replace(secret, b"x" * len(secret)))
+    except (OSError, IndexError, ValueError):
+        return False
+    return True
+
+
+# Account statements, and the literals in them that are passwords (or their hashes): MariaDB
+# logs `CREATE USER u IDENTIFIED BY 'secret'` as it was written (MySQL logs a hash, AS '...').
+_ACCOUNT_STATEMENT = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(?:CREATE\s+(?:OR\s+REPLACE\s+)?USER|ALTER\s+USER|GRANT|SET\s+PASSWORD)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+_LITERAL = r"(?:'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")"
+# In them, a literal after BY, AS or USING (IDENTIFIED [WITH|VIA plugin] BY|AS|USING ..., MariaDB's
+# ... OR plugin USING ...), inside PASSWORD(...), or after SET PASSWORD's `=`.
+_PASSWORD_LITERAL = re.compile(
+    rf"(\b(?:BY|AS|USING)\s+(?:PASSWORD\s*\(?\s*)?|\bPASSWORD\s*\(\s*|=\s*(?:PASSWORD\s*\(\s*)?)({_LITERAL})",
+    re.IGNORECASE,
+)
+
+
+def without_passwords(sql: str) -> str:
+    """An account statement with each password literal (or hash) written as '***': the text the
+    binlog holds of CREATE USER, ALTER USER, GRANT and SET PASSWORD, as Sluice shows and publishes
+    it. Other statements are returned as they are."""
+    if not _ACCOUNT_STATEMENT.match(sql):
+        return sql
+    return _PASSWORD_LITERAL.sub(lambda m: m.group(1) + "'***'", sql)
+
+
 def url_password(url: str) -> str:
     """The password in a URL's user part (decoded), or "" ."""
     try:

@@ -21,10 +21,11 @@ from operator import itemgetter
 from connector.avro.encoding import Encoded, MessageEncoder
 from connector.binlog.constants import STMT_END_F
 from connector.binlog.tablemap import TableMapEvent
-from connector.checkpoint import Checkpointer, InFlight
+from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
 from connector.flat import FlatMessage
+from connector.inflight import InFlight
 from connector.lane import Burst, KernelPlan
 from connector.metrics import Metrics
 from connector.native_spec import KINDS

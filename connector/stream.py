@@ -42,10 +42,11 @@ from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
-from connector.flat import NO_QUERIES, FlatMessage, FlatMessageBuilder, QueryText, RowBatch
+from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
 from connector.lane import Burst, Dump, Lane, Lanes, sid_text
 from connector.lazy import Lazy
 from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
+from connector.querytext import NO_QUERIES, QueryText
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker

@@ -33,7 +33,8 @@ import pymysql
 from connector.errors import SchemaMismatchError, SluiceError
 from connector.filters import TableFilter
 from connector.position import Position
-from connector.schema.capture import master_position, server_session
+from connector.replica.server import master_position
+from connector.schema.capture import server_session
 from connector.schema.ddl import apply_ddl
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Column, Database, Schema, Table

@@ -23,7 +23,7 @@ import pymysql
 from connector.config import Config, parse_config
 from connector.position import MysqlGtidSet, Position
 from connector.replica.client import SourceSettings
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = Path(os.environ.get("SLUICE_RUN_DIR", ROOT / ".run"))
@@ -167,11 +167,12 @@ def live_config(include: list[str], name: str = "test", server_id: int = 6001, *
     )  # fmt: skip
 
 
-def services_toml(topic_prefix: str) -> str:
-    """The `[kafka]` and `[checkpoint]` sections' service addresses (the CLI tests write files)."""
+def services_toml(topic_prefix: str, kafka: bool = True) -> str:
+    """The `[kafka]` and `[checkpoint]` sections' service addresses (the CLI tests write files);
+    `kafka` False: no [kafka] section, as the commands that never use Kafka take it."""
     return (
-        f'[kafka]\nbootstrap_servers = "{KAFKA}"\ntopic_prefix = "{topic_prefix}"\n'
-        f'[checkpoint]\ndb_url = "{checkpoint_url()}"\nredis_url = "{REDIS_URL}"\n'
+        (f'[kafka]\nbootstrap_servers = "{KAFKA}"\ntopic_prefix = "{topic_prefix}"\n' if kafka else "")
+        + f'[checkpoint]\ndb_url = "{checkpoint_url()}"\nredis_url = "{REDIS_URL}"\n'
     )
 
 

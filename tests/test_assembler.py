@@ -9,8 +9,8 @@ from connector.binlog.events import Event, EventHeader, QueryEvent, QueryStatus
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
-from connector.flat import NO_QUERIES, QueryText
 from connector.position import MysqlGtidSet, Position
+from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
 from connector.stream import Changes, Commit, Heartbeat, StreamItem, TransactionAssembler, statement_logged_change

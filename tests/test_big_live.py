@@ -21,9 +21,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from connector.checkpoint import checkpoint_stores
 from connector.config import Config
-from connector.runner import Connector, checkpoint_stores
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
+from connector.runner import Connector
 from connector.sink.kafka import KafkaSettings, KafkaSink
 from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
 from tests.replay import consume

@@ -15,8 +15,9 @@ from connector.binlog.file import iter_file_events
 from connector.binlog.parser import DECODE_FAULTS, BinlogParser
 from connector.binlog.rows import RowsDecoderCache
 from connector.errors import BinlogDecodeError
-from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch, _changed, _texts_json
+from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, _changed, _texts_json
 from connector.native import transcoder
+from connector.querytext import WHOLE_QUERIES
 from tests.corpus import corpus_files, mutate
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from connector.checkpoint import checkpoint_stores
 from connector.config import Config, load_config
 from connector.position import Position, binlog_sort_key
-from connector.runner import Connector, checkpoint_stores
+from connector.runner import Connector
 from tests.live import RUN, TLS, checkpoint_user_settings, position_now, wait_until
 from tests.test_pipeline_live import (
     assert_replay_equals_source,

@@ -14,7 +14,7 @@ from connector.binlog.reader import Reader
 from connector.binlog.rowcodec import build_rows_decoder
 from connector.binlog.tablemap import decode_table_map
 from connector.binlog.values import decompress_column
-from connector.cli import decode_files
+from connector.commands.decode import decode_files
 from connector.errors import FormatError
 from tests import live
 

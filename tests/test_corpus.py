@@ -21,9 +21,10 @@ from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser, verify_crc
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import TableMapEvent
-from connector.cli import decode_files
+from connector.commands.decode import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
-from connector.flat import WHOLE_QUERIES, FlatMessageBuilder, JsonLineEncoder, RowBatch, whole_renderers
+from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, whole_renderers
+from connector.querytext import WHOLE_QUERIES
 from tests.corpus import (
     CORPUS,
     CorpusFile,

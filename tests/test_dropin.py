@@ -150,7 +150,7 @@ def test_bad_options_fail_naming_the_key(kafka: dict[str, Any], message: str) ->
 def test_consume_shows_bytes_as_hex_and_json_and_tombstones_as_they_are(tmp_path: Path) -> None:
     from connector.avro.reader import MessageReader  # noqa: PLC0415
     from connector.avro.registry import SchemaDirectory  # noqa: PLC0415
-    from connector.cli import _decoded, _shown  # noqa: PLC0415
+    from connector.commands.consume import _decoded, _shown  # noqa: PLC0415
 
     reader = MessageReader(SchemaDirectory(tmp_path / "schemas"))
     assert _decoded(reader, None) == (None, None)

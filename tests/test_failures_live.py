@@ -25,8 +25,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from connector.checkpoint import checkpoint_stores
 from connector.config import load_config
-from connector.runner import checkpoint_stores
 from tests.live import (
     HOST,
     KAFKA,

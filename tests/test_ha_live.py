@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from connector.checkpoint import checkpoint_stores
 from connector.config import Config, HaSection, MetricsSection
 from connector.errors import FencedError
 from connector.position import Position
-from connector.runner import Connector, checkpoint_stores, run_with_lease
+from connector.runner import Connector, run_with_lease
 from tests.live import wait_until
 from tests.test_metrics_live import free_port, scrape, scrape_or_none
 from tests.test_pipeline_live import (

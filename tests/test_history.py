@@ -9,11 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.cli import decode_files, schema_from
+from connector.checkpointdb import checkpoint_connector
+from connector.commands.decode import decode_files
+from connector.commands.livetables import schema_from
 from connector.position import Position
 from connector.schema.history import HistoryRecord, HistoryStore, MariadbHistoryStore, MemoryHistoryStore, rebuild
 from connector.schema.model import Column, Table
-from connector.startup import checkpoint_connector
 from tests import live
 from tests.live import admin_url, connect, current_binlog, live_config, row_metadata, server
 

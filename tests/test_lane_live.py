@@ -20,7 +20,7 @@ import pytest
 from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
-from connector.cli import decode_files
+from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
 from connector.pipeline import Pipeline
 from connector.position import Position

@@ -24,7 +24,7 @@ import pytest
 from connector.config import Config
 from connector.position import Position
 from connector.replica.client import open_connection
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import Prepared, prepare
 from connector.stream import ChangeStream

@@ -14,8 +14,9 @@ import pytest
 from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
-from connector.checkpoint import Checkpointer, InFlight, MemoryCheckpointStore
+from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError, StoppedWaitingError
+from connector.inflight import InFlight
 from connector.oversize import TRUNCATED_HEADER, OversizePolicy
 from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position

@@ -20,10 +20,11 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
+from connector.checkpoint import checkpoint_stores
 from connector.config import AvroSection, Config
 from connector.position import binlog_sort_key
-from connector.runner import Connector, checkpoint_stores, kafka_sink
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
+from connector.runner import Connector, kafka_sink
 from connector.sink.kafka import Delivered, Headers, KafkaSink
 from tests.live import ROOT, connect, fresh_database, live_config, numbers, server, source_toml, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows

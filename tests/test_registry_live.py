@@ -24,8 +24,8 @@ from confluent_kafka.schema_registry import (
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from connector.checkpoint import checkpoint_stores
 from connector.config import Config, load_config
-from connector.runner import checkpoint_stores
 from tests.live import REGISTRY_URL, connect, fresh_database, position_now, services_toml, source_toml
 from tests.replay import consume
 from tests.test_pipeline_live import caught_up, sluice_run

@@ -18,12 +18,12 @@ from connector.checkpoint import (
     MemoryCheckpointStore,
     RedisCheckpointStore,
 )
+from connector.checkpointdb import checkpoint_connector
 from connector.errors import SinkError, StoppedWaitingError
 from connector.native import transcoder
 from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
 from connector.sink.partitioning import partition_for, route_python
-from connector.startup import checkpoint_connector
 from tests import live
 from tests.live import KAFKA, live_config
 from tests.live import REDIS_URL as REDIS

@@ -19,9 +19,9 @@ import pytest
 from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
+from connector.checkpoint import checkpoint_stores
 from connector.config import KeyColumns, SnapshotSection
 from connector.errors import ConfigError
-from connector.runner import checkpoint_stores
 from connector.schema.history import MemoryHistoryStore
 from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState

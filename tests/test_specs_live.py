@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from connector.position import Position
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream, Commit

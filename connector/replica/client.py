@@ -34,7 +34,7 @@ from connector.errors import (
 from connector.position import MysqlGtidSet, Position
 from connector.replica import packets
 from connector.replica.packets import PacketReader
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 
 log = logging.getLogger("sluice.replica")
 

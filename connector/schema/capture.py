@@ -11,9 +11,9 @@ import re
 
 import pymysql
 
-from connector.errors import SourceError
 from connector.filters import SYSTEM_DATABASES, TableFilter
 from connector.position import Position
+from connector.replica.server import is_mariadb, server_version
 from connector.schema.ddl import apply_ddl
 from connector.schema.labels import InexactLabels, read_exact
 from connector.schema.model import Database, Schema, Table
@@ -22,42 +22,13 @@ from connector.schema.sqltokens import Session, quote_identifier
 log = logging.getLogger("sluice.schema")
 
 
-def _version(conn: pymysql.connections.Connection) -> str:
-    return str(conn.get_server_info())  # type: ignore[no-untyped-call]  # untyped in types-PyMySQL
-
-
-def is_mariadb(conn: pymysql.connections.Connection) -> bool:
-    return "mariadb" in _version(conn).lower()
-
-
-def binlog_status_statement(conn: pymysql.connections.Connection) -> str:
-    """MySQL 8.2 added SHOW BINARY LOG STATUS and 8.4 removed SHOW MASTER STATUS; MariaDB keeps the old name."""
-    if is_mariadb(conn):
-        return "SHOW MASTER STATUS"
-    version = tuple(int(p) for p in re.findall(r"\d+", _version(conn))[:2])
-    return "SHOW BINARY LOG STATUS" if version >= (8, 2) else "SHOW MASTER STATUS"
-
-
-def master_position(conn: pymysql.connections.Connection) -> Position:
-    """The server's current binlog position. (Not MySQL's Executed_Gtid_Set beside it: that is read
-    before the position, not with it, and can miss transactions still committing; the stream
-    computes the GTID state of a position from the binlog itself.)"""
-    statement = binlog_status_statement(conn)
-    with conn.cursor() as cur:
-        cur.execute(statement)
-        row = cur.fetchone()
-    if row is None:
-        raise SourceError(f"{statement} returned nothing: binary logging is off")
-    return Position(str(row[0]), int(row[1]))
-
-
 def show_hidden_keys(conn: pymysql.connections.Connection) -> None:
     """MySQL 8.0.30+ may hide a generated invisible primary key (`my_row_id`, made when
     sql_generate_invisible_primary_key is on) from SHOW CREATE TABLE, while the binlog carries
     it: ask this session to show it (any user may)."""
     if is_mariadb(conn):
         return
-    version = tuple(int(p) for p in re.findall(r"\d+", _version(conn))[:3])
+    version = tuple(int(p) for p in re.findall(r"\d+", server_version(conn))[:3])
     if version >= (8, 0, 30):
         with conn.cursor() as cur:
             cur.execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
@@ -101,7 +72,7 @@ def _full_row_metadata(conn: pymysql.connections.Connection) -> bool:
 def server_session(conn: pymysql.connections.Connection) -> Session:
     """How the server's own SHOW CREATE TABLE reads: its flavour and version decide its
     executable comments (MariaDB's `/*M!100301 COMPRESSED*/`) and what JSON is."""
-    numbers = [int(n) for n in re.findall(r"\d+", _version(conn).split("-")[0])[:3]]
+    numbers = [int(n) for n in re.findall(r"\d+", server_version(conn).split("-")[0])[:3]]
     version = numbers[0] * 10000 + numbers[1] * 100 + numbers[2] if len(numbers) == 3 else 0
     return Session(is_mariadb(conn), version)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
+from connector.checkpointdb import checkpoint_connector
 from connector.config import Config
 from connector.errors import ConfigError
 from connector.position import Position, position_of_text
@@ -23,7 +24,6 @@ from connector.schema.capture import read_table
 from connector.schema.ddl import Unreadable, read_ddl
 from connector.schema.history import HistoryRecord, HistoryStore, MariadbHistoryStore, rebuild
 from connector.schema.model import Database, Schema, Table
-from connector.startup import checkpoint_connector
 
 
 def history_store(config: Config) -> HistoryStore:

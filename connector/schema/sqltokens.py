@@ -86,8 +86,8 @@ _TOKEN = re.compile(
   | (?P<dquote>"(?:[^"\\]|\\.|"")*")
   | (?P<hexlit>[xX]'[0-9a-fA-F]*'|0x[0-9a-fA-F]+(?![\w$]))
   | (?P<bitlit>[bB]'[01]*'|0b[01]+(?![\w$]))
-  | (?P<number>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_$\u0080-\uffff]))
-  | (?P<word>[A-Za-z0-9_$\u0080-\uffff]+)
+  | (?P<number>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![^\x00-\x23\x25-\x40\x5b-\x5e\x60\x7b-\x7f]))
+  | (?P<word>[^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]+)  # letters, digits, _, $, non-ASCII
   | (?P<punct>[(),.;=+\-*/<>!%&|^~:?@{}\[\]\\])
     """,
     re.VERBOSE | re.DOTALL,

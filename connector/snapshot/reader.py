@@ -31,7 +31,7 @@ from connector.errors import SluiceError, SnapshotReadError
 from connector.flat import float32_text
 from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
-from connector.schema.capture import is_mariadb, master_position
+from connector.replica.server import is_mariadb, master_position
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
 from connector.schema.sqltokens import quote_identifier
 from connector.snapshot.state import Key, KeyValue

@@ -1,0 +1,35 @@
+"""`sluice run`: the connector, binlog -> Avro -> Kafka, with checkpoints, until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from connector import logs
+from connector.config import load_config
+from connector.runner import Connector, run_with_lease
+
+
+def run_connector(config_path: str, debug: bool = False) -> None:
+    config = load_config(config_path)
+    logs.configure(config.metrics.log_format, debug)
+    stop = threading.Event()
+    # SIGHUP too: a terminal or supervisor hanging up stops the connector the same way, its
+    # position saved (it used to kill it with no final flush).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    if config.ha.enabled:
+        run_with_lease(config, stop, _sole_job)
+        return
+    connector = Connector(config, stop=stop)  # given, not set after: the Kafka sink's wait reads it
+    _sole_job(connector)
+    connector.run()
+
+
+def _sole_job(connector: Connector) -> None:
+    connector.sole_job = True  # this process is the connector's: runner.tune_gc()
+
+
+def main(args: argparse.Namespace) -> None:
+    run_connector(args.config, args.debug)
