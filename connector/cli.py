@@ -138,6 +138,7 @@ def decode_files(
         if tracker is not None:
             tracker.cursor = cursor
             parser.table_hook = tracker.table_hook
+            builder.definitions = tracker.definition  # mysqlType and sqlType as canal-json's
         for event in iter_file_events(path, start, stop, parser):
             for item in builder.feed_batched(event):
                 if isinstance(item, RowBatch):
@@ -166,6 +167,7 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
     prepared = prepare(config)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
     stream.query = config.source.query_text()
+    stream.definitions = prepared.tracker.definition  # mysqlType and sqlType as canal-json's
     encoder = JsonLineEncoder()
     for item in stream.items(prepared.start):
         if isinstance(item, Changes) and item.batch is not None:

@@ -17,6 +17,7 @@ from connector.schema.model import Column
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import BLOB_TYPES, DeclaredType, charset_of_collation, normal_charset, read_type
 from connector.schema.types import sized as sized_type
+from connector.sqltypes import shown_width
 
 CHARACTER_NAMES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
 BINARY_NAMES = frozenset({"binary", "varbinary", *BLOB_TYPES})
@@ -56,6 +57,9 @@ class PendingColumn:
             self.name, declared.name, declared.params, declared.unsigned, charset, collation,
             nullable=self._nullable(declared, session), generated=self.generated, invisible=self.invisible,
             default=self.default, compressed=self.compressed, period=self.period,
+            display_width=shown_width(declared.name, declared.width, declared.unsigned, declared.zerofill,
+                                      session.mariadb),
+            zerofill=declared.zerofill,
         )  # fmt: skip
 
     def _charset(self, table_charset: str | None, table_collation: str | None) -> tuple[str | None, str | None]:
@@ -248,11 +252,11 @@ class _Attributes:
     def signedness(self) -> None:  # UNSIGNED / ZEROFILL after other attributes (MariaDB reads them)
         token = self.cur.tokens[self.cur.i - 1]
         if token.text.upper() != "SIGNED":
-            self.col.declared = _unsigned(self.col.declared)
+            self.col.declared = _unsigned(self.col.declared, token.text.upper() == "ZEROFILL")
 
 
-def _unsigned(declared: DeclaredType) -> DeclaredType:
-    return replace(declared, unsigned=True)
+def _unsigned(declared: DeclaredType, zerofill: bool = False) -> DeclaredType:
+    return replace(declared, unsigned=True, zerofill=declared.zerofill or zerofill)
 
 
 def _charset_name(cur: Cursor) -> str:
