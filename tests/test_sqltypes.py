@@ -7,6 +7,8 @@ The codes are canal 1.1.8's (RowsLogBuffer, then LogEventConvert.parseOneRow); t
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from connector.binlog.constants import ColumnType as T
@@ -92,7 +94,8 @@ def test_mysql_type_is_the_type_as_each_server_prints_it(declared: str, mariadb:
 def test_a_history_written_before_display_widths_reads_back() -> None:
     """A definition stored before display widths were kept (no `display_width` / `zerofill` keys)
     reads back, its types printed without widths; one stored now keeps them."""
-    old = {"database": "db", "name": "t", "primary_key": ["id"], "charset": "utf8mb4", "collation": None,
+    old: dict[str, Any] = {
+           "database": "db", "name": "t", "primary_key": ["id"], "charset": "utf8mb4", "collation": None,
            "columns": [{"name": "id", "data_type": "int", "params": [], "unsigned": False, "charset": None,
                         "collation": None, "nullable": False, "generated": None, "invisible": False,
                         "default": None}]}  # fmt: skip
@@ -122,7 +125,8 @@ def test_decode_tail_and_canal_json_give_a_column_the_same_types() -> None:
     definition = schema.tables[("db", "t")]
     columns = (_meta(0, T.MYSQL_TYPE_LONG, name="id"), _meta(1, T.MYSQL_TYPE_LONGLONG, unsigned=True, name="u"),
                _meta(2, T.MYSQL_TYPE_ENUM, 1, name="e"), _meta(3, T.MYSQL_TYPE_SET, 1, name="s"),
-               _meta(4, T.MYSQL_TYPE_BLOB, 2, 45, name="tx"), _meta(5, T.MYSQL_TYPE_VARCHAR, 4, 63, name="b"))  # fmt: skip
+               _meta(4, T.MYSQL_TYPE_BLOB, 2, 45, name="tx"),
+               _meta(5, T.MYSQL_TYPE_VARCHAR, 4, 63, name="b"))  # fmt: skip
     table_map = TableMapEvent(1, 0, "db", "t", columns, (0,))
     shape = table_shape(table_map, definition)
     encoder = CanalJsonEncoder(None)  # type: ignore[arg-type]
