@@ -1,7 +1,8 @@
 """canal's column types: `mysqlType` and `sqlType`, one rule for canal-json, `sluice decode` and `sluice tail`.
 
-How canal 1.1.8 computes them (canal.parse 1.1.7's sources, the newest canal.parse on Maven
-Central, with canal.parse.dbsync 1.1.8's; canal 1.1.8 did not change these files):
+How canal computes them (read in canal.parse 1.1.7's sources, the newest canal.parse on Maven
+Central, and canal.parse.dbsync 1.1.8's; the live test runs those classes, so a canal.parse 1.1.8
+that differs from 1.1.7 here would go unseen):
 
 mysqlType is canal's TableMeta field type (TableMeta.FieldMeta.columnType). TableMetaCache asks
 the server `SHOW CREATE TABLE` (`DESC` if that fails) and MemoryTableMeta.processTableElement
