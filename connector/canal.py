@@ -5,9 +5,9 @@ FlatMessage, filled as MQMessageUtils fills it from LogEventConvert's entries): 
 `database`, `table`, `pkNames`, `isDdl`, `type`, `es`, `ts`, `sql`, `sqlType`, `mysqlType`,
 `data`, `old`, `gtid`, every one present (null where canal leaves it null). Values are strings
 as canal's RowsLogBuffer and LogEventConvert print them; `sqlType` is the java.sql.Types code
-canal derives per value (an UNSIGNED value past the signed range takes the next wider code,
-ENUM 4, SET -7, binary and BLOB values 2004, TEXT values 2005; a NULL keeps the binlog type's
-code). schemas/README.md has the whole mapping and the documented choices.
+canal derives per value and `mysqlType` the type as the server prints it (display widths on
+MariaDB), both by connector/sqltypes.py. schemas/README.md has the whole mapping and the
+documented choices.
 
 Rows: one message per row (the default; keyed by the primary key, as a JSON object of canal's
 strings) or, with `message_rows = "event"`, one message per rows event holding all its rows
@@ -32,10 +32,10 @@ from connector.binlog.constants import RowsKind
 from connector.flat import FlatMessage, RowBatch
 from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
+from connector.sqltypes import CanalType, canal_type, mysql_type_of
 
 Text = str | None
 Render = Callable[[str], str]
-SqlType = Callable[[Text], int]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -106,53 +106,8 @@ def _renderer(col: Column) -> Render | None:
     return None
 
 
-# -- sqlType ------------------------------------------------------------------------------------
-
-# java.sql.Types: canal's code for a non-null value and for NULL (the binlog type's own code).
-_FIXED: dict[str, int] = {
-    "mediumint": 4, "decimal": 3, "float": 7, "double": 8, "bit": -7, "date": 91, "time": 92,
-    "datetime": 93, "timestamp": 93, "year": 12, "enum": 4, "set": -7, "char": 1, "varchar": 12, "json": 12,
-}  # fmt: skip
-_TEXTS = {"tinytext": -3, "text": -4, "mediumtext": -4, "longtext": -4}  # NULL: the BLOB binlog type's code
-_BLOBS = {"tinyblob": -3, "blob": -4, "mediumblob": -4, "longblob": -4}
-# Integers: (code, signed maximum, code of an UNSIGNED value above it)
-_INTEGERS: dict[str, tuple[int, int, int]] = {
-    "tinyint": (-6, 127, 5), "smallint": (5, 32767, 4), "int": (4, 2147483647, -5),
-    "bigint": (-5, 9223372036854775807, 3),
-}  # fmt: skip
-
-
-def _constant(code: int, null: int | None = None) -> SqlType:
-    if null is None or null == code:
-        return lambda text: code
-    return lambda text: null if text is None else code
-
-
-def _unsigned(code: int, limit: int, wider: int) -> SqlType:
-    return lambda text: code if text is None or int(text) <= limit else wider
-
-
-def sql_type_of(col: Column) -> SqlType:
-    """canal's `sqlType` of a column, given the value's text (codes can differ per value)."""
-    kind = col.data_type
-    if kind in _INTEGERS:
-        code, limit, wider = _INTEGERS[kind]
-        return _unsigned(code, limit, wider) if col.unsigned else _constant(code)
-    if kind in _FIXED:
-        return _constant(_FIXED[kind])
-    if kind in _TEXTS:
-        return _constant(2005, _TEXTS[kind])
-    if kind in _BLOBS:
-        return _constant(2004, _BLOBS[kind])
-    if kind == "varbinary":
-        return _constant(2004, -3)
-    return _constant(2004, -2)  # binary, geometry, vector and MariaDB's UUID/INET: bytes, as BINARY
-
-
-def mysql_type_of(col: Column) -> str:
-    """The column's type as the schema history holds it (SHOW CREATE TABLE's spelling, lowercase,
-    integer display widths left out as MySQL 8.0.19+ prints them)."""
-    return col.sql_type()
+# -- types ------------------------------------------------------------------------------------
+# sqlType and mysqlType: connector/sqltypes.py, the one rule `sluice decode` and `tail` use too.
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -164,7 +119,7 @@ class CanalShape:
 
     names: tuple[str, ...]
     renders: tuple[tuple[str, Render], ...]  # only the columns whose text differs from flat.py's
-    sql_types: tuple[tuple[str, SqlType], ...]
+    sql_types: tuple[tuple[str, CanalType], ...]
     mysql_type: dict[str, str]
     key: tuple[str, ...]
 
@@ -173,9 +128,9 @@ def canal_shape(table: Table) -> CanalShape:
     names = table.column_names()
     renders = tuple((c.name, r) for c in table.columns if (r := _renderer(c)) is not None)
     by_lower = {c.name.lower(): c.name for c in table.columns}
+    mysql_types = {c.name: mysql_type_of(c) for c in table.columns}
     return CanalShape(
-        names, renders, tuple((c.name, sql_type_of(c)) for c in table.columns),
-        {c.name: mysql_type_of(c) for c in table.columns},
+        names, renders, tuple((c.name, canal_type(mysql_types[c.name])) for c in table.columns), mysql_types,
         tuple(by_lower.get(k.lower(), k) for k in table.primary_key),
     )  # fmt: skip
 
@@ -190,7 +145,9 @@ def _canal_row(shape: CanalShape, row: dict[str, Text]) -> dict[str, Text]:
 
 
 def _sql_types(shape: CanalShape, row: dict[str, Text]) -> dict[str, int]:
-    return {name: code(row[name]) for name, code in shape.sql_types if name in row}
+    """canal's codes for a row (the last of a message, as MQMessageUtils leaves them): a NULL's or
+    a large UNSIGNED value's code can differ from the column's."""
+    return {name: kind.of(row[name]) for name, kind in shape.sql_types if name in row}
 
 
 # -- messages ---------------------------------------------------------------------------------

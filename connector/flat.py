@@ -38,23 +38,16 @@ from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
 from connector.position import Cursor
 from connector.querytext import NO_QUERIES, QueryText
+from connector.schema.model import Table
 from connector.secrets import without_passwords
+from connector.sqltypes import canal_type, mysql_type_of
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
+Definitions = Callable[[TableMapEvent], Table]  # a resolved TABLE_MAP's definition (SchemaTracker.definition)
 
 _TYPE_NAMES = {RowsKind.WRITE: "INSERT", RowsKind.UPDATE: "UPDATE", RowsKind.DELETE: "DELETE"}
 
-# java.sql.Types codes, as canal reports them in `sqlType`.
-_SQL_TYPES: dict[int, int] = {
-    T.MYSQL_TYPE_TINY: -6, T.MYSQL_TYPE_SHORT: 5, T.MYSQL_TYPE_INT24: 4, T.MYSQL_TYPE_LONG: 4,
-    T.MYSQL_TYPE_LONGLONG: -5, T.MYSQL_TYPE_FLOAT: 7, T.MYSQL_TYPE_DOUBLE: 8,
-    T.MYSQL_TYPE_NEWDECIMAL: 3, T.MYSQL_TYPE_DECIMAL: 3, T.MYSQL_TYPE_YEAR: 12,
-    T.MYSQL_TYPE_DATE: 91, T.MYSQL_TYPE_NEWDATE: 91, T.MYSQL_TYPE_TIME: 92, T.MYSQL_TYPE_TIME2: 92,
-    T.MYSQL_TYPE_DATETIME: 93, T.MYSQL_TYPE_DATETIME2: 93, T.MYSQL_TYPE_TIMESTAMP: 93,
-    T.MYSQL_TYPE_TIMESTAMP2: 93, T.MYSQL_TYPE_BIT: -7, T.MYSQL_TYPE_ENUM: 1, T.MYSQL_TYPE_SET: 1,
-    T.MYSQL_TYPE_JSON: 12, T.MYSQL_TYPE_GEOMETRY: -2, T.MYSQL_TYPE_VECTOR: -2, T.MYSQL_TYPE_NULL: 0,
-}  # fmt: skip
 _BLOB_TYPES = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
 _BLOB_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 _INT_NAMES: dict[int, str] = {
@@ -82,19 +75,14 @@ def _is_binary(col: ColumnMeta) -> bool:
 
 
 def sql_type(col: ColumnMeta) -> int:
-    kind = col.real_type
-    if kind in _SQL_TYPES:
-        return _SQL_TYPES[kind]
-    binary = _is_binary(col)
-    if kind in _BLOB_TYPES:
-        return 2004 if binary else 2005
-    if kind == T.MYSQL_TYPE_STRING:
-        return -2 if binary else 1
-    return -3 if binary else 12  # VARCHAR / VAR_STRING
+    """canal's sqlType of a (non-NULL, in-range) value of the column, by the binlog's type text:
+    the rule of connector/sqltypes.py, which canal-json applies per value."""
+    return canal_type(mysql_type(col)).value
 
 
 def mysql_type(col: ColumnMeta) -> str:
-    """The column's SQL type as far as the binlog tells it."""
+    """The column's SQL type as far as the binlog tells it (no display widths; a BLOB-family column
+    without charset metadata is called a blob)."""
     kind, meta = col.real_type, col.meta
     unsigned = " unsigned" if col.unsigned else ""
     if kind in _INT_NAMES:
@@ -216,33 +204,43 @@ class TableShape:
     last: dict[str, int]
 
 
-_SHAPES: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...]], TableShape] = {}
+_SHAPES: dict[tuple[bytes, tuple[ColumnMeta, ...], tuple[int, ...], Table | None], TableShape] = {}
 
 
-def shape_of(table: TableMapEvent) -> TableShape:
-    """The table's shape, one object per TABLE_MAP body, columns and key (the encoder keys its plans
-    by it: a session started again, or the compiled kernel's plan, finds them made)."""
-    key = (table.raw, table.columns, table.primary_key)
+def shape_of(table: TableMapEvent, definition: Table | None = None) -> TableShape:
+    """The table's shape, one object per TABLE_MAP body, columns, key and definition (the encoder
+    keys its plans by it: a session started again, or the compiled kernel's plan, finds them made)."""
+    key = (table.raw, table.columns, table.primary_key, definition)
     shape = _SHAPES.get(key)
     if shape is None:
         if len(_SHAPES) > 4096:
             _SHAPES.clear()
-        shape = _SHAPES[key] = table_shape(table)
+        shape = _SHAPES[key] = table_shape(table, definition)
     return shape
 
 
-def table_shape(table: TableMapEvent) -> TableShape:
+def table_shape(table: TableMapEvent, definition: Table | None = None) -> TableShape:
     names = table.column_names
     renderers = tuple(_renderer(col, name) for col, name in zip(table.columns, names))
+    types = mysql_types(table, definition)
     return TableShape(
         names,
         renderers,
         list(table.pk_names) or None,
-        {name: sql_type(col) for name, col in zip(names, table.columns)},
-        {name: mysql_type(col) for name, col in zip(names, table.columns)},
+        {name: canal_type(text).value for name, text in types.items()},
+        types,
         *whole_renderers(names, renderers),
         {name: i for i, name in enumerate(names)},
     )
+
+
+def mysql_types(table: TableMapEvent, definition: Table | None) -> dict[str, str]:
+    """Each column's mysqlType: as the server prints it where the schema history defines the
+    table (canal-json's, connector/sqltypes.py), else as far as the TABLE_MAP tells it."""
+    names = table.column_names
+    if definition is not None and len(definition.columns) == len(names):
+        return {name: mysql_type_of(col) for name, col in zip(names, definition.columns)}
+    return {name: mysql_type(col) for name, col in zip(names, table.columns)}
 
 
 # The renderers whose work is written inline (one expression each) by `whole_renderers`: the
@@ -339,7 +337,10 @@ class FlatMessageBuilder:
         self._query_text = query
         self._gtid: str | None = None
         self._sql = ""
-        self._by_identity: dict[int, tuple[TableMapEvent, TableShape]] = {}
+        self._by_identity: dict[int, tuple[TableMapEvent, Table | None, TableShape]] = {}
+        # The schema history's definition of a (resolved) TABLE_MAP, where there is one
+        # (SchemaTracker.definition): mysqlType and sqlType as canal-json gives them.
+        self.definitions: Definitions | None = None
         self._last_rows_pos = -1
         self._row_base = 0
 
@@ -382,13 +383,14 @@ class FlatMessageBuilder:
     def _shape(self, table: TableMapEvent) -> TableShape:
         # The same TABLE_MAP object comes back for every transaction (the parser decodes each
         # body once): look it up by identity before hashing its columns.
+        definition = self.definitions(table) if self.definitions is not None else None
         hit = self._by_identity.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
-        shape = shape_of(table)
+        if hit is not None and hit[0] is table and hit[1] is definition:
+            return hit[2]
+        shape = shape_of(table, definition)
         if len(self._by_identity) > 4096:
             self._by_identity.clear()
-        self._by_identity[id(table)] = (table, shape)
+        self._by_identity[id(table)] = (table, definition, shape)
         return shape
 
     def _base(self, event: Event, rows: RowsEvent, shape: TableShape) -> FlatMessage:

@@ -42,7 +42,7 @@ from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
-from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
+from connector.flat import Definitions, FlatMessage, FlatMessageBuilder, RowBatch
 from connector.lane import Burst, Dump, Lane, Lanes, sid_text
 from connector.lazy import Lazy
 from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
@@ -480,6 +480,8 @@ class ChangeStream:
         self.observer: Observer | None = None  # every event the Python path reads: metrics
         self.typed_rows = False  # rows events carry typed images too (RowsEvent.typed), for the Avro path
         self.query = NO_QUERIES  # what row messages' `sql` carries of their statement
+        # `sluice tail`: row messages' mysqlType and sqlType from the schema history (FlatMessageBuilder.definitions)
+        self.definitions: Definitions | None = None
         self._assembler: TransactionAssembler | None = None  # the current session's
         # The connector's stop: a wait to reconnect ends there (items end, as at a clean stop).
         self.stop: threading.Event | None = None
@@ -570,6 +572,7 @@ class ChangeStream:
                 quiet_until=start if xa_from is not None else None, query=self.query,
                 on_statement_rows=self._warn_statement_rows, clock=self.clock,
             )  # fmt: skip
+            assembler.builder.definitions = self.definitions
             parser = self._parser(assembler.cursor, info)
             lane = self._lane(parser, assembler)
             yield from session_items(dump.stream, parser, assembler, lane, self.observer, handed)

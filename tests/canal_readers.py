@@ -5,6 +5,10 @@ built once with Maven (jars cached in ~/.m2, classes in tests/canal_harness/targ
 what it saw: per message for canal ("canal": FlatMessage parsed with fastjson2, as canal's Kafka
 client parses flat messages), per row for Flink ("flink": CanalJsonDeserializationSchema with
 the physical row type `columns`, [(name, Flink SQL type)], ignore-parse-errors off).
+
+`canal_own(binlog, start, end, tables)` is canal's own FlatMessage of each rows event of `tables`
+([(database, table, SHOW CREATE TABLE text)]) logged in `binlog` from `start` to `end`: canal's
+decoder, LogEventConvert and MQMessageUtils, what canal would put on Kafka ("types" mode).
 """
 
 from __future__ import annotations
@@ -40,13 +44,23 @@ def build() -> None:
 
 
 def read(mode: str, values: list[bytes], columns: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    return _run([mode] if columns is None else [mode, json.dumps([list(c) for c in columns])],
+                b"".join(v + b"\n" for v in values))  # fmt: skip
+
+
+def canal_own(binlog: Path, start: int, end: int, tables: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    spec = {"file": str(binlog), "start": start, "end": end,
+            "tables": [{"schema": db, "table": name, "ddl": ddl} for db, name, ddl in tables]}  # fmt: skip
+    return _run(["types"], json.dumps(spec).encode())
+
+
+def _run(args: list[str], stdin: bytes) -> list[dict[str, Any]]:
     build()
-    args = ["java", "-Duser.timezone=UTC", "-cp", f"{TARGET / 'classes'}:{TARGET / 'lib'}/*", "sluice.harness.Harness",
-            mode]  # fmt: skip
-    if columns is not None:
-        args.append(json.dumps([list(c) for c in columns]))
-    stdin = b"".join(v + b"\n" for v in values)
+    mode = args[0]
+    args = ["java", "-Duser.timezone=UTC", "-cp", f"{TARGET / 'classes'}:{TARGET / 'lib'}/*",
+            "sluice.harness.Harness", *args]  # fmt: skip
     done = subprocess.run(args, input=stdin, capture_output=True, timeout=300, check=False)
     if done.returncode != 0:
         raise AssertionError(f"harness {mode} failed:\n{done.stderr.decode(errors='replace')[-4000:]}")
-    return [json.loads(line) for line in done.stdout.decode().splitlines() if line.strip()]
+    # canal's classes log to stdout (logback's default): the harness's lines are the JSON ones.
+    return [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]

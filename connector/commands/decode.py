@@ -41,6 +41,7 @@ def decode_files(
         if tracker is not None:
             tracker.cursor = cursor
             parser.table_hook = tracker.table_hook
+            builder.definitions = tracker.definition  # mysqlType and sqlType as canal-json's
         for event in iter_file_events(path, start, stop, parser):
             for item in builder.feed_batched(event):
                 if isinstance(item, RowBatch):

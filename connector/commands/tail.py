@@ -20,6 +20,7 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
     prepared = prepare(config)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
     stream.query = config.source.query_text()
+    stream.definitions = prepared.tracker.definition  # mysqlType and sqlType as canal-json's
     encoder = JsonLineEncoder()
     for item in stream.items(prepared.start):
         if isinstance(item, Changes) and item.batch is not None:

@@ -24,6 +24,7 @@ from connector.schema.types import (
     read_type,
 )
 from connector.schema.types import sized as sized_type
+from connector.sqltypes import shown_width
 
 CHARACTER_NAMES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
 BINARY_NAMES = frozenset({"binary", "varbinary", *BLOB_TYPES})
@@ -66,6 +67,9 @@ class PendingColumn:
             self.name, declared.name, declared.params, declared.unsigned, charset, collation,
             nullable=self._nullable(declared, session), generated=self.generated, invisible=self.invisible,
             default=self._default(declared, charset, session), compressed=self.compressed, period=self.period,
+            display_width=shown_width(declared.name, declared.width, declared.unsigned, declared.zerofill,
+                                      session.mariadb),
+            zerofill=declared.zerofill,
         )  # fmt: skip
 
     def _default(self, declared: DeclaredType, charset: str | None, session: Session) -> str | None:
@@ -265,11 +269,11 @@ class _Attributes:
     def signedness(self) -> None:  # UNSIGNED / ZEROFILL after other attributes (MariaDB reads them)
         token = self.cur.tokens[self.cur.i - 1]
         if token.text.upper() != "SIGNED":
-            self.col.declared = _unsigned(self.col.declared)
+            self.col.declared = _unsigned(self.col.declared, token.text.upper() == "ZEROFILL")
 
 
-def _unsigned(declared: DeclaredType) -> DeclaredType:
-    return replace(declared, unsigned=True)
+def _unsigned(declared: DeclaredType, zerofill: bool = False) -> DeclaredType:
+    return replace(declared, unsigned=True, zerofill=declared.zerofill or zerofill)
 
 
 def _charset_name(cur: Cursor) -> str:

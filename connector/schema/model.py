@@ -43,6 +43,10 @@ class Column:
     # MariaDB's hidden columns: the implicit row_start / row_end, and DB_ROW_HASH_n of long
     # UNIQUE keys (connector/schema/keys.py). In every TABLE_MAP, yet no statement names them.
     hidden: bool = False
+    # The integer (and MariaDB YEAR) display width SHOW CREATE TABLE prints, and ZEROFILL: they
+    # change no value, only the type's text canal-json's mysqlType carries (connector/sqltypes.py).
+    display_width: int | None = None
+    zerofill: bool = False
 
     def renamed(self, name: str) -> Column:
         """This column under `name`, its current name first among its earlier ones."""
@@ -134,7 +138,7 @@ class Table:
 
 # Column keys a definition's JSON leaves out when they hold their default (histories written
 # before they existed read back the same).
-_OPTIONAL_KEYS = ("aliases", "compressed", "period", "hidden")
+_OPTIONAL_KEYS = ("aliases", "compressed", "period", "hidden", "display_width", "zerofill")
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,8 @@ class DeclaredType:
     length: int | None = None  # TEXT(n) / BLOB(n): sized when the charset is known
     serial: bool = False  # SERIAL: BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
     hex_labels: tuple[bool, ...] = ()  # ENUM/SET labels written as hex or bit literals: bytes, not text
+    width: int | None = None  # an integer's display width as written: INT(5), BOOL's TINYINT(1)
+    zerofill: bool = False  # ZEROFILL (numeric types; it implies UNSIGNED)
 
 
 def normal_charset(name: str) -> str:
@@ -131,13 +133,23 @@ def _sign(cur: Cursor, unsigned: bool = False) -> bool:
     return unsigned
 
 
+def _numeric(cur: Cursor, name: str, params: tuple[str, ...] = (), width: int | None = None) -> DeclaredType:
+    """A numeric type and its UNSIGNED / SIGNED / ZEROFILL words."""
+    start = cur.i
+    unsigned = _sign(cur)
+    zerofill = any(t.is_word("ZEROFILL") for t in cur.tokens[start : cur.i])
+    return DeclaredType(name, params, unsigned, width=width, zerofill=zerofill)
+
+
 def _integer(cur: Cursor, name: str) -> DeclaredType:
-    _params(cur)  # a display width changes nothing (8.0.19 stopped showing it)
-    return DeclaredType(name, unsigned=_sign(cur))
+    """The display width changes no value; it is kept for the type's text as SHOW CREATE TABLE
+    prints it (connector/sqltypes.py: canal-json's mysqlType)."""
+    widths = _lengths(cur)
+    return _numeric(cur, name, width=widths[0] if widths else None)
 
 
 def _bool(cur: Cursor, word: str, session: Session) -> DeclaredType:
-    return DeclaredType("tinyint")
+    return DeclaredType("tinyint", width=1)
 
 
 def _serial(cur: Cursor, word: str, session: Session) -> DeclaredType:
@@ -148,22 +160,22 @@ def _float(cur: Cursor, word: str, session: Session) -> DeclaredType:
     """FLOAT(p): FLOAT up to 24 bits of precision, DOUBLE above; FLOAT(M,D) keeps both."""
     lengths = _lengths(cur)
     if len(lengths) == 1:
-        return DeclaredType("float" if lengths[0] <= 24 else "double", unsigned=_sign(cur))
-    return DeclaredType("float", tuple(str(n) for n in lengths), _sign(cur))
+        return _numeric(cur, "float" if lengths[0] <= 24 else "double")
+    return _numeric(cur, "float", tuple(str(n) for n in lengths))
 
 
 def _double(cur: Cursor, word: str, session: Session) -> DeclaredType:
     if word == "double":
         cur.accept("PRECISION")
     name = "float" if (word == "real" and session.real_as_float) or word == "float4" else "double"
-    return DeclaredType(name, tuple(str(n) for n in _lengths(cur)), _sign(cur))
+    return _numeric(cur, name, tuple(str(n) for n in _lengths(cur)))
 
 
 def _decimal(cur: Cursor, word: str, session: Session) -> DeclaredType:
     lengths = _lengths(cur)
     precision = str(lengths[0]) if lengths and lengths[0] else "10"  # DECIMAL(0) is DECIMAL(10)
     scale = str(lengths[1]) if len(lengths) > 1 else "0"
-    return DeclaredType("decimal", (precision, scale), _sign(cur))
+    return _numeric(cur, "decimal", (precision, scale))
 
 
 def _bit(cur: Cursor, word: str, session: Session) -> DeclaredType:

@@ -39,6 +39,7 @@ import org.apache.flink.util.UserCodeClassLoader;
  * <pre>
  *   Harness canal                 canal.protocol's FlatMessage, parsed with fastjson2 as canal's Kafka client does
  *   Harness flink '[["id","INT"],...]'   Flink's CanalJsonDeserializationSchema for that physical row type
+ *   Harness types                 canal's own FlatMessages of rows in a binlog file (CanalTypes)
  * </pre>
  */
 public final class Harness {
@@ -48,6 +49,8 @@ public final class Harness {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         if (args[0].equals("canal")) {
             canal(in);
+        } else if (args[0].equals("types")) {
+            CanalTypes.run(in);
         } else {
             flink(in, JSON.parseArray(args[1]));
         }
