@@ -42,6 +42,7 @@ test: install services lint typecheck
 	$(BIN)/pytest -q
 
 bench: install services
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py
