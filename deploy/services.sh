@@ -77,6 +77,8 @@ datadir=$MARIADB_DIR/data
 socket=$MARIADB_SOCK
 pid-file=$MARIADB_DIR/mariadbd.pid
 log-error=$MARIADB_DIR/error.log
+# Its own temporary files (#sql-temptable-*) under its run folder: two bring-ups at once shared /tmp.
+tmpdir=$MARIADB_DIR/tmp
 bind-address=127.0.0.1
 port=$MARIADB_PORT
 user=$(id -un)
@@ -155,7 +157,7 @@ EOF
 mariadb_up() {
   if mariadb_alive; then log "mariadb already up on 127.0.0.1:$MARIADB_PORT"; return 0; fi
   apt_install mariadb-server mariadb-client openssl
-  mkdir -p "$MARIADB_DIR/binlog"
+  mkdir -p "$MARIADB_DIR/binlog" "$MARIADB_DIR/tmp"
   tls_certs
   mariadb_conf
   if [ ! -d "$MARIADB_DIR/data/mysql" ]; then
@@ -259,6 +261,7 @@ socket=$MYSQL_SOCK
 pid-file=$MYSQL_DIR/mysqld.pid
 log-error=$MYSQL_DIR/error.log
 secure-file-priv=$MYSQL_DIR/files
+tmpdir=$MYSQL_DIR/tmp
 user=$(id -un)
 bind-address=127.0.0.1
 port=$MYSQL_PORT
@@ -299,7 +302,7 @@ EOF
 mysql_up() {
   if mysql_alive; then log "mysql already up on 127.0.0.1:$MYSQL_PORT"; return 0; fi
   sid_root
-  mkdir -p "$MYSQL_DIR/binlog" "$MYSQL_DIR/files"
+  mkdir -p "$MYSQL_DIR/binlog" "$MYSQL_DIR/files" "$MYSQL_DIR/tmp"
   tls_certs
   mysql_wrappers
   mysql_conf

@@ -480,3 +480,18 @@ def test_example_is_valid_and_holds_the_defaults() -> None:
     lines = example_lines()
     for key in DEMO_VALUES:
         assert "(default: " in lines[key], f"{key}: the example does not give its default"
+
+
+@pytest.mark.live
+def test_each_server_keeps_its_files_under_its_run_folder(server: Any) -> None:
+    """deploy/services.sh: data, binlogs and temporary files (#sql-temptable-*) in the server's own
+    folder under .run/, so two bring-ups at once (two checkouts) share nothing in /tmp."""
+    from tests.live import RUN, connect  # noqa: PLC0415  (the live half of a file of static checks)
+
+    with connect().cursor() as cur:
+        cur.execute("SELECT @@datadir, @@tmpdir, @@log_bin_basename")
+        row = cur.fetchone()
+    assert row is not None
+    folder = (RUN / server.name).resolve()
+    for path in row:
+        assert Path(str(path)).resolve().is_relative_to(folder), (path, folder)
