@@ -166,8 +166,13 @@ class SchemaTracker:
             del self.schema.blocked[key]
 
     def _record(self, changes: list[DdlChange], end: Position, kind: str, sql: str) -> None:
+        """One record per table (or database) the statement touched, of what the statement left
+        it: a swap (`RENAME TABLE t TO t_old, t_new TO t`) drops `t`, then defines it again, and
+        the history must hold the last, as the tracker does (all records of a statement share its
+        position; a restart rebuilds from them)."""
+        final = {(c.database, c.table): c for c in changes}
         records = []
-        for change in changes:
+        for change in final.values():
             definition = self._definition_json(change)
             key = (end.sort_key(), change.database, change.table)
             if key not in self._recorded:
