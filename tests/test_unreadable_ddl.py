@@ -121,10 +121,19 @@ def test_blocks_follow_renames_and_drops_and_show_lists_them() -> None:
 
 
 def test_statements_about_tables_not_captured_stop_nothing() -> None:
+    """d.t is not captured but is tracked (it shares d with the captured d.u): a statement about
+    it that Sluice cannot read publishes nothing and its rows stop nothing, and the history knows
+    its definition is unknown, so a RENAME of it onto a captured name makes that one unknown too."""
     store = MemoryHistoryStore()
     tracker = seeded(store, include=[r"d\.u"])
     assert tracker.on_statement(ORACLE_ALTER, "d", at(200)) == []
-    assert not tracker.schema.blocked
+    assert set(tracker.schema.blocked) == {("d", "t")}
+    assert tracker.table_hook(T_AFTER, 210) is None  # rows of d.t: not decoded, nothing stops
+    tracker.on_statement("RENAME TABLE u TO u_old, t TO u", "d", at(220))
+    assert set(tracker.schema.blocked) == {("d", "u")}
+    with pytest.raises(UnreadableDdlError):
+        tracker.table_hook(table_map("u", bytes([3, 15]), (40).to_bytes(2, "little")), 230)
+    tracker = seeded(MemoryHistoryStore(), include=[r"d\.u"])
     # a table the history lacks (a gap) is unknown from here on, and so is a captured name made from it
     tracker.on_statement("ALTER TABLE u ADD z INT, RENAME TO u", "d", at(250))
     tracker.schema.drop("d", "u")

@@ -78,7 +78,9 @@ def server_session(conn: pymysql.connections.Connection) -> Session:
 
 
 def capture(conn: pymysql.connections.Connection, included: TableFilter) -> Schema:
-    """Every captured base table and every user database's defaults, as the server has them now."""
+    """Every base table of the databases with a captured one (SchemaTracker.tracks: the filter
+    decides what is published, not what is tracked) and every user database's defaults, as the
+    server has them now."""
     show_hidden_keys(conn)
     schema = Schema()
     with conn.cursor() as cur:
@@ -92,8 +94,9 @@ def capture(conn: pymysql.connections.Connection, included: TableFilter) -> Sche
             "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES"
             " WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME"
         )
-        names = [(str(db), str(t)) for db, t in cur.fetchall() if included(str(db), str(t))]
-    for database, table in names:
+        every = [(str(db), str(t)) for db, t in cur.fetchall()]
+    tracked = {db for db, t in every if included(db, t)} | {db for db in schema.databases if included.database(db)}
+    for database, table in [(db, t) for db, t in every if db in tracked]:
         read_table(conn, database, table, schema)
     return schema
 

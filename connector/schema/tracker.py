@@ -90,6 +90,8 @@ class SchemaTracker:
         # [[source.key_columns]]: the key of tables without a primary key, by (database, table).
         self.keys: dict[tuple[str, str], tuple[str, ...]] = {}
         self._keyed: dict[int, tuple[Table, Table]] = {}
+        # Databases whose every table the history follows (`tracks`), published or not.
+        self._databases: set[str] = set()
 
     # -- start ---------------------------------------------------------------------------
 
@@ -106,6 +108,8 @@ class SchemaTracker:
                 self._overrides.setdefault(record.position.sort_key(), []).append(record)
         self.seeded_at = min((r.position for r in records if r.kind == "snapshot"), key=Position.sort_key, default=None)
         self._named.clear()
+        self._databases = set()
+        self._note_databases()
         return True
 
     def seed(self, schema: Schema, position: Position) -> None:
@@ -122,6 +126,7 @@ class SchemaTracker:
         self.schema = schema
         self.seeded_at = position
         self._named.clear()
+        self._note_databases()
 
     # -- DDL -----------------------------------------------------------------------------
 
@@ -135,10 +140,11 @@ class SchemaTracker:
         if isinstance(result, Unreadable):
             changes = self._unreadable(sql, end, result)
         else:
-            changes = [c for c in result if self._captured(c)]
-            self._forget_excluded()
+            changes = [c for c in result if self._tracked(c)]
+            self._forget_untracked()
             self._record(changes, end, "ddl", sql)
-        return self._overridden(end, changes)
+            self._note_databases()
+        return [c for c in self._overridden(end, changes) if self._captured(c)]
 
     def _overridden(self, end: Position, changes: list[DdlChange]) -> list[DdlChange]:
         """Operators' definitions for this position, over what the statement left."""
@@ -152,17 +158,37 @@ class SchemaTracker:
             self._named.clear()
         return changes
 
+    def tracks(self, database: str, table: str) -> bool:
+        """Does the history follow this table? Every table of a database that holds a captured one
+        (or would capture any table): the filter decides what is published, not what is tracked,
+        since a table not published today (a shadow table of an online schema change) becomes a
+        captured one at a RENAME (Debezium's store.only.captured.tables.ddl=false, for this reason)."""
+        return database in self._databases or self.included(database, table)
+
+    def _note_databases(self) -> None:
+        """The tracked databases, after a change of the schema: those with a captured table or
+        admitting any table; a database dropped stops being one."""
+        self._databases &= set(self.schema.databases) | {db for db, _ in self.schema.tables}
+        self._databases |= {db for db, table in self.schema.tables if self.included(db, table)}
+        self._databases |= {db for db in self.schema.databases if self.included.database(db)}
+
     def _captured(self, change: DdlChange) -> bool:
+        """Is the change one of a published table (or database)?"""
         return (
             self.included.database(change.database)
             if not change.table
             else self.included(change.database, change.table)
         )
 
-    def _forget_excluded(self) -> None:
-        for key in [k for k in self.schema.tables if not self.included(*k)]:
+    def _tracked(self, change: DdlChange) -> bool:
+        if not change.table:
+            return change.database in self._databases or self.included.database(change.database)
+        return self.tracks(change.database, change.table)
+
+    def _forget_untracked(self) -> None:
+        for key in [k for k in self.schema.tables if not self.tracks(*k)]:
             del self.schema.tables[key]
-        for key in [k for k in self.schema.blocked if not self.included(*k)]:
+        for key in [k for k in self.schema.blocked if not self.tracks(*k)]:
             del self.schema.blocked[key]
 
     def _record(self, changes: list[DdlChange], end: Position, kind: str, sql: str) -> None:
@@ -193,13 +219,13 @@ class SchemaTracker:
         return None if db is None else {"name": db.name, "charset": db.charset, "collation": db.collation}
 
     def _unreadable(self, sql: str, end: Position, result: Unreadable) -> list[DdlChange]:
-        targets = [t for t in result.tables if self.included(*t)]
+        targets = [t for t in result.tables if self.tracks(*t)]
         untracked = result.untracked
         if untracked is not None:
-            # A table the history does not hold: captured, its definition is unknown from here
-            # on; not captured, only what the statement makes of it (a RENAME into a captured name).
+            # A table the history does not hold: tracked, its definition is unknown from here
+            # on; not tracked, only what the statement makes of it (a RENAME into a captured name).
             known = (untracked.database, untracked.table)
-            targets = [t for t in (known, *untracked.targets) if self.included(*t)]
+            targets = [t for t in (known, *untracked.targets) if self.tracks(*t)]
         if not targets:
             log.warning("DDL at %s not understood (%s); it names no captured table: %s", end, result.reason,
                         statement_text(sql))  # fmt: skip

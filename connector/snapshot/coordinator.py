@@ -264,6 +264,7 @@ class Snapshotter:
 
 
 def first_snapshot(tracker: SchemaTracker) -> SnapshotState:
-    """Every captured table, in name order."""
-    tables: list[TableName] = sorted(tracker.schema.tables)
+    """Every captured table, in name order (the history also follows the other tables of their
+    databases: not these)."""
+    tables: list[TableName] = sorted(t for t in tracker.schema.tables if tracker.included(*t))
     return SnapshotState(tuple(tables))
