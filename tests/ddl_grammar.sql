@@ -124,6 +124,8 @@ ALTER TABLE opts ENGINE=InnoDB, ADD b INT;
 # -- partitioning: every clause and command of both grammars (sql/sql_yacc.yy: MySQL's partition_clause and
 # standalone_alter_commands, MariaDB's partitioning and alter_commands). None changes a column, except the
 # column clauses before a PARTITION BY; CONVERT makes a table of a partition and a partition of a table.
+# DISCARD/IMPORT PARTITION ... TABLESPACE and DATA/INDEX DIRECTORY act on the server's files: the corpus
+# leaves them out (tests/ddlcorpus.py), tests/test_ddl_semantics.py reads them.
 CREATE TABLE pr (id INT NOT NULL, d DATE NOT NULL, c VARCHAR(5), PRIMARY KEY (id, d)) ENGINE=InnoDB
   PARTITION BY RANGE (id) SUBPARTITION BY KEY (d) SUBPARTITIONS 2
   (PARTITION p0 VALUES LESS THAN (10) COMMENT = 'low' MAX_ROWS = 10 MIN_ROWS 1, PARTITION p1 VALUES LESS THAN (20) ENGINE = InnoDB,
