@@ -22,12 +22,15 @@ CACHE = Path(os.environ.get("SLUICE_CACHE_DIR", Path(os.environ.get("XDG_CACHE_H
                             "sluice"))  # fmt: skip
 CORPUS = CACHE / "ddl-corpus"
 
-# Test files by suite, as globs under each package's mysql-test directory.
+# Test files by suite, as globs under each package's mysql-test directory. The partition files are
+# the few that hold every partition command between them (ddl_grammar.sql has each form too):
+# EXCHANGE ... [WITH|WITHOUT] VALIDATION, name lists, MariaDB's CONVERT and SYSTEM_TIME partitioning.
 FILES = {
     "mysql": [
         "t/alter_table.test", "t/create.test", "t/create_if_not_exists.test", "t/type_*.test",
         "t/invisible_columns.test", "t/rename.test", "t/truncate.test", "t/default.test", "t/ctype_create.test",
         "t/drop.test", "t/alter_table_partition.test", "t/comment_column.test",
+        "t/partition_exchange.test", "t/partition_mgm.test", "t/partition_mgm_err.test",
         "suite/innodb/t/instant_add_column_basic.test", "suite/innodb/t/instant_ddl_*.test",
         "suite/innodb/t/instant_add_column_clear.test", "suite/gcol/t/gcol_column_def_options_innodb.test",
     ],
@@ -36,6 +39,7 @@ FILES = {
         "main/alter_table_trans.test", "main/alter_table_online.test", "main/alter_table_autoinc-5574.test",
         "suite/innodb/t/alter_table.test", "suite/innodb/t/instant_alter*.test", "suite/innodb/t/instant_drop.test",
         "main/column_compression.test", "suite/versioning/t/create.test", "suite/versioning/t/alter.test",
+        "suite/versioning/t/partition.test", "main/partition_alter.test", "main/partition_mgm_err.test",
     ],
 }  # fmt: skip
 ROOTS = {"mysql": "usr/lib/mysql-test", "mariadb": "usr/share/mysql/mysql-test"}

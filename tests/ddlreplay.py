@@ -13,7 +13,12 @@ that stretch of the binlog through the production path (ChangeStream, SchemaTrac
   stop at the table's next row): it is resolved as an operator would (the server's
   definition at that moment) so the rest of the file is still checked;
 - a TABLE_MAP the tracked table disagrees with stops the stream (counted, resolved the same
-  way, the stream resumed from its last transaction).
+  way, the stream resumed from its last transaction);
+- a partitioned table's SHOW CREATE TABLE (what a snapshot reads) must read to the server's table.
+
+The servers are shared: only the databases the replay makes (`test`, and those its statements
+create) are compared, captured and dropped; a statement dropping or creating any other
+database is not run (counted as refused).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from connector.schema.capture import server_session
 from connector.schema.ddl import apply_ddl
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Column, Database, Schema, Table
-from connector.schema.sqltokens import DdlSyntaxError
+from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session, quote_identifier
 from connector.schema.tracker import SchemaTracker
 from connector.stream import Backoff, Changes, ChangeStream, Commit
 from tests import live
@@ -132,6 +137,9 @@ class Replay:
         with self.admin.cursor() as cur:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
             self.baseline = {str(r[0]) for r in cur.fetchall()} - {"test"}
+        # The databases the replay made: only these are compared, captured and dropped (others,
+        # made meanwhile by whoever else uses the server, are not the replay's to touch).
+        self.created = {"test"}
         self.session = server_session(self.admin)
         server = live.server()
         self.raw = pymysql.connect(host=live.HOST, port=server.port, user="root", password="", autocommit=True,
@@ -157,9 +165,12 @@ class Replay:
         steps: list[Step] = []
         tables = self._server_tables()
         for statement in statements:
-            if not self._execute(session, statement.sql):
-                report.rejected += 1
+            named = _database_named(statement.sql, self.session)
+            if named in self.baseline or not self._execute(session, statement.sql):
+                report.rejected += 1  # a database the replay did not make is not dropped: counted as refused
                 continue
+            if named is not None:
+                self.created.add(named)
             if _SESSION.match(statement.sql):
                 continue
             report.replayed += 1
@@ -190,7 +201,7 @@ class Replay:
     def corpus_databases(self) -> list[str]:
         with self.admin.cursor() as cur:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
-            return sorted(str(r[0]) for r in cur.fetchall() if str(r[0]) not in self.baseline)
+            return sorted(str(r[0]) for r in cur.fetchall() if str(r[0]) in self.created - self.baseline)
 
     def _drop_corpus_databases(self) -> None:
         with self.admin.cursor() as cur:
@@ -296,6 +307,7 @@ class Replay:
         with self.admin.cursor() as cur:
             try:
                 cur.execute("SET SESSION sql_mode = '', foreign_key_checks = 0")
+                cur.execute(f"USE {quote_identifier(key[0])}")  # an INSERT logged as a statement is of it
                 cur.execute(f"DELETE FROM {table_name}")
                 start = master_position(self.admin)
                 names = ", ".join(f"`{c.name}`" for c, v in zip(writable, values) if v is not None)
@@ -409,7 +421,7 @@ class _Checker:
         self.report = report
         self.rows = [row for step in steps for row in step.rows]
         excluded = [rf"{re.escape(db)}\..*" for db in replay.baseline | SYSTEM]
-        self.included = TableFilter.of(None, excluded)
+        self.included = TableFilter.of([rf"{re.escape(db)}\..*" for db in replay.created], excluded)
         self.tracker = _CorpusTracker(self, self.included)
 
     def run(self, start: Position, end: Position) -> None:
@@ -435,6 +447,7 @@ class _Checker:
         for step in self.steps:
             if not step.checked:
                 self._compare(step)
+            self._shown_partitioned(step)
         for row in self.rows:
             where = f"{self._step_of_row(row)}: {row.table[0]}.{row.table[1]}"
             if row.as_statement:
@@ -468,12 +481,28 @@ class _Checker:
 
     def _compare(self, step: Step) -> None:
         step.checked = True
-        tracked = {k: t for k, t in self.tracker.schema.tables.items() if k[0] not in self.replay.baseline}
+        tracked = {k: t for k, t in self.tracker.schema.tables.items() if self.included(*k)}
         for key in sorted(set(tracked) | set(step.tables)):
             problem = _difference(tracked.get(key), step.tables.get(key), self.replay.server.mariadb)
             if problem:
                 self.report.differences.append(f"{step.statement.source}: {key[0]}.{key[1]}: {problem}")
                 self._resolve(key, step)
+
+    def _shown_partitioned(self, step: Step) -> None:
+        """A partitioned table's SHOW CREATE TABLE (what a snapshot reads) must read to what
+        the server has: its partitioning is read to the end, not skipped."""
+        for key, create in step.created.items():
+            if "PARTITION BY" not in create.upper():
+                continue
+            schema = Schema(databases=dict(self.tracker.schema.databases))
+            try:
+                apply_ddl(schema, create, key[0], self.replay.session)
+                problem = _difference(schema.get(*key), step.tables.get(key), self.replay.server.mariadb)
+            except SluiceError as exc:
+                problem = str(exc)
+            if problem:
+                where = f"{step.statement.source}: {key[0]}.{key[1]}"
+                self.report.differences.append(f"{where}: SHOW CREATE TABLE read otherwise: {problem}")
 
     def _resolve(self, key: Key, step: Step) -> None:
         """The operator's answer: the server's definition as of this step."""
@@ -532,6 +561,22 @@ class _Checker:
             problem = _row_difference(row, message["data"][0])
             if problem:
                 self.report.silent.append(f"{self._step_of_row(row)}: {key[0]}.{key[1]}: {problem}")
+
+
+def _database_named(sql: str, session: Session) -> str | None:
+    """The database a CREATE or DROP DATABASE names; None for other statements."""
+    try:
+        cur = Cursor(sql, session)
+    except DdlSyntaxError:
+        return None
+    if not (cur.accept("CREATE") or cur.accept("DROP")):
+        return None
+    cur.accept("OR", "REPLACE")
+    if not (cur.accept("DATABASE") or cur.accept("SCHEMA")):
+        return None
+    cur.accept("IF", "NOT", "EXISTS") or cur.accept("IF", "EXISTS")
+    token = cur.peek()
+    return token.text if token is not None and token.kind in ("word", "quoted") else None
 
 
 def _short(sql: str) -> str:

@@ -3,12 +3,14 @@ and MariaDB 10.11 made of it (checked live by tests/test_ddl_corpus_live.py's gr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.schema.ddl import Unreadable, read_ddl
-from connector.schema.model import Column, Schema
+from connector.schema.model import Blocked, Column, Schema
 from connector.schema.sqltokens import Session, tokenize
 
 MYSQL = Session(False, 90704, server_charset="utf8mb4")
@@ -61,6 +63,12 @@ def test_specifications_apply_in_the_servers_order(sql: str, after: list[str]) -
         ("ALTER TABLE t ADD COLUMN a INT", "column `a` twice"),
         ("ALTER TABLE t ALTER COLUMN a SET DEFAULT 5, CHANGE a z INT", "ALTER COLUMN"),
         ("ALTER TABLE t ADD q INT AFTER nope", "AFTER `nope`"),
+        # a partition command stands alone, a partitioning ends the statement (both servers refuse these)
+        ("ALTER TABLE t ANALYZE PARTITION p0, ADD g INT", "goes on after its partition command (ANALYZE)"),
+        ("ALTER TABLE t PARTITION BY HASH (a) PARTITIONS 2, ADD f INT", "goes on after its partitioning"),
+        ("ALTER TABLE t REMOVE PARTITIONING, ADD d INT", "goes on after its partitioning"),
+        ("ALTER TABLE t PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (1) junk)", "partition option 'junk'"),
+        ("ALTER TABLE t PARTITION BY SOMETHING (a)", "unknown partitioning type 'SOMETHING'"),
     ],
 )
 def test_what_the_servers_refuse_is_unreadable_not_guessed(sql: str, error: str) -> None:
@@ -224,9 +232,123 @@ def test_partitions_and_table_options_are_skipped() -> None:
     assert shape(schema, "t") == ["id int NOT NULL", "d date"]
 
 
-def test_blocked_tables_move_with_renames_and_clear_on_drop_or_create() -> None:
-    from connector.schema.model import Blocked  # noqa: PLC0415
+PARTITIONED = ("CREATE TABLE t (id INT NOT NULL, d DATE, PRIMARY KEY (id)) PARTITION BY RANGE (id)"
+               " (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20),"
+               " PARTITION p2 VALUES LESS THAN MAXVALUE)")  # fmt: skip
+SWAP = "CREATE TABLE x (id INT NOT NULL, d DATE, PRIMARY KEY (id))"
+# Every partition clause and command of both grammars (sql/sql_yacc.yy: MySQL's partition_clause
+# and standalone_alter_commands, MariaDB's partitioning and alter_commands), each taken by the
+# server of its session (tests/ddl_grammar.sql replays them live).
+PARTITION_STATEMENTS = [
+    *((session, sql) for session in (MYSQL, MARIADB) for sql in (
+        "ALTER TABLE t DROP PARTITION p0, p1",
+        "ALTER TABLE t DROP PARTITION p0",
+        "ALTER TABLE t ADD PARTITION (PARTITION p3 VALUES LESS THAN (40) COMMENT 'c' ENGINE = InnoDB MAX_ROWS 9)",
+        "ALTER TABLE t ADD PARTITION NO_WRITE_TO_BINLOG PARTITIONS 2",
+        "ALTER TABLE t TRUNCATE PARTITION p0, p1",
+        "ALTER TABLE t TRUNCATE PARTITION ALL",
+        "ALTER TABLE t COALESCE PARTITION LOCAL 2",
+        "ALTER TABLE t REORGANIZE PARTITION",
+        "ALTER TABLE t REORGANIZE PARTITION p0, p1 INTO (PARTITION p01 VALUES LESS THAN (20))",
+        "ALTER TABLE t REORGANIZE PARTITION LOCAL p2 INTO (PARTITION p2a VALUES LESS THAN (25) (SUBPARTITION s0"
+        " COMMENT = 'x', SUBPARTITION s1 STORAGE ENGINE InnoDB), PARTITION p2b VALUES LESS THAN MAXVALUE)",
+        "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE x",
+        "ALTER TABLE t REBUILD PARTITION p0, p1",
+        "ALTER TABLE t ANALYZE PARTITION LOCAL ALL",
+        "ALTER TABLE t CHECK PARTITION p0, p1 FOR UPGRADE",
+        "ALTER TABLE t OPTIMIZE PARTITION NO_WRITE_TO_BINLOG p0, p1",
+        "ALTER TABLE t REPAIR PARTITION p0 QUICK EXTENDED USE_FRM",
+        "ALTER TABLE t DISCARD PARTITION p0, p1 TABLESPACE",
+        "ALTER TABLE t IMPORT PARTITION ALL TABLESPACE",
+        "ALTER TABLE t REMOVE PARTITIONING",
+        "ALTER TABLE t /*!50100 PARTITION BY HASH (id) PARTITIONS 3 */",
+        "ALTER TABLE t PARTITION BY KEY () PARTITIONS 2",
+        "ALTER TABLE t PARTITION BY LINEAR KEY ALGORITHM = 2 (id) PARTITIONS 4",
+        "ALTER TABLE t PARTITION BY LIST COLUMNS (id, d) (PARTITION p0 VALUES IN ((1, '2001-01-01'), (2, NULL)))",
+        "ALTER TABLE t PARTITION BY RANGE (TO_DAYS(d)) SUBPARTITION BY LINEAR HASH (id + 1) SUBPARTITIONS 2"
+        " (PARTITION p0 VALUES LESS THAN (730000) DATA DIRECTORY = '/d' INDEX DIRECTORY '/i' NODEGROUP 0"
+        " TABLESPACE = innodb_file_per_table, PARTITION p1 VALUES LESS THAN (MAXVALUE))",
+    )),
+    (MYSQL, "ALTER TABLE t ALGORITHM = INPLACE, LOCK = NONE, DROP PARTITION p0, p1"),
+    (MYSQL, "ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE d.x WITHOUT VALIDATION"),
+    (MYSQL, "ALTER TABLE t WITH VALIDATION, EXCHANGE PARTITION p0 WITH TABLE x"),
+    (MARIADB, "ALTER TABLE t ADD PARTITION IF NOT EXISTS (p3 VALUES LESS THAN (40))"),
+    (MARIADB, "ALTER TABLE t DROP PARTITION IF EXISTS p0, p9"),
+    (MARIADB, "ALTER TABLE t PARTITION BY LIST (id) (p0 VALUES IN (1), PARTITION pd DEFAULT)"),
+    (MARIADB, "ALTER TABLE t PARTITION BY SYSTEM_TIME"),
+    (MARIADB, "ALTER TABLE t PARTITION BY SYSTEM_TIME INTERVAL (1 + 1) MONTH STARTS TIMESTAMP'2020-01-01 00:00:00'"
+              " AUTO PARTITIONS 3"),
+    (MARIADB, "ALTER TABLE t PARTITION BY SYSTEM_TIME LIMIT 1000 AUTO SUBPARTITION BY KEY (id) SUBPARTITIONS 2"
+              " (PARTITION ph HISTORY, PARTITION pc CURRENT)"),
+]  # fmt: skip
 
+
+@pytest.mark.parametrize(("session", "sql"), PARTITION_STATEMENTS)
+def test_partition_statements_are_read_and_change_no_column(session: Session, sql: str) -> None:
+    before = run(PARTITIONED, SWAP, session=session)
+    after = run(PARTITIONED, SWAP, sql, session=session)
+    assert after.tables == before.tables and not after.blocked
+
+
+def test_column_clauses_before_a_partitioning_are_applied() -> None:
+    for session in (MYSQL, MARIADB):
+        schema = run(
+            PARTITIONED,
+            "ALTER TABLE t ADD COLUMN c INT AFTER id, MODIFY d DATETIME NOT NULL PARTITION BY HASH (id) PARTITIONS 2",
+            "ALTER TABLE t ADD e INT FIRST REMOVE PARTITIONING",
+            "ALTER TABLE t CHANGE c cc BIGINT COMMENT 'PARTITION BY' PARTITION BY KEY (id) (PARTITION a, PARTITION b)",
+            "ALTER TABLE t DROP COLUMN e, ENGINE = InnoDB PARTITION BY RANGE COLUMNS (id) (PARTITION p VALUES LESS"
+            " THAN (MAXVALUE))",
+            session=session,
+        )  # fmt: skip
+        assert shape(schema, "t") == ["id int NOT NULL", "cc bigint", "d datetime NOT NULL"]
+
+
+def test_mariadb_convert_makes_a_table_of_a_partition_and_a_partition_of_a_table() -> None:
+    schema = run(PARTITIONED, "ALTER TABLE t RENAME COLUMN d TO dd", "ALTER TABLE t CONVERT PARTITION p0 TO TABLE t0",
+                 "ALTER TABLE t CONVERT PARTITION p1 TO TABLE e.t1", session=MARIADB)  # fmt: skip
+    t, t0, t1 = schema.tables[("d", "t")], schema.tables[("d", "t0")], schema.tables[("e", "t1")]
+    assert t0.columns == t1.columns == tuple(replace(c, aliases=()) for c in t.columns)  # new tables: no history
+    assert t.columns[1].aliases == ("d",)
+    assert (t0.primary_key, t0.indexes, t0.engine) == (t.primary_key, t.indexes, t.engine)
+    result = read_ddl(schema, "ALTER TABLE t CONVERT TABLE e.t1 TO PARTITION p1 VALUES LESS THAN (20)", "d", MARIADB)
+    assert not isinstance(result, Unreadable)
+    assert [(c.database, c.table, c.definition) for c in result] == [("d", "t", t), ("e", "t1", None)]
+    assert set(schema.tables) == {("d", "t"), ("d", "t0")}
+
+
+def test_exchange_leaves_both_tables_as_they_were() -> None:
+    schema = run(PARTITIONED, SWAP)
+    result = read_ddl(schema, "ALTER TABLE t EXCHANGE PARTITION p1 WITH TABLE x WITH VALIDATION", "d", MYSQL)
+    assert not isinstance(result, Unreadable)
+    assert [(c.table, c.definition) for c in result] == [("t", schema.tables[("d", "t")])]  # x: rows, no definition
+
+
+def test_admin_partition_commands_need_no_table() -> None:
+    """ANALYZE/OPTIMIZE/REPAIR PARTITION of a table that does not exist: the servers log them
+    (its error a row of their result), and they change no table, tracked or not."""
+    schema = run("CREATE TABLE t (a INT)")
+    for sql in ("ALTER TABLE gone OPTIMIZE PARTITION p0", "ALTER TABLE gone ANALYZE PARTITION p0, p1",
+                "ALTER TABLE gone REPAIR PARTITION ALL QUICK", "ALTER TABLE t ANALYZE PARTITION p0"):  # fmt: skip
+        assert read_ddl(schema, sql, "d", MYSQL) == [], sql
+    rebuilt = read_ddl(schema, "ALTER TABLE gone REBUILD PARTITION p0", "d", MYSQL)
+    assert isinstance(rebuilt, Unreadable) and rebuilt.untracked is not None  # logged only of a table that exists
+    assert not schema.blocked
+
+
+def test_tables_made_of_a_blocked_or_unreadable_table_are_unknown_too() -> None:
+    schema = run(PARTITIONED, SWAP, session=MARIADB)
+    unreadable = read_ddl(schema, "ALTER TABLE t CONVERT PARTITION p0 TO TABLE t0 junk", "d", MARIADB)
+    assert isinstance(unreadable, Unreadable) and unreadable.tables == (("d", "t"), ("d", "t0"))
+    schema.drop("d", "t")
+    schema.blocked[("d", "t")] = Blocked("ALTER ...", "bin.000001:100", "why")
+    for sql in ("ALTER TABLE t CONVERT PARTITION p0 TO TABLE t0", "ALTER TABLE t CONVERT TABLE x TO PARTITION p0"
+                " VALUES LESS THAN (10)", "ALTER TABLE t DROP PARTITION p1, p2"):  # fmt: skip
+        assert not isinstance(read_ddl(schema, sql, "d", MARIADB), Unreadable), sql
+    assert set(schema.blocked) == {("d", "t"), ("d", "t0")} and set(schema.tables) == set()
+
+
+def test_blocked_tables_move_with_renames_and_clear_on_drop_or_create() -> None:
     schema = run("CREATE TABLE t (a INT)")
     schema.drop("d", "t")
     schema.blocked[("d", "t")] = Blocked("ALTER ...", "bin.000001:100", "why")
@@ -277,7 +399,8 @@ def test_database_defaults_come_from_the_server_when_unsaid() -> None:
 WORDS = ["CREATE", "TABLE", "ALTER", "ADD", "DROP", "COLUMN", "(", ")", ",", "INT", "VARCHAR(3)", "t", "a", "b",
          "PRIMARY", "KEY", "FIRST", "AFTER", "CHANGE", "MODIFY", "RENAME", "TO", "IF", "EXISTS", "NOT", "'x", "`q",
          "/*!", "*/", "ENUM('a'", "DEFAULT", "SYSTEM", "VERSIONING", "WITH", "LIKE", "SELECT", "1.5e", "0x1",
-         "\\"]  # fmt: skip
+         "\\", "PARTITION", "BY", "HASH", "(a)", "REMOVE", "PARTITIONING", "CONVERT", "EXCHANGE", "ALL", "INTO",
+         "VALUES", "LESS", "THAN", "MAXVALUE", "SYSTEM_TIME", "INTERVAL"]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from connector.schema.coldef import CHARACTER_NAMES, PendingColumn, read_column, read_default
 from connector.schema.keys import follow_columns, named, read_index, with_hash_columns
 from connector.schema.model import Column, Index, Table
+from connector.schema.partitions import PartitionCommand, clause_start, read_clause, read_command
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import BINARY_OF, MBMAXLEN, TEXT_TYPES, blob_type, charset_of_collation, normal_charset
 
@@ -75,6 +76,7 @@ class AlterPlan:
     drop_indexes: set[str] = field(default_factory=set)  # lowered names
     rename_indexes: dict[str, str] = field(default_factory=dict)  # lowered old name -> new
     used_edits: set[str] = field(default_factory=set)  # the edits a column took, as applied
+    partition: PartitionCommand | None = None  # a partition command (connector/schema/partitions.py)
 
 
 class AlterReader:
@@ -89,17 +91,35 @@ class AlterReader:
         self._names = {c.name.lower() for c in table.columns if not c.hidden}
 
     def read(self) -> AlterPlan:
+        """The specifications, then the partitioning clause that may end them (PARTITION BY,
+        REMOVE PARTITIONING: read apart, so no specification reads into it)."""
         cur = self.cur
         if cur.accept("WAIT"):
             cur.next("a timeout")
         cur.accept("NOWAIT")
+        with cur.bounded(clause_start(cur)):
+            self._specifications()
+        if not cur.at_end():
+            read_clause(cur)
+        if not cur.at_end():
+            raise DdlSyntaxError("the statement goes on after its partitioning", cur.offset())
+        return self.plan
+
+    def _specifications(self) -> None:
+        cur = self.cur
         while not cur.at_end():
-            if cur.is_at("PARTITION") or cur.is_at("REMOVE") or cur.is_at("UPGRADE"):
-                cur.skip_to_end()  # partition_options end the statement and change no column
-                break
+            self.plan.partition = read_command(cur, self.default_db)
+            if self.plan.partition is not None:
+                # A partition command stands alone (MySQL: after ALGORITHM, LOCK, VALIDATION);
+                # the same after it are refused by both servers, but read all the same.
+                while cur.accept(",") and any(cur.is_at(word) for word in _MODIFIERS):
+                    self.specification()
+                if not cur.at_end():
+                    verb = self.plan.partition.verb
+                    raise DdlSyntaxError(f"the statement goes on after its partition command ({verb})", cur.offset())
+                return
             self.specification()
             cur.accept(",")
-        return self.plan
 
     def specification(self) -> None:
         cur = self.cur
@@ -122,7 +142,7 @@ class AlterReader:
             self._index()
         elif cur.accept("SYSTEM", "VERSIONING"):
             self.plan.versioning = "add"
-        elif _is_period(cur) or cur.is_at("PARTITION"):
+        elif _is_period(cur):
             self._skip_element()
         else:
             self._add_columns()
@@ -331,12 +351,12 @@ def _is_period(cur: Cursor) -> bool:
 
 
 def _drops_other(cur: Cursor) -> bool:
-    """DROP of something that is no column: FOREIGN KEY, CHECK, PARTITION, PERIOD FOR."""
+    """DROP of something that is no column: FOREIGN KEY, CHECK, PERIOD FOR."""
     token = cur.peek()
     if token is None or token.kind != "word":
         return False
     word = token.text.upper()
-    return word in ("FOREIGN", "CHECK", "PARTITION") or _is_period(cur)
+    return word in ("FOREIGN", "CHECK") or _is_period(cur)
 
 
 def key_columns(cur: Cursor) -> tuple[str, ...]:
@@ -446,9 +466,13 @@ def _one_value(reader: AlterReader) -> None:  # ALGORITHM [=] x, LOCK [=] x
     reader.cur.next("a value")
 
 
-def _partition_op(reader: AlterReader) -> None:
-    """DISCARD/IMPORT [PARTITION ...] TABLESPACE, TRUNCATE/ANALYZE/... PARTITION, EXCHANGE, COALESCE,
-    REORGANIZE: no column changes."""
+# alter_commands_modifier (MySQL's sql/sql_yacc.yy): what may come with a partition command
+_MODIFIERS = ("ALGORITHM", "LOCK", "WITH", "WITHOUT")
+
+
+def _no_column(reader: AlterReader) -> None:
+    """DISCARD/IMPORT TABLESPACE, ENABLE/DISABLE KEYS, FORCE, SECONDARY_LOAD/UNLOAD: no column
+    changes (the partition commands are read apart: connector/schema/partitions.py)."""
     reader.cur.skip_to_separator()
 
 
@@ -457,9 +481,8 @@ _SPECIFICATIONS: dict[str, Callable[[AlterReader], None]] = {
     "RENAME": AlterReader.rename, "ALTER": AlterReader.alter, "CONVERT": AlterReader.convert,
     "ORDER": _order_by, "WITH": _with, "WITHOUT": _without,
     **dict.fromkeys(("ALGORITHM", "LOCK"), _one_value),
-    **dict.fromkeys(("DISCARD", "IMPORT", "TRUNCATE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR",
-                     "EXCHANGE", "COALESCE", "REORGANIZE", "ENABLE", "DISABLE", "FORCE", "SECONDARY_LOAD",
-                     "SECONDARY_UNLOAD"), _partition_op),
+    **dict.fromkeys(("DISCARD", "IMPORT", "ENABLE", "DISABLE", "FORCE", "SECONDARY_LOAD", "SECONDARY_UNLOAD"),
+                    _no_column),
 }  # fmt: skip
 
 

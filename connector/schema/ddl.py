@@ -8,12 +8,15 @@ CREATE [OR REPLACE] / ALTER / DROP / RENAME / TRUNCATE TABLE, CREATE TABLE ... L
 CREATE/ALTER/DROP DATABASE, CREATE/DROP SEQUENCE (MariaDB's sequences are tables),
 DROP INDEX `PRIMARY`; ALTER TABLE as connector/schema/alter.py describes; the column
 definitions and types of connector/schema/coldef.py and types.py; MariaDB's system
-versioning. Parts that change no column (indexes, engines, partitions, table options) are
-read and skipped; statements about other objects (views, routines, users) change nothing.
+versioning; partitioning and the partition commands as connector/schema/partitions.py
+describes (MariaDB's CONVERT PARTITION ... TO TABLE makes a table, CONVERT TABLE ... TO
+PARTITION ends one). Parts that change no column (indexes, engines, partitions, table
+options) are read and skipped; statements about other objects (views, routines, users)
+change nothing.
 
 A table an unreadable statement touched is `blocked` (model.Blocked): DROP, CREATE (not IF
 NOT EXISTS) and a definition given by the operator clear it; RENAME moves it; CREATE ...
-LIKE it is blocked too.
+LIKE it and CONVERT PARTITION ... TO TABLE of it are blocked too.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from connector.schema.keys import (
     with_hash_columns,
 )
 from connector.schema.model import Blocked, Column, Database, Index, Schema, Table, without_aliases
+from connector.schema.partitions import PartitionCommand, read_command, read_partitioning
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import charset_of_collation, normal_charset
 
@@ -304,28 +308,49 @@ class _Statement:
         cur = self.cur
         if_exists = cur.accept("IF", "EXISTS")
         key = self._name()
+        start = cur.i
+        made = _made_by(cur, self.db)  # read ahead: an unreadable statement leaves them unknown too
+        cur.i = start
+        if made.partition is not None and made.partition.admin and made.whole:
+            return  # ANALYZE/OPTIMIZE/REPAIR of partitions: no definition changes, none is needed
+        self.touched += [k for k in made.tables() if k not in self.touched]
         blocked = self.schema.blocked.get(key)
         if blocked is not None:
-            self._alter_blocked(key, blocked)
+            self._alter_blocked(key, blocked, made)
             return
         table = self.schema.get(*key)
         if table is None:
             if if_exists:
                 return  # a captured table the schema does not hold does not exist
-            raise UntrackedTableError(*key, _renamed_to(cur, self.db))
+            raise UntrackedTableError(*key, made.tables())
         plan = AlterReader(cur, table, self.session, self.db).read()
         altered = apply_plan(table, plan, self.session)
         if altered.key != key:
             self._remove(key)
-            self.touched.append(altered.key)
         self._put(altered)
+        if plan.partition is not None:
+            self._moved_rows(plan.partition, altered)
 
-    def _alter_blocked(self, key: Key, blocked: Blocked) -> None:
-        """ALTER of a table whose definition is unknown: it stays unknown, under its new name."""
-        target = next(iter(_renamed_to(self.cur, self.db)), None)
-        if target is not None and target != key:
+    def _moved_rows(self, command: PartitionCommand, table: Table) -> None:
+        """MariaDB's CONVERT PARTITION ... TO TABLE t makes t of the table's definition (a new
+        table: no earlier column names); CONVERT TABLE t TO PARTITION ends t. EXCHANGE changes
+        no definition (connector/schema/partitions.py)."""
+        if command.made is not None:
+            self._put(replace(without_aliases(table), database=command.made[0], name=command.made[1]))
+        if command.gone is not None:
+            self._remove(command.gone)
+
+    def _alter_blocked(self, key: Key, blocked: Blocked, made: _Made) -> None:
+        """ALTER of a table whose definition is unknown: it stays unknown, under its new name;
+        a table made of it (CONVERT PARTITION ... TO TABLE) is unknown too."""
+        if made.renamed is not None and made.renamed != key:
             self._remove(key)
-            self._block(target, blocked)
+            self._block(made.renamed, blocked)
+        command = made.partition
+        if command is not None and command.made is not None:
+            self._block(command.made, blocked)
+        if command is not None and command.gone is not None:
+            self._remove(command.gone)
 
     # -- DROP / RENAME / TRUNCATE ----------------------------------------------------------
 
@@ -473,7 +498,7 @@ class _TableDefinition:
             if cur.accept(","):
                 continue
             if cur.is_at("PARTITION"):
-                cur.skip_to_end()  # partitioning changes no column
+                read_partitioning(cur)  # changes no column; only a CREATE ... SELECT's query follows
                 return
             if cur.is_at("AS") or cur.is_at("SELECT") or cur.is_at("IGNORE") or cur.is_at("REPLACE"):
                 return
@@ -515,18 +540,35 @@ def _is_element(cur: Cursor) -> bool:
     return word == "PERIOD" and cur.is_at("FOR", 1)
 
 
-def _renamed_to(cur: Cursor, default_db: str) -> tuple[Key, ...]:
-    """The table an ALTER TABLE's RENAME [TO|AS] names, read without applying the rest."""
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """What an ALTER TABLE makes of its table besides the table itself, read without the rest."""
+
+    renamed: Key | None = None  # RENAME [TO|AS] name
+    partition: PartitionCommand | None = None  # a partition command (they stand alone)
+    whole: bool = False  # the partition command ends the statement
+
+    def tables(self) -> tuple[Key, ...]:
+        """The tables whose definitions come from the statement's table (unknown when it is)."""
+        made = self.partition.made if self.partition is not None else None
+        return tuple(k for k in (self.renamed, made) if k is not None)
+
+
+def _made_by(cur: Cursor, default_db: str) -> _Made:
+    """An ALTER TABLE's RENAME target or partition command, the cursor after the table's name."""
     depth = 0
     while not cur.at_end():
+        command = read_command(cur, default_db) if depth == 0 else None
+        if command is not None:
+            return _Made(partition=command, whole=cur.at_end())
         token = cur.next("a specification")
         if token.kind == "punct" and token.text in "()":
             depth += 1 if token.text == "(" else -1
         elif depth == 0 and token.is_word("RENAME") and not (cur.is_at("COLUMN") or cur.is_at("INDEX") or
                                                                 cur.is_at("KEY")):  # fmt: skip
             cur.accept("TO") or cur.accept("AS")
-            return (cur.qualified(default_db),)
-    return ()
+            return _Made(renamed=cur.qualified(default_db))
+    return _Made()
 
 
 def _sequence_columns(kind: str, unsigned: bool) -> list[tuple[str, str, bool]]:

@@ -11,6 +11,8 @@ NO_BACKSLASH_ESCAPES makes a backslash an ordinary character (`Session`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from connector.errors import SluiceError
@@ -206,18 +208,28 @@ class Cursor:
         self.tokens = [t for t in tokenize(sql, session) if not (t.kind == "punct" and t.text == ";")]
         self.i = 0
         self.length = len(sql)
+        self.end = len(self.tokens)  # reading stops here (`bounded`)
+
+    @contextmanager
+    def bounded(self, end: int | None) -> Iterator[None]:
+        """Read as if the statement ended before token `end` (None: where it ends)."""
+        whole, self.end = self.end, self.end if end is None else end
+        try:
+            yield
+        finally:
+            self.end = whole
 
     def peek(self, ahead: int = 0) -> Token | None:
         j = self.i + ahead
-        return self.tokens[j] if j < len(self.tokens) else None
+        return self.tokens[j] if j < self.end else None
 
     def at_end(self) -> bool:
-        return self.i >= len(self.tokens)
+        return self.i >= self.end
 
     def next(self, what: str) -> Token:
         token = self.peek()
         if token is None:
-            raise DdlSyntaxError(f"statement ends where {what} was expected", self.length)
+            raise DdlSyntaxError(f"statement ends where {what} was expected", self.offset())
         self.i += 1
         return token
 
@@ -288,10 +300,12 @@ class Cursor:
             self.i += 1
 
     def skip_to_end(self) -> None:
-        self.i = len(self.tokens)
+        self.i = self.end
 
     def offset(self) -> int:
         token = self.peek()
+        if token is None and self.end < len(self.tokens):
+            return self.tokens[self.end].offset
         return token.offset if token else self.length
 
     def is_next_string(self) -> bool:
