@@ -72,7 +72,9 @@ def _full_row_metadata(conn: pymysql.connections.Connection) -> bool:
 def server_session(conn: pymysql.connections.Connection) -> Session:
     """How the server's own SHOW CREATE TABLE reads: its flavour and version decide its
     executable comments (MariaDB's `/*M!100301 COMPRESSED*/`) and what JSON is."""
-    numbers = [int(n) for n in re.findall(r"\d+", server_version(conn).split("-")[0])[:3]]
+    # MariaDB before 11 says "5.5.5-10.11.19-MariaDB..." in its handshake, for clients of old.
+    release = server_version(conn).removeprefix("5.5.5-").split("-")[0]
+    numbers = [int(n) for n in re.findall(r"\d+", release)[:3]]
     version = numbers[0] * 10000 + numbers[1] * 100 + numbers[2] if len(numbers) == 3 else 0
     return Session(is_mariadb(conn), version)
 
