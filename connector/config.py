@@ -67,6 +67,10 @@ class SourceSection:
     # until `sluice schema set` gives their definition) or "refresh" (re-read them from the server
     # at once: wrong when the stream is behind and they changed since).
     unreadable_ddl: str = "stop"
+    # The helper tables of online schema change tools (gh-ost's _T_gho, pt-osc's _T_new, ...:
+    # connector/schema/onlineddl.py): "skip" (tracked, never published: their rows copy the
+    # table's) or "publish" (as any table the filter captures).
+    online_ddl_helpers: str = "skip"
 
     def keys(self) -> dict[tuple[str, str], tuple[str, ...]]:
         return {entry.name(): tuple(entry.columns) for entry in self.key_columns}
@@ -289,7 +293,8 @@ class Config:
     snapshot: SnapshotSection = field(default_factory=SnapshotSection)
 
     def table_filter(self) -> TableFilter:
-        return TableFilter.of(self.source.include, self.source.exclude, self.meta_database())
+        return TableFilter.of(self.source.include, self.source.exclude, self.meta_database(),
+                              skip_helpers=self.source.online_ddl_helpers == "skip")
 
     def meta_database(self) -> str:
         return urlsplit(self.checkpoint.db_url).path.strip("/")
@@ -461,6 +466,7 @@ def _validate(config: Config, where: str) -> None:
          ", ".join(SUBJECT_STRATEGIES)),
         (256 <= src.query_max_bytes <= 1 << 20, "source.query_max_bytes", "256..1048576 bytes"),
         (src.unreadable_ddl in ("stop", "refresh"), "source.unreadable_ddl", "stop, refresh"),
+        (src.online_ddl_helpers in ("skip", "publish"), "source.online_ddl_helpers", "skip, publish"),
         (_redis_url_ok(cp.redis_url), "checkpoint.redis_url",
          'redis://[:password@]host:port/db, rediss:// for TLS, unix:///path, or "" for no Redis'),
         (re.fullmatch(r"\w{1,64}", config.meta_database()) is not None, "checkpoint.db_url",

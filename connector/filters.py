@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from connector.errors import ConfigError
+from connector.schema.onlineddl import helper_of
 
 # Databases no CDC user wants by default; the checkpoint database is among them, so
 # Sluice's own writes never come back to it as changes.
@@ -18,6 +19,8 @@ class TableFilter:
 
     include: tuple[str, ...] = (r".*\..*",)
     exclude: tuple[str, ...] = ()
+    # Online schema change tools' helper tables (connector/schema/onlineddl.py) are not captured.
+    skip_helpers: bool = False
     _inc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     _exc: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     # Answers by (database, table): asked per TABLE_MAP (a cache keyed by the filter would hash
@@ -30,9 +33,11 @@ class TableFilter:
         object.__setattr__(self, "_seen", {})
 
     @classmethod
-    def of(cls, include: list[str] | None, exclude: list[str] | None, meta_database: str = "") -> TableFilter:
+    def of(
+        cls, include: list[str] | None, exclude: list[str] | None, meta_database: str = "", skip_helpers: bool = False
+    ) -> TableFilter:
         system = [rf"{re.escape(db)}\..*" for db in (*SYSTEM_DATABASES, meta_database) if db]
-        return cls(tuple(include or [r".*\..*"]), tuple([*system, *(exclude or [])]))
+        return cls(tuple(include or [r".*\..*"]), tuple([*system, *(exclude or [])]), skip_helpers)
 
     def __call__(self, database: str, table: str) -> bool:
         seen = self._seen
@@ -55,6 +60,8 @@ _ANY_TABLE = "\U0010fffe"  # a name no real table has: only patterns that take a
 
 def _matches(f: TableFilter, database: str, table: str) -> bool:
     name = f"{database}.{table}"
+    if f.skip_helpers and helper_of(table) is not None:
+        return False
     return any(p.fullmatch(name) for p in f._inc) and not any(p.fullmatch(name) for p in f._exc)
 
 

@@ -49,6 +49,7 @@ from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position,
 from connector.querytext import NO_QUERIES, QueryText
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
 from connector.schema.model import Table
+from connector.schema.onlineddl import CutOver
 from connector.schema.tracker import SchemaTracker
 
 log = logging.getLogger("sluice.stream")
@@ -305,6 +306,8 @@ class TransactionAssembler:
         if not changes and self.quiet_until is None:
             self._statement_rows(sql, body.schema)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
+        if self.tracker.cut_overs:
+            messages = cut_over_messages(messages, self.tracker.cut_overs, bool(self.tracker.renamed_onto))
         if messages:
             yield Changes(messages, self.cursor.file, event.pos)
         if not self.began:
@@ -450,6 +453,22 @@ class Backoff:
         while not self.attempts or n < self.attempts:
             yield delay
             delay, n = min(delay * 2, self.max_s), n + 1
+
+
+def cut_over_messages(
+    messages: tuple[FlatMessage, ...], cuts: list[CutOver], renamed_onto: bool
+) -> tuple[FlatMessage, ...]:
+    """An online schema change's cut-over, told to each table's readers as the change of its
+    definition it is (type ALTER, the table named, what changed and which tool in `sql`), not as
+    the RENAME it is written as, which readers take for rows going away (connector/schema/onlineddl.py).
+    The RENAME itself still goes out where the statement also gave a captured name to another
+    table (or the copy may have changed values): that table is read again, after it."""
+    if not messages:
+        return messages
+    statement = messages[0]
+    told = tuple({**statement, "type": "ALTER", "database": c.database, "table": c.table,
+                  "sql": c.statement(statement["sql"])} for c in cuts)  # fmt: skip
+    return told + (messages if renamed_onto else messages[1:])
 
 
 class ChangeStream:

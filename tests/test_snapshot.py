@@ -276,6 +276,19 @@ def test_requests_queue_captured_tables_once() -> None:
     assert SnapshotState.of_text(snap.state_text).request == 1  # not taken again after a restart
 
 
+def test_a_table_renamed_onto_a_captured_name_is_read_again() -> None:
+    """SchemaTracker.rereads (a RENAME gave db.t another table's rows): the next turn queues it
+    like a requested table, captured tables only, and saves it with the position."""
+    source = Source({"t": {1: "a", 2: "b"}}, Window(pos(100), pos(100)))
+    t = tracker(T, include=[r"db\.t"])
+    snap = Snapshotter(source, t, SnapshotState(), 3)
+    t.rereads += [("db", "t"), ("db", "helper")]
+    out = Out()
+    snap.turn(pos(100), out, never)
+    assert out.ids() == ["1", "2"] and t.rereads == [] and snap.state.tables == ()
+    assert [SnapshotState.of_text(p.snapshot).tables for p in out.positions] == [()]
+
+
 def test_stop_ends_the_turn_between_chunks() -> None:
     source = Source({"t": {i: "x" for i in range(1, 10)}}, Window(pos(100), pos(100)))
     snap, out = snapshotter(source, T), Out()

@@ -39,7 +39,7 @@ _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("OnlineSchemaChange", "changelog", r"__osc_chg_(.+)"),
         ("OnlineSchemaChange", "old", r"__osc_old_(.+)"),
         ("LHM", "shadow", r"lhmn_(.+)"),
-        ("LHM", "old", r"lhma_\d+_(.+)"),
+        ("LHM", "old", r"lhma_\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d_\d{3}_(.+)"),  # lhma_%Y_%m_%d_%H_%M_%S_%3N_T
     )
 )
 

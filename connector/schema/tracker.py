@@ -31,6 +31,7 @@ from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl
 from connector.schema.history import HistoryRecord, HistoryStore, rebuild
 from connector.schema.labels import repaired
 from connector.schema.model import Blocked, Schema, Table
+from connector.schema.onlineddl import CutOver, cut_over, is_rename
 from connector.schema.sqltokens import Session
 from connector.schema.zones import ZoneConverter
 
@@ -92,6 +93,11 @@ class SchemaTracker:
         self._keyed: dict[int, tuple[Table, Table]] = {}
         # Databases whose every table the history follows (`tracks`), published or not.
         self._databases: set[str] = set()
+        # What the last statement did to captured tables' rows (on_statement).
+        self.cut_overs: list[CutOver] = []
+        self.renamed_onto: list[tuple[str, str]] = []
+        # Captured tables to read again (renamed_onto, as statements pass), for the snapshot to take.
+        self.rereads: list[tuple[str, str]] = []
 
     # -- start ---------------------------------------------------------------------------
 
@@ -133,9 +139,15 @@ class SchemaTracker:
     def on_statement(
         self, sql: str, default_db: str, end: Position, status: QueryStatus | None = None
     ) -> list[DdlChange]:
-        """Apply a statement that ended at `end`; records and returns what it changed."""
+        """Apply a statement that ended at `end`; records and returns what it changed.
+
+        Also says what the statement did to captured tables' rows: `cut_overs` (a tool's shadow
+        table swapped in), `renamed_onto` (a captured name another table took by a RENAME: its
+        rows were never published under that name, so it is read again)."""
+        self.cut_overs, self.renamed_onto = [], []
         if self.seeded_at is not None and end.sort_key() <= self.seeded_at.sort_key():
             return []  # the snapshot already holds its effect
+        before = dict(self.schema.tables)
         result = read_ddl(self.schema, sql, default_db, session_of(status, *self.server, self.zones))
         if isinstance(result, Unreadable):
             changes = self._unreadable(sql, end, result)
@@ -144,7 +156,24 @@ class SchemaTracker:
             self._forget_untracked()
             self._record(changes, end, "ddl", sql)
             self._note_databases()
-        return [c for c in self._overridden(end, changes) if self._captured(c)]
+        # Each table once, as the statement left it (a swap drops a name and defines it again).
+        final = {(c.database, c.table): c for c in self._overridden(end, changes)}
+        captured = [c for c in final.values() if self._captured(c)]
+        if is_rename(sql):
+            self._renames(before, captured)
+        return captured
+
+    def _renames(self, before: dict[tuple[str, str], Table], captured: list[DdlChange]) -> None:
+        """Every captured table a RENAME defines took its name from another table."""
+        targets = [(c.database, c.table) for c in captured if c.table and c.definition is not None]
+        targets = [t for t in dict.fromkeys(targets) if self.schema.get(*t) is not None]
+        self.cut_overs = cut_over(before, self.schema.tables, targets)
+        swapped = {(c.database, c.table) for c in self.cut_overs if not c.values_changed()}
+        self.renamed_onto = [t for t in targets if t not in swapped]
+        self.rereads += self.renamed_onto
+        for cut in self.cut_overs:
+            log.info("%s cut-over of `%s`.`%s`: %s%s", cut.tool, cut.database, cut.table, cut.summary(),
+                     "; its rows are read again (a column's type changed)" if cut.values_changed() else "")
 
     def _overridden(self, end: Position, changes: list[DdlChange]) -> list[DdlChange]:
         """Operators' definitions for this position, over what the statement left."""

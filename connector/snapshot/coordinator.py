@@ -137,6 +137,7 @@ class Snapshotter:
 
     def turn(self, at: Position, out: Emitter, stopped: Callable[[], bool]) -> None:
         """Between transactions, the stream at `at`: hand over every chunk whose time has come."""
+        self._take_rereads()
         self._take_requests()
         while self.state.tables and not stopped() and at.file:
             if self._open is None and not self._begin(at):
@@ -243,6 +244,19 @@ class Snapshotter:
     def _close(self) -> None:
         self._open = None
         self.source.close()
+
+    def _take_rereads(self) -> None:
+        """Tables a RENAME gave a captured name to (SchemaTracker.rereads): read as new ones."""
+        if not self.tracker.rereads:
+            return
+        wanted = [t for t in self.tracker.rereads if self.tracker.included(*t)]
+        self.tracker.rereads.clear()
+        if not wanted:
+            return
+        log.info("read again, renamed onto a captured name: %s", ", ".join(f"{d}.{t}" for d, t in wanted))
+        self.state = self.state.queued(wanted, self.state.request)
+        self.state_text = self.state.text()
+        self._queued = set(self.state.tables)
 
     def _take_requests(self) -> None:
         if self.requests is None or self.clock() - self._polled < REQUEST_POLL_S:
