@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,7 @@ from connector.replica.server import is_mariadb, master_position
 from connector.schema.capture import capture, ddl_between, read_table
 from connector.schema.history import HistoryStore, MariadbHistoryStore
 from connector.schema.model import Schema, Table
-from connector.schema.tracker import SchemaTracker
+from connector.schema.tracker import Resolver, SchemaTracker
 from connector.schema.zones import ZoneConverter
 from connector.stream import gtid_state_at
 
@@ -51,6 +52,7 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
     tracker = SchemaTracker(store, included, refresh)
     tracker.keys = config.source.keys()
     tracker.zones = zone_converter(settings)
+    tracker.resolve = resolver(settings)
     with open_connection(settings) as conn:
         info = check_server(conn, settings)
         for (database, table), columns in tracker.keys.items():
@@ -182,6 +184,26 @@ def zone_converter(settings: SourceSettings) -> ZoneConverter:
         return None if row is None or row[0] is None else str(row[0])
 
     return convert
+
+
+def resolver(settings: SourceSettings) -> Resolver:
+    """SchemaTracker.resolve: a table read from the server when no statement logged since `at`
+    names it (its definition now is the one it had there); None when one might have changed it."""
+
+    def resolve(database: str, table: str, at: Position, schema: Schema) -> Table | None:
+        with open_connection(settings) as conn:
+            later = ddl_between(conn, at, master_position(conn))
+            if any(_names(statement, table) for statement in later):
+                return None
+            return read_table(conn, database, table, schema)
+
+    return resolve
+
+
+def _names(statement: str, table: str) -> bool:
+    """Might the statement be about a table of that name? (ddl_between's "<binlog rotated>": yes)"""
+    found = re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", statement, re.IGNORECASE)
+    return found is not None or statement == "<binlog rotated>"
 
 
 def refresher(settings: SourceSettings) -> Callable[[str, str, Schema], Table | None]:

@@ -12,7 +12,7 @@ from connector.flat import FlatMessage
 from connector.position import Position
 from connector.schema.ddl import read_ddl
 from connector.schema.history import MemoryHistoryStore
-from connector.schema.model import Schema
+from connector.schema.model import Schema, Table
 from connector.schema.onlineddl import CutOver, Helper, helper_of
 from connector.schema.tracker import SchemaTracker
 from connector.stream import cut_over_messages
@@ -142,3 +142,30 @@ def test_the_cut_over_reaches_readers_as_an_alter_of_the_table() -> None:
                     "sql": f"/* sluice: gh-ost cut-over of `d`.`t`: ADD b int */ {sql}"}  # fmt: skip
     # Another table also took a captured name: the RENAME goes out too (that table is read again)
     assert [m["type"] for m in cut_over_messages((written,), [cut], renamed_onto=True)] == ["ALTER", "RENAME"]
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_a_table_moved_in_from_an_untracked_database_is_read_where_it_can_be_known(known: bool) -> None:
+    """RENAME TABLE staging.t TO shop.orders: staging is not followed. The table is read from the
+    server when no statement since names it; else orders is blocked, as before, until told."""
+    asked: list[tuple[str, str, Position]] = []
+
+    def resolve(database: str, table: str, at: Position, schema: Schema) -> Table | None:
+        asked.append((database, table, at))
+        if not known:
+            return None
+        read_ddl(schema, f"CREATE TABLE `{database}`.`{table}` (id INT PRIMARY KEY, x INT)", database)
+        return schema.get(database, table)
+
+    tracker = _tracker(MemoryHistoryStore(), "CREATE DATABASE shop", "CREATE TABLE orders (id INT PRIMARY KEY)",
+                       include=[r"shop\.orders"])  # fmt: skip
+    tracker.resolve = resolve
+    end = Position("bin.000001", 500)
+    changes = tracker.on_statement("RENAME TABLE shop.orders TO shop.gone, staging.t TO shop.orders", "shop", end)
+    assert asked == [("shop", "orders", end)]
+    if known:
+        assert [(c.table, c.definition is not None) for c in changes] == [("orders", True)]
+        assert [c.name for c in tracker.schema.tables[("shop", "orders")].columns] == ["id", "x"]
+        assert tracker.rereads == [("shop", "orders")]  # its rows were never published: read them
+    else:
+        assert set(tracker.schema.blocked) == {("shop", "orders")}

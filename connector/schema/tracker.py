@@ -39,6 +39,9 @@ log = logging.getLogger("sluice.schema")
 
 # Reads one table from the server into the given schema (None: it does not exist).
 Refresher = Callable[[str, str, Schema], Table | None]
+# Reads one table from the server into the given schema if its definition now is the one it had
+# at the position (no statement since names it); None otherwise.
+Resolver = Callable[[str, str, Position, Schema], Table | None]
 
 
 class UnreadableDdlError(SchemaMismatchError):
@@ -71,6 +74,7 @@ class SchemaTracker:
         self.store = store
         self.included = included
         self.refresh = refresh
+        self.resolve: Resolver | None = None  # a table moved in from an untracked database (_resolved)
         self.schema = Schema()
         self.seeded_at: Position | None = None
         self.cursor = Cursor.of(source)  # the file, for error messages
@@ -259,6 +263,10 @@ class SchemaTracker:
             log.warning("DDL at %s not understood (%s); it names no captured table: %s", end, result.reason,
                         statement_text(sql))  # fmt: skip
             return []
+        if untracked is not None and self.resolve is not None:
+            resolved = self._resolved(sql, end, targets)
+            if resolved is not None:
+                return resolved
         if self.refresh is not None:
             return self._refreshed(sql, end, result, targets)
         blocked = Blocked(statement_text(sql, 2000), f"{end.file}:{end.pos}", result.reason)
@@ -273,6 +281,21 @@ class SchemaTracker:
             statement_text(sql), ", ".join(f"{d}.{t}" for d, t in dict.fromkeys(targets)),
         )  # fmt: skip
         self._record(changes, end, "unreadable", sql)
+        return changes
+
+    def _resolved(self, sql: str, end: Position, targets: list[tuple[str, str]]) -> list[DdlChange] | None:
+        """A table of a database the history does not follow, moved onto tracked names (RENAME TABLE
+        other.t TO shop.orders): each is read from the server where its definition now is the one
+        the statement left (no later statement names it); None when one cannot be known so."""
+        assert self.resolve is not None
+        tables = {key: self.resolve(key[0], key[1], end, self.schema) for key in dict.fromkeys(targets)}
+        if any(table is None for table in tables.values()):
+            return None
+        changes = [DdlChange(database, table, definition) for (database, table), definition in tables.items()]
+        log.info("%s moved a table the history does not follow onto %s; read from the server (no statement since "
+                 "names it)", statement_text(sql), ", ".join(f"{d}.{t}" for d, t in tables))  # fmt: skip
+        self._record(changes, end, "refresh", sql)
+        self._note_databases()
         return changes
 
     def _refreshed(
