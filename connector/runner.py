@@ -264,6 +264,8 @@ class Connector:
             state = first_snapshot(prepared.tracker)
         else:
             state = SnapshotState()
+        if prepared.added:  # captured since the last start: read as new tables
+            state = state.queued(list(prepared.added), state.request)
         if state.tables:
             log.info("snapshot of %d table(s) to read, from %s.%s", len(state.tables), *state.tables[0])
         requests = DatabaseSnapshotRequests(checkpoint_connector(self.config), self.config.name)

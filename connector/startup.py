@@ -41,6 +41,8 @@ class Prepared:
     tracker: SchemaTracker
     start: Position
     captured: bool = False  # no history yet: the schema was read from the server (a first start)
+    # Tables the filter captures since this start (an include widened): read by the snapshot as new.
+    added: tuple[tuple[str, str], ...] = ()
 
 
 def prepare(config: Config, store: HistoryStore | None = None, resume: Position | None = None) -> Prepared:
@@ -59,16 +61,37 @@ def prepare(config: Config, store: HistoryStore | None = None, resume: Position 
             check_key_columns(conn, database, table, columns)
         start = resume or configured_start(conn, config.source.start)
         captured = not tracker.restore(start)
+        added: list[tuple[str, str]] = []
         if captured:
             schema, valid_at = consistent_capture(conn, included)
             tracker.seed(schema, valid_at)
             log.info("schema captured at %s: %d tables", valid_at, len(schema.tables))
             if config.source.start == "current" and resume is None:
                 start = valid_at
+        else:
+            added = tracker.newly_captured() + _follow_new_databases(conn, tracker)
+        tracker.record_filter(start)
+    if added:
+        log.info("captured since the last start, read as new tables while the others stream: %s",
+                 ", ".join(f"{d}.{t}" for d, t in added))  # fmt: skip
     if start.file and not start.gtid_set:  # the first checkpoint and the snapshot's first chunk need it
         start = replace(start, gtid_set=gtid_state_at(settings, info, start))
     tracker.cursor.file = start.file
-    return Prepared(tracker, start, captured)
+    return Prepared(tracker, start, captured, tuple(dict.fromkeys(added)))
+
+
+def _follow_new_databases(conn: pymysql.connections.Connection, tracker: SchemaTracker) -> list[tuple[str, str]]:
+    """Databases with a table the filter captures that the history does not follow (an include
+    widened to them): their tables read from the server now, known to the stream from here."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES"
+                    " WHERE TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')")  # fmt: skip
+        tables = [(str(db), str(t)) for db, t in cur.fetchall()]
+    databases = tracker.unfollowed(tables)
+    if not databases:
+        return []
+    schema, valid_at = consistent_capture(conn, TableFilter.of([rf"{re.escape(db)}\..*" for db in databases], None))
+    return tracker.add_later(schema, valid_at)
 
 
 def check_key_columns(

@@ -27,7 +27,10 @@ class HistoryRecord:
     # "unreadable" (a statement Sluice could not read: the table is blocked, `definition` holds
     # {"blocked": ...}), "refresh" (re-read from the server after one, [source] unreadable_ddl =
     # "refresh"), "override" (a definition an operator gave: `sluice schema set`), "labels" (ENUM/SET
-    # labels a TABLE_MAP gave exactly where SHOW CREATE TABLE printed '?': connector/schema/labels.py)
+    # labels a TABLE_MAP gave exactly where SHOW CREATE TABLE printed '?': connector/schema/labels.py),
+    # "added" (a database the filter came to capture, read from the server at a start: its tables
+    # are read from this position on), "filter" (the table filter a start ran with; `definition`
+    # holds it, no table)
     kind: str
     database: str
     table: str  # "" for a database record
@@ -35,6 +38,8 @@ class HistoryRecord:
     statement: str = ""
 
     def apply(self, schema: Schema) -> None:
+        if self.kind == "filter":
+            return  # the table filter a start ran with (SchemaTracker.record_filter): no definition
         if not self.table:
             if self.definition is None:
                 schema.databases.pop(self.database, None)

@@ -102,6 +102,9 @@ class SchemaTracker:
         self.renamed_onto: list[tuple[str, str]] = []
         # Captured tables to read again (renamed_onto, as statements pass), for the snapshot to take.
         self.rereads: list[tuple[str, str]] = []
+        # Tables of databases first read at a start, ahead of the stream (add_later): from where on.
+        self._later: dict[tuple[str, str], tuple[Position, Table]] = {}
+        self._last_filter: dict[str, Any] | None = None  # the filter the history last recorded
 
     # -- start ---------------------------------------------------------------------------
 
@@ -120,6 +123,14 @@ class SchemaTracker:
         self._named.clear()
         self._databases = set()
         self._note_databases()
+        limit = as_of.sort_key() if as_of.file else None
+        self._later = {
+            (r.database, r.table): (r.position, Table.from_json(r.definition)) for r in records
+            if r.kind == "added" and r.table and r.definition is not None and limit is not None
+            and r.position.sort_key() > limit
+        }  # fmt: skip
+        filters = [r.definition for r in records if r.kind == "filter"]
+        self._last_filter = filters[-1] if filters else None
         return True
 
     def seed(self, schema: Schema, position: Position) -> None:
@@ -138,6 +149,61 @@ class SchemaTracker:
         self._named.clear()
         self._note_databases()
 
+    # -- the table filter across starts ---------------------------------------------------
+
+    def filter_json(self) -> dict[str, Any]:
+        f = self.included
+        return {"include": list(f.include), "exclude": list(f.exclude), "skip_helpers": f.skip_helpers}
+
+    def newly_captured(self) -> list[tuple[str, str]]:
+        """Tables the history holds that the filter captures and the filter of the last start did
+        not (an include widened): the snapshot reads them as new ones. A history whose start
+        recorded no filter (kept by an older Sluice) names none."""
+        last = self._last_filter
+        if last is None:
+            return []
+        before = TableFilter(tuple(last["include"]), tuple(last["exclude"]), bool(last.get("skip_helpers")))
+        return sorted(k for k in self.schema.tables if self.included(*k) and not before(*k))
+
+    def unfollowed(self, tables: list[tuple[str, str]]) -> set[str]:
+        """Of the server's tables, the databases holding a captured one the history does not follow."""
+        return {db for db, table in tables if self.included(db, table) and db not in self._databases}
+
+    def add_later(self, schema: Schema, at: Position) -> list[tuple[str, str]]:
+        """Databases the filter came to capture, read from the server at `at` (ahead of the stream):
+        recorded there, their tables known to the stream from there on (their rows and statements
+        before it are not read: the snapshot reads those tables as of a position past it). The
+        captured tables among them."""
+        databases = [d for d in schema.databases.values() if any(db == d.name for db, _ in schema.tables)]
+        records = [HistoryRecord(at, "added", d.name, "", {"name": d.name, "charset": d.charset,
+                                                           "collation": d.collation})
+                   for d in databases]  # fmt: skip
+        records += [HistoryRecord(at, "added", t.database, t.name, t.to_json()) for t in schema.tables.values()]
+        self.store.append(records)
+        self._recorded |= {(at.sort_key(), r.database, r.table) for r in records}
+        for database in databases:
+            self.schema.databases.setdefault(database.name, database)
+        self._later.update({key: (at, table) for key, table in schema.tables.items()})
+        self._databases |= {d.name for d in databases}
+        return sorted(k for k in schema.tables if self.included(*k))
+
+    def record_filter(self, at: Position) -> None:
+        """The filter this start runs with, when it is not the one the history last recorded."""
+        current = self.filter_json()
+        if current != self._last_filter:
+            self.store.append([HistoryRecord(at, "filter", "", "", current)])
+            self._last_filter = current
+
+    def _arrived(self, key: tuple[str, str], pos: int) -> bool:
+        """A table read ahead of the stream (add_later): known from its position on."""
+        at, table = self._later[key]
+        if Position(self.cursor.file, pos).sort_key() < at.sort_key():
+            return False
+        del self._later[key]
+        self.schema.put(table)
+        self._named.clear()
+        return True
+
     # -- DDL -----------------------------------------------------------------------------
 
     def on_statement(
@@ -153,6 +219,8 @@ class SchemaTracker:
             return []  # the snapshot already holds its effect
         before = dict(self.schema.tables)
         result = read_ddl(self.schema, sql, default_db, session_of(status, *self.server, self.zones))
+        if isinstance(result, Unreadable) and self._ahead(result, end):
+            return []  # about a table read from the server past here (add_later): that read holds it
         if isinstance(result, Unreadable):
             changes = self._unreadable(sql, end, result)
         else:
@@ -166,6 +234,13 @@ class SchemaTracker:
         if is_rename(sql):
             self._renames(before, captured)
         return captured
+
+    def _ahead(self, result: Unreadable, end: Position) -> bool:
+        untracked = result.untracked
+        if untracked is None or not self._later:
+            return False
+        later = self._later.get((untracked.database, untracked.table))
+        return later is not None and end.sort_key() < later[0].sort_key()
 
     def _renames(self, before: dict[tuple[str, str], Table], captured: list[DdlChange]) -> None:
         """Every captured table a RENAME defines took its name from another table."""
@@ -324,6 +399,9 @@ class SchemaTracker:
         """The parser's TABLE_MAP hook: None for tables not captured, else the named table."""
         if not self.included(table_map.schema, table_map.table):
             return None
+        key = (table_map.schema, table_map.table)
+        if self._later and key in self._later and not self._arrived(key, pos):
+            return None  # read from the server ahead of here: its snapshot holds these rows
         tracked = self.schema.get(table_map.schema, table_map.table)
         hit = self._named.get(table_map.raw)
         if hit is not None and hit[0] is tracked:
