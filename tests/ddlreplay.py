@@ -102,6 +102,8 @@ class Report:
     rejected: int = 0  # statements the server refused (so never logged)
     unreadable: list[str] = field(default_factory=list)  # accepted, not read by Sluice: "source: sql (reason)"
     differences: list[str] = field(default_factory=list)  # "source: db.t: what differs" after a statement
+    # Tables whose history, rebuilt as a restart right after a statement would, differs from the tracker's
+    history: list[str] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)  # stream stops (TABLE_MAP disagreements, blocked tables)
     silent: list[str] = field(default_factory=list)  # rows published with other names or values, no error
     rows_checked: int = 0
@@ -115,13 +117,14 @@ class Report:
     def merge(self, other: Report) -> None:
         for name in ("replayed", "rejected", "rows_checked", "rows_unwritten", "seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("unreadable", "differences", "stops", "silent", "rows_missing", "rows_as_statements"):
+        for name in ("unreadable", "differences", "history", "stops", "silent", "rows_missing", "rows_as_statements"):
             getattr(self, name).extend(getattr(other, name))
 
     def summary(self) -> str:
         return (
             f"{self.server}: {self.replayed} statements replayed ({self.rejected} refused by the server), "
             f"{len(self.unreadable)} unreadable, {len(self.differences)} table definitions differing, "
+            f"{len(self.history)} differing from the history a restart rebuilds, "
             f"{len(self.stops)} stream stops, {len(self.silent)} silent mismatches, {self.rows_checked} rows checked "
             f"({self.rows_unwritten} not writable, {len(self.rows_missing)} missing, {len(self.rows_as_statements)} "
             f"logged as statements by the server), {self.seconds:.0f} s"
@@ -404,14 +407,36 @@ class _CorpusTracker(SchemaTracker):
     (the server's definition at that moment), so the rest of the file is still checked."""
 
     def __init__(self, checker: _Checker, included: TableFilter) -> None:
-        super().__init__(MemoryHistoryStore(), included)
+        self.history = MemoryHistoryStore()
+        super().__init__(self.history, included)
         self.checker = checker
+        # The schema a restart right after the last statement would rebuild from the history:
+        # its records applied as they are written (in position order, as rebuild applies them).
+        self.restarted = Schema()
+        self.applied = 0
 
     def on_statement(self, sql: str, default_db: str, end: Position, status: Any = None) -> list[Any]:
         changes = super().on_statement(sql, default_db, end, status)
+        self._check_history(sql)
         for key, blocked in list(self.schema.blocked.items()):
             self.checker.unreadable(key, blocked.reason, sql, end)
         return changes
+
+    def _check_history(self, sql: str) -> None:
+        """A restart after this statement rebuilds what the tracker holds, for every table."""
+        for record in self.history.records[self.applied :]:
+            record.apply(self.restarted)
+        self.applied = len(self.history.records)
+        for key in sorted(set(self.schema.tables) | set(self.restarted.tables)):
+            if key in self.checker.resolved:
+                continue  # the replay's operator answered for it in memory only
+            if self.schema.tables.get(key) != self.restarted.tables.get(key):
+                self.checker.report.history.append(f"{_short(sql)}: {key[0]}.{key[1]}: the history rebuilds "
+                                                   f"{self.restarted.tables.get(key)}, the tracker holds "
+                                                   f"{self.schema.tables.get(key)}")  # fmt: skip
+                self.restarted.tables.pop(key, None)
+                if key in self.schema.tables:
+                    self.restarted.put(self.schema.tables[key])
 
 
 class _Checker:
@@ -420,6 +445,7 @@ class _Checker:
         self.steps = steps
         self.report = report
         self.rows = [row for step in steps for row in step.rows]
+        self.resolved: set[Key] = set()  # tables the replay answered for (the server's definition), in memory
         excluded = [rf"{re.escape(db)}\..*" for db in replay.baseline | SYSTEM]
         self.included = TableFilter.of([rf"{re.escape(db)}\..*" for db in replay.created], excluded)
         self.tracker = _CorpusTracker(self, self.included)
@@ -506,6 +532,7 @@ class _Checker:
 
     def _resolve(self, key: Key, step: Step) -> None:
         """The operator's answer: the server's definition as of this step."""
+        self.resolved.add(key)
         self.tracker.schema.blocked.pop(key, None)
         create = step.created.get(key) or self.replay._show_create(key)
         if not create or key not in step.tables:

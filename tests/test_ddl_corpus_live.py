@@ -42,6 +42,7 @@ def assert_clean(report: Report, suite: str) -> None:
     assert report.replayed >= min(LEAST[suite], served // 3), report.summary()
     assert report.unreadable == [], report.summary()
     assert report.differences == [], report.summary()
+    assert report.history == [], report.summary()
     assert report.stops == [], report.summary()
     assert report.silent == [], report.summary()
     assert report.rows_missing == [], report.summary()
