@@ -13,7 +13,7 @@ from connector.position import Position
 from connector.schema.ddl import read_ddl
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Schema, Table
-from connector.schema.onlineddl import CutOver, Helper, helper_of
+from connector.schema.onlineddl import CutOver, Helper, helper_of, is_rename
 from connector.schema.tracker import SchemaTracker
 from connector.stream import cut_over_messages
 
@@ -169,3 +169,20 @@ def test_a_table_moved_in_from_an_untracked_database_is_read_where_it_can_be_kno
         assert tracker.rereads == [("shop", "orders")]  # its rows were never published: read them
     else:
         assert set(tracker.schema.blocked) == {("shop", "orders")}
+
+
+@pytest.mark.parametrize(
+    ("sql", "renames"),
+    [
+        ("RENAME TABLE a TO b", True),
+        ("rename /* gh-ost */ table `d`.`t` to `d`.`_t_del`, `d`.`_t_gho` to `d`.`t`", True),
+        ("/* pt-osc */ RENAME TABLES a TO b", True),
+        ("ALTER TABLE a ADD c INT, RENAME TO b", True),
+        ("ALTER TABLE a RENAME COLUMN x TO y", False),
+        ("ALTER TABLE a RENAME INDEX i TO j", False),
+        ("ALTER TABLE a ADD c INT COMMENT 'x' /* RENAME */", False),
+        ("CREATE TABLE rename_me (id INT)", False),
+    ],
+)
+def test_which_statements_give_a_table_a_name(sql: str, renames: bool) -> None:
+    assert is_rename(sql) == renames

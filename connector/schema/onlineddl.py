@@ -60,17 +60,18 @@ def helper_of(name: str) -> Helper | None:
     return None
 
 
-# RENAME TABLE, and an ALTER TABLE with a RENAME [TO|AS] (not RENAME COLUMN/INDEX/KEY).
+# RENAME TABLE, and an ALTER TABLE with a RENAME [TO|AS] (not RENAME COLUMN/INDEX/KEY), once
+# comments are out (gh-ost writes `rename /* gh-ost */ table ...`); executable ones stay open.
+_COMMENTS = re.compile(r"/\*(?![!M]).*?\*/|/\*M?!\d*|\*/|--[ \t][^\n]*|#[^\n]*", re.DOTALL)
 _RENAMES = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*)*(?:RENAME\s+TABLES?\b|ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b.*"
-    r"\bRENAME\b(?!\s+(?:COLUMN|INDEX|KEY)\b))",
+    r"\s*(?:RENAME\s+TABLES?\b|ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b.*\bRENAME\b(?!\s+(?:COLUMN|INDEX|KEY)\b))",
     re.IGNORECASE | re.DOTALL,
 )
 
 
 def is_rename(sql: str) -> bool:
     """Does the statement give a table a name (so every table it defines took another's)?"""
-    return _RENAMES.match(sql) is not None
+    return _RENAMES.match(_COMMENTS.sub(" ", sql)) is not None
 
 
 @dataclass(frozen=True, slots=True)
