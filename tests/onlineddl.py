@@ -24,8 +24,9 @@ How a run pauses: pt-osc 3.2.1 has --pause-file, but its copy loop polls that fi
 paused with SIGSTOP right after the progress line of the chunk that reached the row count
 (pt-osc then sleeps --sleep before its next chunk and holds no lock between chunks); SIGCONT
 resumes it. gh-ost is throttled with its --throttle-flag-file, which stops both its row copy and
-its applying of binlog events; it looks at the file every 100 ms, so it copies a few chunks past
-the row count (the count it reached is what wait_paused returns). A postponed cut-over
+its applying of binlog events; it takes 100-400 ms to see the file, so a pausing run copies in
+20-row chunks with --nice-ratio 10 until resume() sets them back, and still stops a few chunks
+past the row count (the count it reached is what wait_paused returns). A postponed cut-over
 (postpone_cutover=True) waits on gh-ost's --postpone-cut-over-flag-file, and in pt-osc's
 before_swap_tables plugin hook (PT_OSC_PLUGIN).
 """
@@ -136,7 +137,9 @@ class OscResult:
     elapsed_s: float
     start: Position  # the server's binlog position just before the tool started
     end: Position  # and just after it finished
-    cutover_s: float | None  # gh-ost's own "Lock & rename duration" (pt-osc reports none)
+    # gh-ost's own "Lock & rename duration"; for pt-osc the time between its "Swapping tables..."
+    # and "Swapped original and new tables OK." lines, which frame its RENAME TABLE
+    cutover_s: float | None
 
 
 def flag(tool: Tool, name: str, value: object) -> list[str]:
@@ -199,14 +202,16 @@ def position_of(server: LiveServer) -> Position:
 class OscRun:
     """One run of a tool in the background; `running` starts it and makes sure it ends."""
 
-    def __init__(self, tool: Tool, server: LiveServer, argv: list[str], workdir: Path, *,
-                 chunk_rows: int, pause_after_rows: int | None, postpone: bool) -> None:  # fmt: skip
+    def __init__(self, tool: Tool, server: LiveServer, argv: list[str], workdir: Path, *, chunk_rows: int,
+                 pause_after_rows: int | None, postpone: bool, after_pause: list[str]) -> None:  # fmt: skip
         self.tool, self.server, self.argv, self.workdir = tool, server, argv, workdir
         self.result: OscResult | None = None
         self.paused_rows: int | None = None  # rows copied when the pause took hold
         self._chunk_rows, self._pause_after, self._postpone = chunk_rows, pause_after_rows, postpone
+        self._after_pause = after_pause  # gh-ost socket commands that undo the slow-down of a pause
         self._chunks = 0
         self._lines: list[str] = []
+        self._times: list[float] = []  # when each line came
         self._changed = threading.Condition()
         self._stopped = False  # pt-osc held by SIGSTOP
         self._pause_missed: str | None = None
@@ -235,6 +240,7 @@ class OscRun:
         for line in self._proc.stdout:
             with self._changed:
                 self._lines.append(line.rstrip("\n"))
+                self._times.append(time.monotonic())
                 if self.tool == "pt-osc" and PT_OSC_CHUNK.match(line):
                     self._count_chunk()
                 self._changed.notify_all()
@@ -322,8 +328,9 @@ class OscRun:
             self._stopped = False
         elif self.tool == "gh-ost" and self.paused_rows is not None and self._proc.poll() is None:
             (self.workdir / "throttle").unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                self.ask("nice-ratio=0")  # full speed after the pause
+            for command in self._after_pause:
+                with contextlib.suppress(OSError):
+                    self.ask(command)
 
     def wait_postponed(self, timeout_s: float = 60) -> None:
         """Until the tool has copied everything and waits to cut over (postpone_cutover)."""
@@ -365,13 +372,18 @@ class OscRun:
         shutil.rmtree(self.workdir, ignore_errors=True)
         if returncode != 0:
             raise OscFailed(self.tool, returncode, self.output)
-        output = "\n".join(self.output)
-        cutover = GH_OST_CUTOVER.search(output)
-        self.result = OscResult(
-            self.tool, tuple(self.argv), output, time.monotonic() - self._began, self.start, position_of(self.server),
-            None if cutover is None else float(cutover.group(1)) / (1000 if cutover.group(2) == "ms" else 1),
-        )  # fmt: skip
+        self.result = OscResult(self.tool, tuple(self.argv), "\n".join(self.output), time.monotonic() - self._began,
+                                self.start, position_of(self.server), self._cutover_s())  # fmt: skip
         return self.result
+
+    def _cutover_s(self) -> float | None:
+        if self.tool == "gh-ost":
+            said = GH_OST_CUTOVER.search("\n".join(self._lines))
+            return None if said is None else float(said.group(1)) / (1000 if said.group(2) == "ms" else 1)
+        lines = list(zip(self._lines, self._times, strict=True))
+        began = [t for line, t in lines if line.endswith("Swapping tables...")]
+        ended = [t for line, t in lines if line.endswith("Swapped original and new tables OK.")]
+        return ended[0] - began[0] if began and ended else None
 
     def kill(self) -> None:
         """End the tool at once (SIGKILL), leaving whatever it made behind."""
@@ -385,7 +397,8 @@ def start(tool: Tool, server: LiveServer, database: str, table: str, alter: str,
           pause_after_rows: int | None = None, postpone_cutover: bool = False) -> OscRun:  # fmt: skip
     """`tool` altering `database`.`table`, started in the background. `options` (chunk_size=50,
     print=None...) replace the defaults of PT_OSC_OPTIONS or GH_OST_OPTIONS."""
-    chosen = {**DEFAULTS[tool], **{name.replace("_", "-"): value for name, value in options.items()}}
+    given = {name.replace("_", "-"): value for name, value in options.items()}
+    chosen = {**DEFAULTS[tool], **given}
     if tool == "pt-osc" and not server.mariadb:
         # pt-osc 3.2.1 sizes its chunks from EXPLAIN's `rows` column. Under explain_format=TREE
         # (someone SET GLOBAL it on the shared MySQL 9.7, seen while writing this) it reads 0 and
@@ -393,15 +406,20 @@ def start(tool: Tool, server: LiveServer, database: str, table: str, alter: str,
         chosen.setdefault("set-vars", "explain_format=TRADITIONAL")
     if tool == "pt-osc" and pause_after_rows is not None:
         chosen.setdefault("sleep", 0.05)  # the window between chunks that the SIGSTOP lands in
+    after_pause = []
     if tool == "gh-ost" and pause_after_rows is not None:
-        # It copies ~10,000 rows a second here, and notices its throttle file within 100 ms:
-        # slowed down (resume() sets it back to 0) it stops a few chunks past the count.
-        chosen.setdefault("nice-ratio", 10)
+        # It copies ~10,000 rows a second here and takes 100-400 ms to see its throttle file:
+        # slowed down (and set back by resume()) it stopped 20-420 rows past 500 (5 runs).
+        for name, slow in (("nice-ratio", 10), ("chunk-size", 20)):
+            if name not in given:
+                after_pause.append(f"{name}={chosen.get(name, 0)}")
+                chosen[name] = slow
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-{tool}-"))
     try:
         argv = ARGV[tool](server, database, table, alter, workdir, chosen, postpone_cutover)
         return OscRun(tool, server, argv, workdir, chunk_rows=int(str(chosen.get("chunk-size", 1000))),
-                      pause_after_rows=pause_after_rows, postpone=postpone_cutover)  # fmt: skip
+                      pause_after_rows=pause_after_rows, postpone=postpone_cutover,
+                      after_pause=after_pause)  # fmt: skip
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -595,7 +613,9 @@ class BinlogEvent:
 class BinlogTransaction:
     gtid: str
     statements: tuple[str, ...]  # its Query events, less BEGIN/COMMIT, `use db; ` and MySQL's /* xid=N */
-    tables: tuple[str, ...]  # db.table of its row events, in the order they first appear
+    # db.table of its Table_map events, in order. A trigger's table is mapped even when the
+    # trigger wrote no row (pt-osc's DELETE IGNORE of a row it has not copied yet).
+    tables: tuple[str, ...]
 
 
 def binlog_events(server: LiveServer, start: Position, end: Position) -> list[BinlogEvent]:
@@ -619,7 +639,7 @@ MAPPED = re.compile(r"\(([^()]+)\)$")  # Table_map: "table_id: 42 (db.t)"
 
 
 def transactions(events: list[BinlogEvent]) -> list[BinlogTransaction]:
-    """The events grouped by GTID: each transaction's statements and the tables its rows are in."""
+    """The events grouped by GTID: each transaction's statements and the tables it maps."""
     found: list[tuple[str, list[str], list[str]]] = []
     for event in events:
         gtid = GTID.search(event.info) if event.type == "Gtid" else None
