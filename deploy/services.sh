@@ -570,6 +570,7 @@ stop_pidfile() {
 
 case "${1:-up}" in
   up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up; registry_up
+      bash "$ROOT/deploy/osc-tools.sh" || log "pt-online-schema-change or gh-ost could not be installed (tests/onlineddl.py)"
       # the servers' own DDL tests (tests/test_ddl_corpus_live.py), fetched once per machine
       bash "$ROOT/deploy/ddl-corpus.sh" || log "the DDL corpus could not be fetched; tests/test_ddl_corpus_live.py will fail" ;;
   down) bash "$ROOT/deploy/spark/cluster.sh" down; registry_down; kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;

@@ -87,9 +87,9 @@ def server() -> LiveServer:
     return _active[0]
 
 
-def connect(database: str | None = None) -> pymysql.connections.Connection:
-    """An admin (root) connection to the active server."""
-    s = server()
+def connect(database: str | None = None, on: LiveServer | None = None) -> pymysql.connections.Connection:
+    """An admin (root) connection to the active server (or to `on`)."""
+    s = on or server()
     try:
         return pymysql.connect(
             host=HOST, port=s.port, user="root", password="", database=database, autocommit=True, charset="utf8mb4",
