@@ -65,12 +65,17 @@ def test_the_history_after_a_swap_is_what_the_tracker_holds(shadow: str, stateme
         ("_orders_gho", "gh-ost", "shadow", "orders"),
         ("_orders_ghc", "gh-ost", "changelog", "orders"),
         ("_orders_del", "gh-ost", "old", "orders"),
+        ("_orders_ghk", "gh-ost", "checkpoint", "orders"),
+        ("_orders_20261128045914_del", "gh-ost", "old", "orders"),
+        ("_orders_rev_del", "gh-ost", "old", "orders"),
+        ("___orders_new", "pt-online-schema-change", "shadow", "orders"),
         ("_orders_new", "pt-online-schema-change", "shadow", "orders"),
         ("__orders_new", "pt-online-schema-change", "shadow", "orders"),
         ("_orders_old", "pt-online-schema-change", "old", "orders"),
         ("__osc_new_orders", "OnlineSchemaChange", "shadow", "orders"),
         ("lhmn_orders", "LHM", "shadow", "orders"),
         ("lhma_2024_01_02_03_04_05_678_orders", "LHM", "old", "orders"),
+        ("lhma_20240102030405_orders", "LHM", "old", "orders"),
     ],
 )
 def test_helper_tables_are_known_by_their_names(name: str, tool: str, role: str, table: str) -> None:

@@ -7,10 +7,15 @@ known by their names:
 
 | tool | shadow | others |
 |---|---|---|
-| gh-ost | `_T_gho` | `_T_ghc` (its changelog), `_T_del` (the old table, and the cut-over's sentry) |
-| pt-online-schema-change | `_T_new` (more leading `_` when taken) | `_T_old` |
+| gh-ost (go/base/context.go) | `_T_gho` | `_T_ghc` (changelog), `_T_ghk` (checkpoint), `_T_del`, `_T_<14 digits>_del`, `_T_rev_del` (the old table; `_T_del` is first the cut-over's sentry) |
+| pt-online-schema-change (3.2.1) | `_T_new` (more leading `_` while taken) | `_T_old` (likewise) |
 | Facebook's OnlineSchemaChange | `__osc_new_T` | `__osc_chg_T`, `__osc_old_T` |
-| LHM | `lhmn_T` | `lhma_<timestamp>_T` |
+| LHM (soundcloud, Shopify) | `lhmn_T` | `lhma_<timestamp>_T` |
+
+A name past 64 characters is cut by the tools (pt-osc keeps its last 64, `_T_ne`): such a
+helper is not recognised, and is published as any table unless excluded. Facebook's
+OnlineSchemaChange runs with sql_log_bin=0: its DDL and swap never reach the binlog, so the
+history cannot follow it (the table's next TABLE_MAP disagrees, and stops the stream).
 
 They are tracked like any table (the cut-over makes the shadow the table) and, by default
 (`[source] online_ddl_helpers = "skip"`), never published: their rows are copies of the
@@ -32,6 +37,9 @@ _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     for tool, role, pattern in (
         ("gh-ost", "shadow", r"_(.+)_gho"),
         ("gh-ost", "changelog", r"_(.+)_ghc"),
+        ("gh-ost", "checkpoint", r"_(.+)_ghk"),
+        ("gh-ost", "old", r"_(.+)_rev_del"),
+        ("gh-ost", "old", r"_(.+?)_\d{14}_del"),  # --timestamp-old-table
         ("gh-ost", "old", r"_(.+)_del"),
         ("pt-online-schema-change", "shadow", r"_+(.+)_new"),
         ("pt-online-schema-change", "old", r"_+(.+)_old"),
@@ -39,7 +47,7 @@ _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("OnlineSchemaChange", "changelog", r"__osc_chg_(.+)"),
         ("OnlineSchemaChange", "old", r"__osc_old_(.+)"),
         ("LHM", "shadow", r"lhmn_(.+)"),
-        ("LHM", "old", r"lhma_\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d_\d{3}_(.+)"),  # lhma_%Y_%m_%d_%H_%M_%S_%3N_T
+        ("LHM", "old", r"lhma_(?:\d{4}(?:_\d\d){5}_\d{3}|\d{14})_(.+)"),  # soundcloud's and Shopify's timestamps
     )
 )
 
