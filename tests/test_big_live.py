@@ -27,10 +27,10 @@ from connector.replica.server import master_position
 from connector.runner import Connector
 from connector.sink.kafka import KafkaSettings, KafkaSink
 from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
+from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 from tests.replay import consume
 from tests.test_differential_live import COLUMNS, _placeholder
 from tests.test_metrics_live import free_port, metric, scrape
-from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 
 pytestmark = pytest.mark.live
 

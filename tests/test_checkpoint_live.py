@@ -22,7 +22,7 @@ from connector.config import Config, load_config
 from connector.position import Position, binlog_sort_key
 from connector.runner import Connector
 from tests.live import RUN, TLS, checkpoint_user_settings, position_now, wait_until
-from tests.test_pipeline_live import (
+from tests.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,

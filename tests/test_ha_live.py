@@ -20,8 +20,7 @@ from connector.errors import FencedError
 from connector.position import Position
 from connector.runner import Connector, run_with_lease
 from tests.live import wait_until
-from tests.test_metrics_live import free_port, scrape, scrape_or_none
-from tests.test_pipeline_live import (
+from tests.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,
@@ -30,6 +29,7 @@ from tests.test_pipeline_live import (
     workload,
     write_config,
 )
+from tests.test_metrics_live import free_port, scrape, scrape_or_none
 
 pytestmark = pytest.mark.live
 

@@ -19,7 +19,7 @@ from connector.config import MetricsSection
 from connector.logs import JsonLogFormatter
 from connector.runner import Connector
 from tests.live import connect, server, wait_until
-from tests.test_pipeline_live import config_for, fresh
+from tests.pipelines import config_for, fresh
 
 pytestmark = pytest.mark.live
 

@@ -27,8 +27,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.checkpoint import checkpoint_stores
 from connector.config import Config, load_config
 from tests.live import REGISTRY_URL, connect, fresh_database, position_now, services_toml, source_toml
+from tests.pipelines import caught_up, sluice_run
 from tests.replay import consume
-from tests.test_pipeline_live import caught_up, sluice_run
 
 pytestmark = pytest.mark.live
 

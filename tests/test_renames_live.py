@@ -18,8 +18,8 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config
 from connector.runner import Connector
 from tests.live import ROOT, connect, fresh_database
+from tests.pipelines import assert_replay_equals_source, config_for, write_config
 from tests.replay import consume
-from tests.test_pipeline_live import assert_replay_equals_source, config_for, write_config
 
 pytestmark = pytest.mark.live
 

@@ -37,8 +37,8 @@ from tests.live import (
     server,
     wait_until,
 )
+from tests.pipelines import fresh, workload
 from tests.test_metrics_live import free_port, metric, scrape
-from tests.test_pipeline_live import fresh, workload
 
 pytestmark = pytest.mark.live
 

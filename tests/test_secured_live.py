@@ -40,8 +40,8 @@ from tests.live import (
     server,
     source_toml,
 )
+from tests.pipelines import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
 from tests.replay import comparable, set_columns, source_rows
-from tests.test_pipeline_live import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
 from tests.test_spark_live import mirror_rows
 
 pytestmark = pytest.mark.live

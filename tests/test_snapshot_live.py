@@ -28,9 +28,9 @@ from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
 from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, server, wait_until
+from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_differential_live import COLUMNS, _placeholder
-from tests.test_pipeline_live import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 
 pytestmark = pytest.mark.live
 

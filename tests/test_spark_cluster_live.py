@@ -21,7 +21,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import SPARK_PACKAGES
 from spark.jobs import session
 from tests.live import ROOT, RUN
-from tests.test_pipeline_live import fresh
+from tests.pipelines import fresh
 from tests.test_spark_live import (
     assert_changelog_has_each_change_once,
     assert_mirror_equals_source,

@@ -26,8 +26,8 @@ from connector.runner import Connector
 from spark.examples.read_topic import read_topic
 from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, properties_of, run, session
 from tests.live import KAFKA, ROOT, connect, fresh_database
+from tests.pipelines import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
-from tests.test_pipeline_live import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.test_renames_live import RENAMES, ROWS, names_on_server, write
 from tests.test_renames_live import TABLE as RENAMED_TABLE
 

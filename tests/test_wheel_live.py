@@ -23,7 +23,7 @@ import pytest
 
 from connector.native import NOT_BUILT
 from tests.live import ROOT
-from tests.test_pipeline_live import (
+from tests.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,
