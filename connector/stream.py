@@ -307,7 +307,7 @@ class TransactionAssembler:
             self._statement_rows(sql, body.schema)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if self.tracker.cut_overs:
-            messages = cut_over_messages(messages, self.tracker.cut_overs, bool(self.tracker.renamed_onto))
+            messages = cut_over_messages(messages, self.tracker.cut_overs, self.tracker.renamed_onto)
         if messages:
             yield Changes(messages, self.cursor.file, event.pos)
         if not self.began:
@@ -456,19 +456,23 @@ class Backoff:
 
 
 def cut_over_messages(
-    messages: tuple[FlatMessage, ...], cuts: list[CutOver], renamed_onto: bool
+    messages: tuple[FlatMessage, ...], cuts: list[CutOver], renamed_onto: list[tuple[str, str]]
 ) -> tuple[FlatMessage, ...]:
     """An online schema change's cut-over, told to each table's readers as the change of its
     definition it is (type ALTER, the table named, what changed and which tool in `sql`), not as
     the RENAME it is written as, which readers take for rows going away (connector/schema/onlineddl.py).
     The RENAME itself still goes out where the statement also gave a captured name to another
-    table (or the copy may have changed values): that table is read again, after it."""
+    table (or the copy may have changed values), named by that table, not by a tool's helper
+    (canal names a RENAME by its first new name): that table is read again, after it."""
     if not messages:
         return messages
     statement = messages[0]
     told = tuple({**statement, "type": "ALTER", "database": c.database, "table": c.table,
                   "sql": c.statement(statement["sql"])} for c in cuts)  # fmt: skip
-    return told + (messages if renamed_onto else messages[1:])
+    if not renamed_onto:
+        return told + messages[1:]
+    database, table = renamed_onto[0]
+    return (*told, {**statement, "database": database, "table": table}, *messages[1:])
 
 
 class ChangeStream:
