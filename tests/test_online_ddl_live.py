@@ -2,7 +2,7 @@
 change (both) and gh-ost (MySQL; it does not run on MariaDB 10.11) add a column, change a type,
 drop a column and reorder the columns of a table a writer keeps changing. Two connectors read
 the same binlog: one whose include names only the table, one capturing the whole database.
-One is SIGKILLed in the middle of a copy, the other right after a cut-over. Afterwards, for
+Both are SIGKILLed in the middle of a copy and right after a cut-over. Afterwards, for
 both: replay == SELECT *, the newest schema is the table's columns, no helper table reached any
 topic, each cut-over reached the DDL topic as one ALTER of the table, and neither connector
 ever exited by itself. The tooling: tests/onlineddl.py; the unit side: tests/test_online_ddl.py."""
@@ -62,11 +62,12 @@ class Connectors:
         self.configs = configs
         self.processes = [sluice_run(path, streaming=True) for _, path in configs]
 
-    def kill_and_restart(self, i: int) -> None:
+    def kill_and_restart(self) -> None:
         self.alive()
-        self.processes[i].send_signal(signal.SIGKILL)
-        self.processes[i].wait(30)
-        self.processes[i] = sluice_run(self.configs[i][1], streaming=True)
+        for i, process in enumerate(self.processes):
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+            self.processes[i] = sluice_run(self.configs[i][1], streaming=True)
 
     def alive(self) -> None:
         for (config, path), process in zip(self.configs, self.processes):
@@ -126,10 +127,10 @@ def test_online_schema_changes_keep_every_topic_exact(tmp_path: Path, server: li
     try:
         with onlineddl.Writer(server, DB, TABLE, rows, rate=25) as writer:
             for i, (tool, alter) in enumerate(zip(_tools(server), ALTERS)):
-                # The first run's copy: the table-only connector is killed and started again.
-                _alter(tool, server, alter, (lambda: connectors.kill_and_restart(0)) if i == 0 else None)
-                if i == 1:  # right after the second cut-over: the whole-database one
-                    connectors.kill_and_restart(1)
+                # Both connectors killed and started again in the first run's copy ...
+                _alter(tool, server, alter, connectors.kill_and_restart if i == 0 else None)
+                if i == 1:  # ... and right after the second cut-over
+                    connectors.kill_and_restart()
                 connectors.alive()
             time.sleep(0.5)  # the writer goes on into the last table
             report = writer.stop()
