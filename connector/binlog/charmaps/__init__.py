@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
+from typing import TypeVar
 
 from connector.errors import FormatError
 
@@ -29,6 +30,7 @@ FLAVOURS = ("mariadb", "mysql")
 QUESTION = None  # a run's text where the server shows "?"
 
 Block = tuple[bytes, ...]  # the byte values each position of a code takes, ascending
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,31 +106,39 @@ def _byte_set_text(values: bytes) -> str:
 
 
 def parse(charset: str, text: str) -> Charmap:
-    """A charmap file's blocks and runs; FormatError naming the line where it does not add up."""
+    """A charmap file's blocks and runs; FormatError naming the line where it does not add up
+    (for a block its runs do not cover, the line that opens it)."""
     blocks: list[tuple[Block, tuple[Run, ...]]] = []
-    block: Block | None = None
+    opened: tuple[int, Block] | None = None  # the block being read, and its line
     runs: list[Run] = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        try:
-            if fields[0] == "codes":
-                if block is not None:
-                    blocks.append(_closed(block, runs))
-                block, runs = tuple(_byte_set(f) for f in fields[1:]), []
-            elif block is None or len(fields) != 3:
-                raise FormatError("a run outside a block, or not `code count text`")
-            else:
-                runs.append(_run(fields))
-        except (FormatError, ValueError) as exc:
-            raise FormatError(f"charmap {charset} line {number}: {exc}") from exc
-    if block is not None:
-        blocks.append(_closed(block, runs))
-    return Charmap(charset, tuple(blocks))
+        if fields and fields[0] == "codes":
+            blocks += _closed(charset, opened, runs)
+            opened, runs = (number, _read(charset, number, _block, fields[1:])), []
+        elif fields:
+            if opened is None:
+                raise FormatError(f"charmap {charset} line {number}: a run outside a block")
+            runs.append(_read(charset, number, _run, fields))
+    return Charmap(charset, tuple(blocks + _closed(charset, opened, runs)))
+
+
+def _read(charset: str, number: int, read: Callable[[list[str]], T], fields: list[str]) -> T:
+    try:
+        return read(fields)
+    except (FormatError, ValueError) as exc:
+        raise FormatError(f"charmap {charset} line {number}: {exc}") from exc
+
+
+def _block(fields: list[str]) -> Block:
+    if not fields:
+        raise FormatError("a block of no bytes")
+    return tuple(_byte_set(f) for f in fields)
 
 
 def _run(fields: list[str]) -> Run:
+    if len(fields) != 3:
+        raise FormatError("a run is `code count text`")
     code, count = bytes.fromhex(fields[0]), int(fields[1])
     text = None if fields[2] == "?" else tuple(int(cp, 16) for cp in fields[2].split("+"))
     if count < 1 or (text is not None and len(text) > 1 and count != 1):
@@ -136,17 +146,20 @@ def _run(fields: list[str]) -> Run:
     return Run(code, count, text)
 
 
-def _closed(block: Block, runs: list[Run]) -> tuple[Block, tuple[Run, ...]]:
-    """The block with its runs, checked: each starts where the one before ended, in the block,
-    and together they cover it."""
+def _closed(charset: str, opened: tuple[int, Block] | None, runs: list[Run]) -> list[tuple[Block, tuple[Run, ...]]]:
+    """The block read (none before the first), checked: each run starts where the one before
+    ended, in the block, and together they cover it."""
+    if opened is None:
+        return []
+    number, block = opened
     at = 0
     for run in runs:
         if place_of(block, run.code) != at:
-            raise FormatError(f"run at {run.code.hex()} is not the block's code {at}")
+            raise FormatError(f"charmap {charset} line {number}: run at {run.code.hex()} is not the block's code {at}")
         at += run.count
     if at != block_size(block):
-        raise FormatError(f"block {' '.join(map(_byte_set_text, block))}: runs of {at} codes, not {block_size(block)}")
-    return block, tuple(runs)
+        raise FormatError(f"charmap {charset} line {number}: runs of {at} codes, not {block_size(block)}")
+    return [(block, tuple(runs))]
 
 
 def place_of(block: Block, code: bytes) -> int | None:
