@@ -15,6 +15,7 @@ from importlib import resources
 
 import pytest
 
+from connector.avro.binary import varint
 from connector.binlog import charmaps
 from connector.binlog.charmaps import Charmap, Run, block_codes, blocks_of, parse, render, runs_of
 from connector.binlog.charmaps.decoding import REPLACE, MultiByte
@@ -254,6 +255,17 @@ def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collatio
         names = tuple(f'"{name}":'.encode() for name in shape.names)
         assert transcoder.render_json(body, program.columns, KINDS[RowsKind.WRITE], program.strings, names) == expected
         assert replaced == ()
+        # The Avro transcoder's (rowimage.c): each row's value is the prefix, the field (an Avro
+        # string), `old`'s null, the tail and the row's number.
+        avro = [(None, b"P" + _avro_string(after[0]) + b"\x00NT" + varint(i)) for i, (_, after) in enumerate(rows)]  # type: ignore[index]
+        kind = KINDS[RowsKind.WRITE]
+        assert transcoder.transcode(body, program.columns, kind, b"", program.strings, b"", b"P", b"P", b"N", b"O",
+                                    b"T", 0) == avro  # fmt: skip
+
+
+def _avro_string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return varint(len(raw)) + raw
 
 
 def test_compiled_utf8_declines_what_python_replaces() -> None:

@@ -175,6 +175,15 @@ def place_of(block: Block, code: bytes) -> int | None:
     return place
 
 
+def code_at(block: Block, place: int) -> bytes:
+    """The code at a place of its block's order (place_of's inverse)."""
+    out = []
+    for values in reversed(block):
+        place, k = divmod(place, len(values))
+        out.append(values[k])
+    return bytes(reversed(out))
+
+
 def block_bytes(block: Block) -> bytes:
     """A block's codes in order, one after another (built a position at a time, not code by code)."""
     width = len(block)
