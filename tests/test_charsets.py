@@ -220,6 +220,18 @@ def test_rows_decoders_replace_and_report_instead_of_raising() -> None:
     assert sorted(replaced) == [0, 0, 1, 1, 2, 2]  # each value that took it: its column
 
 
+def test_codes_python_refuses_but_the_server_stores_are_exact_not_replaced() -> None:
+    """gbk's rows decoder calls Python's gbk inline (its text, where it has one, is the server's);
+    a code Python refuses and the server shows as "?" is read from the table: not a replacement."""
+    gbk = collation_id_of_charset("gbk")
+    table = TableMapEvent(1, 0, "db", "t", (_varchar(0, gbk), _varchar(1, gbk)), raw=b"t", mariadb=False)
+    cache, shape = RowsDecoderCache(), (table, RowsKind.WRITE, (0, 1), (), False)
+    assert "decode('gbk')" in (cache.get(*shape).__doc__ or "")
+    body = _image("中".encode("gbk"), b"a\xa1\x40") + _image(b"\x80", b"b")
+    rows, replaced = cache.decode(body, *shape)
+    assert rows == [(None, ("中", "a?")), (None, ("\ufffd", "b"))] and replaced == (0,)
+
+
 def test_mysql_and_mariadb_tables_each_decode_their_own_rows() -> None:
     """ujis 0x8ea0: MySQL stores it (and shows it as "??"); MariaDB stores no such code."""
     for mariadb, expected, replaced in ((False, "??", ()), (True, "\ufffd\ufffd", (0,))):

@@ -414,6 +414,7 @@ class Decoder(Protocol):
     """A charset's decoder (connector/binlog/charmaps/decoding.py)."""
 
     name: str
+    exact_or_raises: str | None  # a Python codec whose text, where it gives one, is this decoder's
 
     def text(self, data: bytes) -> str:
         """The exact text, or UnicodeDecodeError."""

@@ -146,7 +146,11 @@ def _text_expr(gen: _Gen, col: ColumnMeta, raw: str) -> str:
     if gen.lenient:
         return f"_lt({raw}, {codec!r}, {col.index}, replaced)"
     own = decoder(codec)  # a server's table: called as it is, without the codec registry's lookup
-    return f"{raw}.decode({codec!r})" if own is None else f"{gen.const(own.text)}({raw})"
+    if own is None:
+        return f"{raw}.decode({codec!r})"
+    if own.exact_or_raises is not None:  # where it raises, the lenient decoder reads the table
+        return f"{raw}.decode({own.exact_or_raises!r})"
+    return f"{gen.const(own.text)}({raw})"
 
 
 def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:

@@ -56,6 +56,7 @@ class Ucs2:
     surrogates, ucs2 two, unpaired, without a UTF-8 form: text holding a pair is walked."""
 
     name = "ucs2"
+    exact_or_raises: str | None = None
 
     def text(self, data: bytes) -> str:
         text = data.decode("utf-16-be")
@@ -88,6 +89,7 @@ class Unknown:
     read as UTF-8."""
 
     name = "unknown collation"
+    exact_or_raises: str | None = None
 
     def text(self, data: bytes) -> str:
         if data:
@@ -103,6 +105,8 @@ class Unknown:
 
 class SingleByte:
     """A single-byte charset: each byte's text (codecs.charmap_decode's table)."""
+
+    exact_or_raises: str | None = None
 
     def __init__(self, name: str, table: Charmap) -> None:
         self.name = name
@@ -183,6 +187,10 @@ class MultiByte:
         codes, chars = _odd(self, nearest, table) if nearest is not None else (set(), set())
         self.odd_codes = re.compile(b"|".join(map(re.escape, sorted(codes)))) if codes else None
         self.odd_chars = re.compile("[" + "".join(map(re.escape, sorted(chars))) + "]") if chars else None
+        # Python's codec, where its text is always the server's when it has one (it raises on the rest:
+        # codes the server shows as "?", say): a rows decoder calls it inline, and decodes an event
+        # where it raised again leniently, which then walks the table (connector/binlog/rowcodec.py).
+        self.exact_or_raises = nearest if not codes and not chars else None
 
     def text(self, data: bytes) -> str:
         if self.nearest is None:
