@@ -4,9 +4,11 @@
 
 For every character set the server has but the Unicode ones (whose text is their code point:
 tests/test_charsets_live.py probes their edges), it stores candidate codes into a column of the
-charset with strict sql_mode's check (INSERT IGNORE keeps the well-formed prefix of a value the
-check refuses, so a code is kept whole exactly when the server stores it) and reads back, for
-each code kept, `CONVERT(v USING utf8mb4)`. The candidates:
+charset, through the check every value from a binary string meets there (MySQL's sql/field.cc
+field_well_formed_copy_nchars, MariaDB's sql/sql_string.cc String_copier::well_formed_copy:
+strict sql_mode refuses a value it stops in, INSERT IGNORE keeps what came before, so a code is
+kept whole exactly when the server stores it) and reads back, for each code kept,
+`CONVERT(v USING utf8mb4)`. The candidates:
   - every byte;
   - every two bytes whose first is no one-byte code;
   - for charsets of three-byte characters (ujis, eucjpms: EUC, whose multi-byte characters are
@@ -40,7 +42,7 @@ from connector.binlog.charmaps import Charmap, block_codes, blocks_of, render, r
 
 UNICODE = frozenset({"utf8mb3", "utf8mb4", "ucs2", "utf16", "utf16le", "utf32", "binary"})
 DB = "sluice_charmaps"
-# gb18030's four-byte form (GB 18030-2005, 6.3.3; MySQL's strings/ctype-gb18030.cc, is_mb_4()).
+# gb18030's four-byte form (GB 18030-2005; MySQL's strings/ctype-gb18030.cc: is_mb_odd, is_mb_even_4).
 GB18030_FOUR = ((0x81, 0xFE), (0x30, 0x39), (0x81, 0xFE), (0x30, 0x39))
 
 Codes = dict[bytes, str | None]  # every code stored -> its text (None: the server shows "?")

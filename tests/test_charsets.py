@@ -8,12 +8,15 @@ byte of every single-byte charset the Python path's text; the files read back as
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import struct
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from connector.avro.binary import varint
 from connector.binlog import charmaps
@@ -21,6 +24,7 @@ from connector.binlog.charmaps import Charmap, Run, block_codes, blocks_of, pars
 from connector.binlog.charmaps.decoding import REPLACE, MultiByte
 from connector.binlog.charsets import (
     BINARY_COLLATION,
+    charset_of,
     collation_id_of_charset,
     decoder,
     flavour,
@@ -128,6 +132,68 @@ def test_the_fast_path_is_the_common_path() -> None:
             assert len(odd) <= 8 and all(max(code) >= 0x80 for code in odd), (charset, odd)
 
 
+MULTI_BYTE = [(c, m) for c, m in TABLES if isinstance(decoder(_codec(c, m)), MultiByte)]
+
+
+@functools.cache
+def _python_reads_otherwise(charset: str, mariadb: bool) -> list[bytes]:
+    """Codes of up to three bytes Python's nearest codec reads as another text than the table's,
+    or reads at all where the table has no code: found here by trying each, not as the decoder finds them."""
+    ours = decoder(_codec(charset, mariadb))
+    table = charmaps.load(charset, flavour(mariadb))
+    assert isinstance(ours, MultiByte) and ours.nearest is not None and table is not None
+    odd = []
+    for block, runs in table.blocks:
+        if len(block) <= 3:
+            texts = (charmaps.text_of(run, k) for run in runs for k in range(run.count))
+            odd += [code for code, text in zip(block_codes(block), texts) if _python(code, ours.nearest) not in
+                    (None, "?" if text is None else text)]  # fmt: skip
+    alone = [bytes([b]) for b in range(256)]
+    return odd + [byte for byte in alone if _python(byte, ours.nearest) and not ours.text_at(byte, 0)]
+
+
+def _python(code: bytes, codec: str) -> str | None:
+    try:
+        return code.decode(codec)
+    except UnicodeDecodeError:
+        return None
+
+
+@st.composite
+def _mixtures(draw: st.DrawFn) -> tuple[str, bool, bytes]:
+    """A multi-byte charset's codes (those Python reads otherwise among them) with any bytes between."""
+    charset, mariadb = draw(st.sampled_from(MULTI_BYTE))
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    blocks = [block for block, _ in table.blocks]
+    pieces = st.one_of(
+        st.builds(charmaps.code_at, st.sampled_from(blocks), st.integers(0, 10**7)),
+        st.sampled_from(_python_reads_otherwise(charset, mariadb) or [b"a"]),
+        st.binary(min_size=1, max_size=3),
+    )
+    return charset, mariadb, b"".join(draw(st.lists(pieces, max_size=12)))
+
+
+@given(_mixtures())
+@settings(max_examples=500, deadline=None)
+def test_python_s_codec_and_the_walk_never_disagree(case: tuple[str, bool, bytes]) -> None:
+    """Whatever the bytes, the text is the table walk's: Python's codec is taken only where it
+    reads them the same; strictly each raises on the same bytes, and leniently nothing raises."""
+    charset, mariadb, raw = case
+    ours = decoder(_codec(charset, mariadb))
+    assert isinstance(ours, MultiByte)
+    try:
+        walked: str | None = ours.walk(raw, "strict")
+    except UnicodeDecodeError:
+        walked = None
+    try:
+        text: str | None = ours.text(raw)
+    except UnicodeDecodeError:
+        text = None
+    assert text == walked
+    assert raw.decode(_codec(charset, mariadb), REPLACE) == ours.walk(raw, REPLACE)
+
+
 # -- what no server stores ------------------------------------------------------------------
 
 ILL_FORMED = [
@@ -183,6 +249,15 @@ def test_unicode_charsets(charset: str, mariadb: bool, raw: bytes, strict: str |
     else:
         assert raw.decode(codec) == strict
     assert raw.decode(codec, REPLACE) == lenient
+
+
+def test_every_charset_of_a_known_collation_id_has_its_table() -> None:
+    for collation in range(4096):
+        for mariadb in (True, False):
+            codec = text_codec(collation, mariadb)
+            if charset_of(collation) is not None and collation != BINARY_COLLATION:
+                assert codec not in (None, text_codec(2000, mariadb)), collation
+                assert codec is not None and (decoder(codec) is not None or codec.startswith("utf-"))
 
 
 def test_a_collation_with_no_table_is_read_as_utf8_and_never_exact() -> None:

@@ -231,8 +231,8 @@ _RUN_STARTS = [run[0] for run in _COLLATION_RUNS]
 
 BINARY_COLLATION = 63
 
-# MySQL charset name -> Python codec. Charsets Python has no codec for are absent,
-# and their values stay bytes rather than being decoded as something else.
+# MySQL charset name -> Python's nearest codec: what `codec_of` gives to encode text into the
+# charset (connector/schema/types.py). A value's text decodes by the servers' tables (text_codec).
 _CODECS: dict[str, str] = {
     "big5": "big5",
     "latin2": "iso8859_2",
@@ -290,8 +290,6 @@ _MAXLEN: dict[str, int] = {
     "gbk": 2,
     "gb18030": 4,
 }
-
-
 
 
 def _mysql_latin1_errors(err: UnicodeError) -> tuple[str, int]:
@@ -379,9 +377,11 @@ def text_codec(collation_id: int, mariadb: bool) -> str | None:
     if collation_id == BINARY_COLLATION:
         return None
     charset = charset_of(collation_id)
-    if charset is None:
+    if charset in _UNICODE:
+        return _UNICODE[charset]
+    if charset is None or charmap(charset, mariadb) is None:
         return UNKNOWN
-    return _UNICODE.get(charset) or f"{_PREFIX}{flavour(mariadb)}_{charset}"
+    return f"{_PREFIX}{flavour(mariadb)}_{charset}"
 
 
 def charmap(charset: str, mariadb: bool) -> Charmap | None:
@@ -443,7 +443,7 @@ def decoder(codec: str) -> Decoder | None:
 
 
 def _search(name: str) -> codecs.CodecInfo | None:
-    found = decoder(name) if name.startswith(_PREFIX) else None
+    found = decoder(name)
     if found is None:
         return None
 

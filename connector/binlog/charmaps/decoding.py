@@ -21,7 +21,8 @@ REPLACE = "sluice_replace"  # the error handler of lenient decoding
 
 def _replace_errors(err: UnicodeError) -> tuple[str, int]:
     """REPLACE: U+FFFD for what could not be decoded; a UTF-8 surrogate (ED A0-BF 80-BF, which
-    MariaDB's utf8mb3 and utf8mb4 store) is one character, so one U+FFFD for its three bytes."""
+    MariaDB's utf8mb3 and utf8mb4 store: strings/ctype-utf8.h, IS_UTF8MB3_STEP2 checks no more
+    than an overlong form) is one character, so one U+FFFD for its three bytes."""
     if not isinstance(err, UnicodeDecodeError):
         raise err
     data, at = err.object, err.start
