@@ -27,7 +27,6 @@ from typing import TypeVar
 from connector.errors import FormatError
 
 FLAVOURS = ("mariadb", "mysql")
-QUESTION = None  # a run's text where the server shows "?"
 
 Block = tuple[bytes, ...]  # the byte values each position of a code takes, ascending
 T = TypeVar("T")
