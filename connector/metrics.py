@@ -49,6 +49,10 @@ class Metrics:
             "sluice_statement_logged_changes", "Row-changing statements of captured tables the server logged as "
             "statements, not rows (not published)", ["database", "table"], registry=r,
         )  # fmt: skip
+        self.text_replaced = Counter(
+            "sluice_text_replaced", "Text values not exact in their column's charset, published with U+FFFD "
+            "(README.md: text values)", ["database", "table", "column"], registry=r,
+        )  # fmt: skip
         self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
                                     ["store"], registry=r)  # fmt: skip
         self.bytes_total = 0.0

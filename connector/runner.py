@@ -343,6 +343,9 @@ class Connector:
         self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
             database, table
         ).inc()
+        self.stream.on_text_replaced = lambda database, table, column, count: self.metrics.text_replaced.labels(
+            database, table, column
+        ).inc(count)
         self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
         self.stream.on_source = self._source_up
         self.pipeline.snapshot = self._snapshotter(prepared, resume)

@@ -16,6 +16,7 @@ handed on: no transaction is missed and no change is handed on twice.
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import threading
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from connector.binlog import constants as c
+from connector.binlog.charsets import charset_of
 from connector.binlog.events import (
     Event,
     FormatDescriptionEvent,
@@ -182,11 +184,13 @@ class TransactionAssembler:
         query: QueryText = NO_QUERIES,
         on_statement_rows: Callable[[str, str], None] = lambda database, table: None,
         clock: Callable[[], float] = time.time,
+        on_replaced: Callable[[RowsEvent, str, int], None] = lambda rows, file, pos: None,
     ) -> None:
         """`clock`: wall time, the messages' `ts` (the kernel's too: connector/lane.py)."""
         self.cursor = Cursor(start.file)
         self.clock = clock  # the one owner of the file, read by the builder and the tracker
         self.on_statement_rows = on_statement_rows  # a captured table's rows logged as a statement
+        self.on_replaced = on_replaced  # a rows event with text not exact in its charset (RowsEvent.replaced)
         self.tracker = tracker
         tracker.cursor = self.cursor
         self.included = included
@@ -267,6 +271,8 @@ class TransactionAssembler:
         body = event.body
         assert isinstance(body, RowsEvent)
         batch = self.builder.batch(event, body)
+        if body.replaced:
+            self.on_replaced(body, self.cursor.file, event.pos)
         if batch is not None:
             assert body.table is not None
             self.rows += len(body.rows)
@@ -513,6 +519,10 @@ class ChangeStream:
         # rows, so not published. Each table is warned of once; the caller counts every one.
         self.on_statement_rows: Callable[[str, str], None] = lambda database, table: None
         self._warned: set[tuple[str, str]] = set()
+        # Text values not exact in their column's charset, published with the replacement: each
+        # column warned of once; the caller counts every value (database, table, column, count).
+        self.on_text_replaced: Callable[[str, str, str, int], None] = lambda database, table, column, count: None
+        self._warned_columns: set[tuple[str, str, str]] = set()
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
         position = start
@@ -563,6 +573,21 @@ class ChangeStream:
             )  # fmt: skip
         self.on_statement_rows(database, table)
 
+    def _warn_replaced(self, rows: RowsEvent, file: str, pos: int) -> None:
+        table = rows.table
+        assert table is not None
+        for index, count in sorted(collections.Counter(rows.replaced).items()):
+            column = (table.schema, table.table, table.column_names[index])
+            if column not in self._warned_columns:
+                self._warned_columns.add(column)
+                log.warning(
+                    "%s.%s.%s: %d text value(s) at %s:%d not exact in the column's charset (%s): published with "
+                    "U+FFFD for each byte no character starts at, and for each character with no UTF-8 form; "
+                    "later ones of this column are counted in sluice_text_replaced_total",
+                    *column, count, file, pos, _charset_name(table.columns[index].collation),
+                )  # fmt: skip
+            self.on_text_replaced(*column, count)
+
     def _stopping(self, delay: float) -> bool:
         """Wait `delay` before reconnecting; True when the connector stops meanwhile."""
         if self.stop is None:
@@ -593,7 +618,7 @@ class ChangeStream:
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.query,
-                on_statement_rows=self._warn_statement_rows, clock=self.clock,
+                on_statement_rows=self._warn_statement_rows, clock=self.clock, on_replaced=self._warn_replaced,
             )  # fmt: skip
             assembler.builder.definitions = self.definitions
             parser = self._parser(assembler.cursor, info)
@@ -624,6 +649,11 @@ class ChangeStream:
         parser.table_hook = self.tracker.table_hook
         parser.table_filter = self.included
         return parser
+
+
+def _charset_name(collation: int | None) -> str:
+    charset = charset_of(collation) if collation is not None else None
+    return charset or f"collation {collation}, which Sluice has no table for"
 
 
 Observer = Callable[[Event, int, str], None]  # every event the Python path reads, its size, the file: metrics

@@ -85,6 +85,9 @@ def imported(installed: Path) -> tuple[str, bool]:
 def test_where_a_compiler_is_the_wheel_holds_the_compiled_kernel(tmp_path: Path) -> None:
     installed = build(tmp_path)
     assert kernel_files(installed), "the wheel has no connector/_transcode*.so"
+    # The servers' charsets, package data (connector/binlog/charsets.py reads them): every file of this tree's.
+    shipped = {p.name for p in (installed / "connector/binlog/charmaps").glob("*.txt")}
+    assert shipped == {p.name for p in (ROOT / "connector/binlog/charmaps").glob("*.txt")}
     where, loaded = imported(installed)
     assert Path(where).is_relative_to(installed) and loaded
 

@@ -1,14 +1,38 @@
-"""Collation ids to character sets, and character sets to Python codecs.
+"""Collation ids to character sets, and a character column's bytes to the text its server has.
 
 The id table covers MariaDB 10.11 (read from information_schema once, including the
-UCA-14 ids above 2048) and MySQL 8's own ids (76, 248-250 gb18030, 255-323 utf8mb4_0900).
-An id in neither is not guessed: its values stay bytes.
+UCA-14 ids above 2048) and MySQL 8's own ids (76, 248-250 gb18030, 255-323 utf8mb4_0900);
+tests/test_charsets_live.py checks it against every id both running servers have.
+
+Text is decoded as the server converts it, not as Python's codec of a similar name would:
+every charset of both servers but the Unicode ones decodes by the server's own table
+(connector/binlog/charmaps/, made by deploy/charmaps.py), MariaDB's or MySQL's where the two
+differ. `text_codec` names the codec a column decodes by, registered here (so `raw.decode(name)`
+works; a rows decoder calls `decoder(name).text` itself, sparing the registry's lookup):
+  - a single-byte charset: its 256 characters;
+  - a multi-byte one: Python's nearest codec, where its text is the server's, else the table
+    walked code by code (connector/binlog/charmaps/decoding.py says when);
+  - utf8mb3, utf8mb4, utf16, utf16le, utf32: Python's UTF codecs (a character's text is its code
+    point); ucs2 one of its own (a pair of surrogates is two characters there).
+Strictly, the text of every value the server stores decodes, and raises UnicodeDecodeError
+where it cannot be exact: bytes no server stores in the charset, a character without a UTF-8
+form (a UTF-16 surrogate: MariaDB's utf8mb3, utf8mb4 and utf32 and both servers' ucs2 store
+them), any value of a collation id with no table. With errors=REPLACE each such byte (such a
+character: all its bytes) is one U+FFFD, and a value of an unknown collation is read as UTF-8;
+the rows decoders report the columns that took it (connector/binlog/rowcodec.py). A code the
+server stores but shows as "?" (unassigned) is "?" here too: that is its text.
 """
 
 from __future__ import annotations
 
 import bisect
 import codecs
+import functools
+from typing import Protocol
+
+from connector.binlog import charmaps
+from connector.binlog.charmaps import Charmap
+from connector.binlog.charmaps.decoding import MultiByte, SingleByte, Ucs2, Unknown
 
 # (first id, last id, charset) runs, sorted by id.
 _COLLATION_RUNS: tuple[tuple[int, int, str], ...] = (
@@ -207,8 +231,8 @@ _RUN_STARTS = [run[0] for run in _COLLATION_RUNS]
 
 BINARY_COLLATION = 63
 
-# MySQL charset name -> Python codec. Charsets Python has no codec for are absent,
-# and their values stay bytes rather than being decoded as something else.
+# MySQL charset name -> Python's nearest codec: what `codec_of` gives to encode text into the
+# charset (connector/schema/types.py). A value's text decodes by the servers' tables (text_codec).
 _CODECS: dict[str, str] = {
     "big5": "big5",
     "latin2": "iso8859_2",
@@ -301,7 +325,9 @@ def charset_of(collation_id: int) -> str | None:
 
 
 def codec_of(collation_id: int) -> str | None:
-    """Python codec for a collation id; None for binary and for ids or charsets unknown."""
+    """Python's nearest codec for a collation id (for encoding text into the charset, as
+    connector/schema/types.py does); None for binary and for ids or charsets unknown. Decoding
+    a value is `text_codec`'s."""
     charset = charset_of(collation_id)
     return None if charset is None else _CODECS.get(charset)
 
@@ -320,3 +346,111 @@ def collation_id_of_charset(charset: str) -> int | None:
         if run_charset == name:
             return first
     return None
+
+
+# -- decoding as the server does -----------------------------------------------------------
+
+UTF8_CHARSETS = frozenset({"utf8mb3", "utf8mb4"})
+# The Unicode charsets: Python's codec of each decodes exactly what the servers store, but for
+# surrogates (which raise, and are replaced) and ucs2's pairs (two characters: `_ucs2`).
+_UNICODE: dict[str, str] = {
+    "utf8mb3": "utf-8", "utf8mb4": "utf-8", "utf16": "utf-16-be", "utf16le": "utf-16-le",
+    "utf32": "utf-32-be", "ucs2": "sluice_ucs2",
+}  # fmt: skip
+UCS2 = _UNICODE["ucs2"]
+# Multi-byte charsets: the Python codec whose text is the server's for the most codes (Python
+# raising on the codes the server shows as "?" aside); `tests/test_charsets.py` measures it.
+_NEAREST: dict[str, str] = {
+    "big5": "big5", "sjis": "shift_jis", "cp932": "cp932", "gbk": "gbk", "gb2312": "gb2312",
+    "euckr": "cp949", "ujis": "euc_jp", "eucjpms": "euc_jp", "gb18030": "gb18030",
+}  # fmt: skip
+UNKNOWN = "sluice_unknown"  # a collation id with no charset known here
+_PREFIX = "sluice_"
+
+
+def flavour(mariadb: bool) -> str:
+    return "mariadb" if mariadb else "mysql"
+
+
+def text_codec(collation_id: int, mariadb: bool) -> str | None:
+    """The codec a character column's values decode by (registered here); None for binary."""
+    if collation_id == BINARY_COLLATION:
+        return None
+    charset = charset_of(collation_id)
+    if charset in _UNICODE:
+        return _UNICODE[charset]
+    if charset is None or charmap(charset, mariadb) is None:
+        return UNKNOWN
+    return f"{_PREFIX}{flavour(mariadb)}_{charset}"
+
+
+def charmap(charset: str, mariadb: bool) -> Charmap | None:
+    """The server's table of a charset: the flavour's, else the other's (a charset one of them
+    lacks, as MariaDB lacks gb18030, is still read as the other reads it)."""
+    ours = flavour(mariadb)
+    return charmaps.load(charset, ours) or charmaps.load(charset, flavour(not mariadb))
+
+
+def single_byte_texts(collation_id: int) -> tuple[str | None, ...] | None:
+    """Each byte's text in a single-byte charset whose table both servers share (None where
+    the server stores no such byte); None for any other charset (MariaDB's ascii stores
+    0x80-0xff as "?", MySQL's none of them: such a column is decoded knowing its server)."""
+    charset = charset_of(collation_id)
+    if charset is None or charset in _UNICODE:
+        return None
+    tables = [charmap(charset, mariadb) for mariadb in (True, False)]
+    if tables[0] is None or tables[0] != tables[1] or tables[0].widths != {1}:
+        return None
+    texts: list[str | None] = [None] * 256
+    for code, text in tables[0].items():
+        texts[code[0]] = "?" if text is None else text
+    return tuple(texts)
+
+
+# -- the codecs' registry ---------------------------------------------------------------------
+
+
+class Decoder(Protocol):
+    """A charset's decoder (connector/binlog/charmaps/decoding.py)."""
+
+    name: str
+    exact_or_raises: str | None  # a Python codec whose text, where it gives one, is this decoder's
+
+    def text(self, data: bytes) -> str:
+        """The exact text, or UnicodeDecodeError."""
+
+    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
+        """A codec's decode."""
+
+
+@functools.cache
+def decoder(codec: str) -> Decoder | None:
+    """The decoder of a codec `text_codec` names, made (and its table read) when first asked
+    for; None for Python's own codecs (utf-8 and the like)."""
+    if codec == UCS2:
+        return Ucs2()
+    if codec == UNKNOWN:
+        return Unknown()
+    flavour_name, _, charset = codec.removeprefix(_PREFIX).partition("_")
+    if not codec.startswith(_PREFIX) or flavour_name not in charmaps.FLAVOURS:
+        return None
+    table = charmap(charset, flavour_name == "mariadb")
+    if table is None:
+        return None
+    if table.widths == {1}:
+        return SingleByte(codec, table)
+    return MultiByte(codec, table, _NEAREST.get(charset))
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    found = decoder(name)
+    if found is None:
+        return None
+
+    def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+        raise UnicodeError(f"{name} only decodes (codec_of names a codec that encodes)")
+
+    return codecs.CodecInfo(encode, found.decode, name=name)  # type: ignore[arg-type]
+
+
+codecs.register(_search)

@@ -16,7 +16,7 @@ from typing import ClassVar
 import zstandard
 
 from connector.binlog import constants as c
-from connector.binlog.charsets import codec_of
+from connector.binlog.charsets import text_codec
 from connector.binlog.events import (
     SIMPLE_DECODERS,
     Event,
@@ -254,8 +254,12 @@ class BinlogParser:
     def _rotate(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         return decode_rotate(r, header, self._post_header_len(c.EventType.ROTATE_EVENT))
 
+    def _mariadb(self) -> bool:
+        """Was the binlog written by MariaDB (its FORMAT_DESCRIPTION's server version says)?"""
+        return self.fde is not None and "mariadb" in self.fde.server_version.lower()
+
     def _table_map(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        mariadb = self.fde is not None and "mariadb" in self.fde.server_version.lower()
+        mariadb = self._mariadb()
         post_header_len = self._post_header_len(c.EventType.TABLE_MAP_EVENT)
         # Every transaction maps its tables again with the same bytes: decode each once.
         key = (r.data[r.pos : r.end], post_header_len, mariadb)
@@ -281,7 +285,7 @@ class BinlogParser:
 
     def _decode_table_map(self, r: Reader, post_header_len: int, mariadb: bool) -> TableMapEvent:
         if self.table_filter is not None:
-            names = table_map_names(Reader(r.data, r.pos, r.end), post_header_len)
+            names = table_map_names(Reader(r.data, r.pos, r.end), post_header_len, mariadb)
             if not self.table_filter(names.schema, names.table):
                 r.pos = r.end
                 return names
@@ -299,7 +303,7 @@ class BinlogParser:
                            self.raw_rows)  # fmt: skip
 
     def _query(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        return decode_query(r, header, self._post_header_len(c.EventType.QUERY_EVENT))
+        return decode_query(r, header, self._post_header_len(c.EventType.QUERY_EVENT), self._mariadb())
 
     def _payload(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         return self._decode_payload(r, pos)
@@ -381,7 +385,8 @@ class BinlogParser:
 # -- QUERY_EVENT ------------------------------------------------------------------------
 
 
-def decode_query(r: Reader, header: EventHeader, post_header_len: int) -> QueryEvent:
+def decode_query(r: Reader, header: EventHeader, post_header_len: int, mariadb: bool = False) -> QueryEvent:
+    """`mariadb`: written by MariaDB, whose charsets the statement's text decodes by."""
     thread_id = r.u32("thread id")
     exec_time = r.u32("exec time")
     schema_len = r.u8("schema length")
@@ -393,7 +398,9 @@ def decode_query(r: Reader, header: EventHeader, post_header_len: int) -> QueryE
     raw = r.rest()
     if header.type_code == c.EventType.QUERY_COMPRESSED_EVENT:
         raw = uncompress_mariadb(raw)
-    codec = codec_of(status.charset_client) if status.charset_client is not None else None
+    # The text is in the client's charset, as the server has it; bytes that are not exact in it
+    # (a binary literal's, say) are shown as \xNN escapes.
+    codec = text_codec(status.charset_client, mariadb) if status.charset_client is not None else None
     query = raw.decode(codec or "utf-8", "backslashreplace")
     return QueryEvent(thread_id, exec_time, error_code, schema, query, status)
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from connector.binlog import jsonb, values
-from connector.binlog.charsets import BINARY_COLLATION, codec_of
+from connector.binlog.charmaps.decoding import REPLACE
+from connector.binlog.charsets import BINARY_COLLATION, decoder, text_codec
 from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
@@ -23,6 +24,8 @@ Row = tuple[Any, ...]
 # (before image, after image); None where the operation has no such image.
 RowChange = tuple[Row | None, Row | None]
 RowsDecoder = Callable[[bytes, int, int], list[RowChange]]
+# A lenient decoder's rows, and the column index of each text value it decoded with a replacement.
+LenientDecoder = Callable[[bytes, int, int], tuple[list[RowChange], tuple[int, ...]]]
 
 # Fixed-width types that one struct format character decodes to the final value.
 _STRUCT_CHAR: dict[int, str] = {
@@ -45,6 +48,16 @@ def _text_or_bytes(raw: bytes) -> str | bytes:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw
+
+
+def _lenient_text(raw: bytes, codec: str, index: int, replaced: list[int]) -> str:
+    """A text value in a lenient decoder: exact if it can be, else with the replacement
+    (connector/binlog/charsets.py), its column noted."""
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        replaced.append(index)
+        return raw.decode(codec, REPLACE)
 
 
 def _typed_array(raw: object) -> None:
@@ -73,6 +86,7 @@ _HELPERS: dict[str, object] = {
     "_diffs": jsonb.parse_diffs,
     "_jtree": jsonb.parse,
     "_tob": _text_or_bytes,
+    "_lt": _lenient_text,
     "_typed_array": _typed_array,
     "_ifb": int.from_bytes,
     "_unz": values.decompress_column,
@@ -96,10 +110,12 @@ def reads_typed(col: ColumnMeta) -> bool:
 class _Gen:
     """Accumulates generated source lines and the constants they refer to."""
 
-    def __init__(self, typed: bool = False) -> None:
+    def __init__(self, typed: bool = False, mariadb: bool = False, lenient: bool = False) -> None:
         self.lines: list[str] = []
         self.consts: dict[str, object] = {}
         self.typed = typed
+        self.mariadb = mariadb  # the server that wrote the binlog: text decodes as its charsets do
+        self.lenient = lenient  # text that is not exact takes the replacement (noted) instead of raising
 
     def const(self, value: object) -> str:
         name = f"_k{len(self.consts)}"
@@ -124,10 +140,17 @@ def length_prefix(col: ColumnMeta) -> int:
 def _text_expr(gen: _Gen, col: ColumnMeta, raw: str) -> str:
     if col.collation is None:
         return f"_tob({raw})"
-    if col.collation == BINARY_COLLATION:
+    codec = text_codec(col.collation, gen.mariadb)
+    if codec is None:  # binary
         return raw
-    codec = codec_of(col.collation)
-    return f"{raw}.decode({codec!r})" if codec else raw
+    if gen.lenient:
+        return f"_lt({raw}, {codec!r}, {col.index}, replaced)"
+    own = decoder(codec)  # a server's table: called as it is, without the codec registry's lookup
+    if own is None:
+        return f"{raw}.decode({codec!r})"
+    if own.exact_or_raises is not None:  # where it raises, the lenient decoder reads the table
+        return f"{raw}.decode({own.exact_or_raises!r})"
+    return f"{gen.const(own.text)}({raw})"
 
 
 def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
@@ -323,12 +346,40 @@ def build_rows_decoder(
 ) -> RowsDecoder:
     """Compile the decoder of every row of one rows event shape for this table.
 
-    `typed`: TYPED_TYPES columns as numbers (what the Avro path writes), not text."""
-    gen = _Gen(typed)
+    `typed`: TYPED_TYPES columns as numbers (what the Avro path writes), not text. A text value
+    that is not exact raises UnicodeDecodeError (`build_lenient_decoder` decodes it then)."""
+    gen = _Gen(typed, table.mariadb)
+    _rows_function(gen, table, kind, present, present_after, partial)
+    gen.emit(1, "return out")
+    decoder: RowsDecoder = _compile(gen, f"{table.schema}.{table.table}")
+    return decoder
+
+
+def build_lenient_decoder(
+    table: TableMapEvent, kind: RowsKind, present: tuple[int, ...], present_after: tuple[int, ...],
+    partial: bool = False, typed: bool = False,
+) -> LenientDecoder:  # fmt: skip
+    """`build_rows_decoder`'s decoder, but a text value that is not exact takes the replacement
+    (connector/binlog/charsets.py) instead of raising: it returns the rows, and the column index
+    of each value that took it."""
+    gen = _Gen(typed, table.mariadb, lenient=True)
+    _rows_function(gen, table, kind, present, present_after, partial)
+    gen.emit(1, "return out, tuple(replaced)")
+    decoder: LenientDecoder = _compile(gen, f"{table.schema}.{table.table} (lenient)")
+    return decoder
+
+
+def _rows_function(
+    gen: _Gen, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...], present_after: tuple[int, ...],
+    partial: bool,
+) -> None:  # fmt: skip
+    """The decoder's source up to its return."""
     before = [table.columns[i] for i in present]
     after = [table.columns[i] for i in present_after]
     gen.emit(0, "def decode_rows(b, p, end):")
     gen.emit(1, "out = []")
+    if gen.lenient:
+        gen.emit(1, "replaced = []")
     gen.emit(1, "while p < end:")
     gen.emit(2, "start = p")
     if kind == RowsKind.UPDATE:
@@ -346,8 +397,6 @@ def build_rows_decoder(
     # A row image with no columns reads no bytes: without this the loop never ends.
     gen.emit(2, "if p == start:")
     gen.emit(3, "raise _fe(f'row at {p} is empty: no column in either image')")
-    gen.emit(1, "return out")
-    return _compile(gen, f"{table.schema}.{table.table}")
 
 
 def _partial_header(gen: _Gen, table: TableMapEvent, partial: bool) -> None:
@@ -362,11 +411,11 @@ def _partial_header(gen: _Gen, table: TableMapEvent, partial: bool) -> None:
     gen.emit(3, f"pb = _ifb(b[p:p + {width}], 'little'); p += {width}")
 
 
-def _compile(gen: _Gen, label: str) -> RowsDecoder:
+def _compile(gen: _Gen, label: str) -> Any:
     source = "\n".join(gen.lines)
     namespace: dict[str, Any] = {**_HELPERS, **gen.consts}
     exec(compile(source, f"<rows decoder {label}>", "exec"), namespace)  # noqa: S102
-    decoder: RowsDecoder = namespace["decode_rows"]
+    decoder = namespace["decode_rows"]
     decoder.__doc__ = source  # kept for debugging: `print(decoder.__doc__)`
     return decoder
 

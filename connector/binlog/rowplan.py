@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from connector.binlog.charsets import BINARY_COLLATION, codec_of, max_char_len
+from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, single_byte_texts
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
@@ -138,26 +138,21 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
     if collation == BINARY_COLLATION:
         pad = meta.meta if meta.real_type == T.MYSQL_TYPE_STRING else 0  # BINARY(n) is logged unpadded
         return OP_BYTES, 0, prefix, pad
-    if codec_of(collation) == "utf-8":
+    if charset_of(collation) in UTF8_CHARSETS:  # strict UTF-8, as the rows decoder's 'utf-8'
         return OP_UTF8, 0, prefix, 0
     table = single_byte_table(collation)
     return None if table is None else (OP_TEXT8, 0, prefix, strings.add(table))
 
 
 def single_byte_table(collation: int) -> list[bytes] | None:
-    """A single-byte charset's character of each byte as UTF-8, decoded by the codec the rows
-    decoder uses (b"" where it raises); None for charsets of wider characters."""
-    codec = codec_of(collation)
-    if codec is None or max_char_len(collation) != 1:
+    """A single-byte charset's text of each byte as UTF-8, from the servers' own table (the one
+    the rows decoder reads: connector/binlog/charsets.py); b"" where the server stores no such
+    byte (the compiled code declines it, and the Python path replaces it). None for charsets of
+    wider characters, and where MariaDB's table and MySQL's differ."""
+    texts = single_byte_texts(collation)
+    if texts is None:
         return None
-    table = []
-    for byte in range(256):
-        try:
-            char = bytes([byte]).decode(codec)
-        except UnicodeDecodeError:
-            char = ""
-        table.append(char.encode("utf-8", "surrogatepass") if len(char) == 1 else b"")
-    return table
+    return [b"" if text is None else text.encode("utf-8") for text in texts]
 
 
 def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:

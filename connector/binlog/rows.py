@@ -13,7 +13,7 @@ from connector.binlog import jsonb
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.constants import EventType as E
 from connector.binlog.reader import Reader
-from connector.binlog.rowcodec import RowChange, RowsDecoder, build_rows_decoder
+from connector.binlog.rowcodec import LenientDecoder, RowChange, RowsDecoder, build_lenient_decoder, build_rows_decoder
 from connector.binlog.rowplan import walk_layout
 from connector.binlog.tablemap import TableMapEvent
 from connector.binlog.values import NotTyped
@@ -67,6 +67,9 @@ class RowsEvent(NamedTuple):  # a tuple, as Event: made per rows event, a frozen
     # bytes: the compiled transcoder (connector/avro/transcode.py) reads those instead.
     deferred: Callable[[], tuple[RowChange, ...] | None] | None = None
     raw: bytes = b""
+    # The column index of each text value not exact in its charset, decoded with the replacement
+    # (connector/binlog/charsets.py): what the stream reports (connector/stream.py).
+    replaced: tuple[int, ...] = ()
 
     def typed_images(self) -> tuple[RowChange, ...] | None:
         """The typed images; None where a value has no typed form (or none were asked for)."""
@@ -100,6 +103,7 @@ class RowsDecoderCache:
         self._decoders: dict[tuple[Any, ...], RowsDecoder] = {}
         self._by_identity: dict[tuple[Any, ...], tuple[TableMapEvent, RowsDecoder]] = {}
         self._layouts: dict[int, tuple[TableMapEvent, bytes | None]] = {}
+        self._lenient: dict[tuple[Any, ...], LenientDecoder] = {}
 
     def get(
         self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
@@ -112,7 +116,7 @@ class RowsDecoderCache:
         if hit is not None and hit[0] is table:
             return hit[1]
         # The columns are part of the key: a schema history may name or label the same bytes.
-        key = (table.raw, table.columns, kind, present, present_after, partial, typed)
+        key = (table.raw, table.columns, table.mariadb, kind, present, present_after, partial, typed)
         decoder = self._decoders.get(key)
         if decoder is None:
             if len(self._decoders) >= self._limit:
@@ -122,6 +126,27 @@ class RowsDecoderCache:
         if len(self._by_identity) >= self._limit:
             self._by_identity.clear()
         self._by_identity[fast] = (table, decoder)
+        return decoder
+
+    def decode(self, body: bytes, *shape: Any) -> tuple[list[RowChange], tuple[int, ...]]:
+        """The rows of `body` by `get(*shape)`'s decoder; where a text value is not exact, again
+        by the lenient one: with the column index of each value that took the replacement."""
+        try:
+            return self.get(*shape)(body, 0, len(body)), ()
+        except UnicodeDecodeError:
+            return self.lenient(*shape)(body, 0, len(body))
+
+    def lenient(
+        self, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...],
+        present_after: tuple[int, ...], partial: bool, typed: bool = False,
+    ) -> LenientDecoder:  # fmt: skip
+        """rowcodec.build_lenient_decoder's decoder (made rarely: only for events with such text)."""
+        key = (table.raw, table.columns, table.mariadb, kind, present, present_after, partial, typed)
+        decoder = self._lenient.get(key)
+        if decoder is None:
+            if len(self._lenient) >= self._limit:
+                self._lenient.clear()
+            decoder = self._lenient[key] = build_lenient_decoder(table, kind, present, present_after, partial, typed)
         return decoder
 
     def layout(self, table: TableMapEvent) -> bytes | None:
@@ -180,25 +205,25 @@ def decode_rows(
         later = _deferred(kind, type_code, header, table, present, present_after, body, cache)
         if later is not None:
             return later
-    decoder = cache.get(table, kind, present, present_after, partial)
     if typed and not partial:
         try:
-            numbers = tuple(cache.get(table, kind, present, present_after, False, True)(body, 0, len(body)))
+            numbers, replaced = cache.decode(body, table, kind, present, present_after, False, True)
         except NotTyped:
             pass  # a value whose number could differ from its text's: the text it is
         else:
             # The text images only if someone reads them (flat messages, a fallback).
-            lazy = Lazy(lambda: tuple(decoder(body, 0, len(body))), len(numbers))
+            shape = (table, kind, present, present_after, False)
+            lazy = Lazy(lambda: tuple(cache.decode(body, *shape)[0]), len(numbers))
             return RowsEvent(
                 kind, type_code, header.table_id, header.flags, header.extra_data, table,
-                present, present_after, lazy, True, numbers,
+                present, present_after, lazy, True, tuple(numbers), replaced=replaced,
             )  # fmt: skip
-    rows = decoder(body, 0, len(body))
+    rows, replaced = cache.decode(body, table, kind, present, present_after, partial)
     if partial:
         rows = [_resolve_partial(table, present, present_after, row) for row in rows]
     return RowsEvent(
         kind, type_code, header.table_id, header.flags, header.extra_data, table,
-        present, present_after, tuple(rows),
+        present, present_after, tuple(rows), replaced=replaced,
     )  # fmt: skip
 
 
@@ -241,12 +266,12 @@ class _Images:
         self._typed: tuple[tuple[RowChange, ...] | None] | None = None
 
     def text(self) -> tuple[RowChange, ...]:
-        return tuple(self._cache.get(*self._args)(self._body, 0, len(self._body)))
+        return tuple(self._cache.decode(self._body, *self._args)[0])
 
     def typed(self) -> tuple[RowChange, ...] | None:
         if self._typed is None:
             try:
-                self._typed = (tuple(self._cache.get(*self._args, True)(self._body, 0, len(self._body))),)
+                self._typed = (tuple(self._cache.decode(self._body, *self._args, True)[0]),)
             except NotTyped:
                 self._typed = (None,)  # a value whose number could differ from its text's: the text it is
         return self._typed[0]

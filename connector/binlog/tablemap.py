@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from connector.binlog.charsets import codec_of
+from connector.binlog.charmaps.decoding import REPLACE
+from connector.binlog.charsets import text_codec
 from connector.binlog.constants import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
@@ -61,6 +62,7 @@ class TableMapEvent:
     primary_key_prefixes: tuple[tuple[int, int], ...] = ()
     has_optional_metadata: bool = False
     raw: bytes = field(default=b"", repr=False, compare=False)  # body, the cache key of row codecs
+    mariadb: bool = False  # written by MariaDB: its text decodes as MariaDB's charsets (connector/binlog/charsets.py)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -157,21 +159,21 @@ def year_is_signed(server_version: str, mariadb: bool) -> bool:
     return numbers >= MYSQL_YEAR_SIGNED_SINCE
 
 
-def table_map_names(r: Reader, post_header_len: int) -> TableMapEvent:
+def table_map_names(r: Reader, post_header_len: int, mariadb: bool = False) -> TableMapEvent:
     """Only the table id, flags and names: enough to tell whether a table is captured."""
     start = r.pos
     table_id = r.uint(4 if post_header_len == 6 else 6, "table id")
     flags = r.u16("table map flags")
     schema = r.cstring(r.u8("schema length"), "schema").decode("utf-8", "backslashreplace")
     table = r.cstring(r.u8("table length"), "table").decode("utf-8", "backslashreplace")
-    return TableMapEvent(table_id, flags, schema, table, (), raw=r.data[start : r.end])
+    return TableMapEvent(table_id, flags, schema, table, (), raw=r.data[start : r.end], mariadb=mariadb)
 
 
 def decode_table_map(
     r: Reader, post_header_len: int, mariadb: bool = False, year_signed: bool | None = None
 ) -> TableMapEvent:
     start = r.pos
-    head = table_map_names(r, post_header_len)
+    head = table_map_names(r, post_header_len, mariadb)
     table_id, flags, schema, table = head.table_id, head.flags, head.schema, head.table
     count = r.count("column count")
     types = r.take(count, "column types")
@@ -194,8 +196,8 @@ def decode_table_map(
     character = MARIADB_CHARACTER_TYPES if mariadb else CHARACTER_TYPES
     optional = _decode_optional(r, columns, numeric, character) if r.remaining() else _Optional()
     return TableMapEvent(
-        table_id, flags, schema, table, tuple(optional.apply(columns)),
-        optional.primary_key, optional.pk_prefixes, optional.present, r.data[start : r.end],
+        table_id, flags, schema, table, tuple(optional.apply(columns, mariadb)),
+        optional.primary_key, optional.pk_prefixes, optional.present, r.data[start : r.end], mariadb,
     )  # fmt: skip
 
 
@@ -218,7 +220,7 @@ class _Optional:
     visibility: list[bool] | None = None
     dimensions: list[int] = field(default_factory=list)
 
-    def apply(self, columns: list[ColumnMeta]) -> list[ColumnMeta]:
+    def apply(self, columns: list[ColumnMeta], mariadb: bool) -> list[ColumnMeta]:
         numeric = iter(self.unsigned or ())
         enums, sets = iter(self.enum_values), iter(self.set_values)
         geoms, dims = iter(self.geometry), iter(self.dimensions)
@@ -231,9 +233,9 @@ class _Optional:
             if kind in self.numeric and col.element_type is None:
                 updates["unsigned"] = next(numeric, False)
             if kind == T.MYSQL_TYPE_ENUM:
-                updates["enum_values"] = _labels(next(enums, None), self.charsets.get(col.index))
+                updates["enum_values"] = _labels(next(enums, None), self.charsets.get(col.index), mariadb)
             if kind == T.MYSQL_TYPE_SET:
-                updates["set_values"] = _labels(next(sets, None), self.charsets.get(col.index))
+                updates["set_values"] = _labels(next(sets, None), self.charsets.get(col.index), mariadb)
             if kind == T.MYSQL_TYPE_GEOMETRY:
                 updates["geometry_type"] = next(geoms, None)
             if kind == T.MYSQL_TYPE_VECTOR:
@@ -244,12 +246,13 @@ class _Optional:
         return out
 
 
-def _labels(raw: tuple[bytes, ...] | None, collation: int | None) -> tuple[str, ...] | None:
-    """ENUM/SET labels in their column's charset (latin1 labels are not UTF-8)."""
+def _labels(raw: tuple[bytes, ...] | None, collation: int | None, mariadb: bool) -> tuple[str, ...] | None:
+    """ENUM/SET labels in their column's charset as the server has it (latin1 labels are not
+    UTF-8); bytes that are not exact take the replacement that values take."""
     if raw is None:
         return None
-    codec = (codec_of(collation) if collation is not None else None) or "utf-8"
-    return tuple(label.decode(codec, "backslashreplace") for label in raw)
+    codec = (text_codec(collation, mariadb) if collation is not None else None) or "utf-8"
+    return tuple(label.decode(codec, REPLACE) for label in raw)
 
 
 def _replace(col: ColumnMeta, updates: dict[str, object]) -> ColumnMeta:

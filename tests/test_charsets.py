@@ -1,0 +1,446 @@
+"""Text decoded as the servers have it (connector/binlog/charsets.py), from their own tables.
+
+Every code of every table decodes to the table's text, on both paths of a multi-byte charset
+(Python's nearest codec, and the table walked); bytes no server stores, characters without a
+UTF-8 form and collations with no table take the documented replacement, and the rows decoders
+report the columns that took it instead of raising; the compiled TEXT8 operation gives every
+byte of every single-byte charset the Python path's text; the files read back as written."""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+import struct
+from importlib import resources
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.avro.binary import varint
+from connector.binlog import charmaps
+from connector.binlog.charmaps import Charmap, Run, block_codes, blocks_of, parse, render, runs_of
+from connector.binlog.charmaps.decoding import REPLACE, MultiByte
+from connector.binlog.charsets import (
+    BINARY_COLLATION,
+    charset_of,
+    collation_id_of_charset,
+    decoder,
+    flavour,
+    single_byte_texts,
+    text_codec,
+)
+from connector.binlog.constants import ColumnType as T
+from connector.binlog.constants import EventType, RowsKind
+from connector.binlog.events import EventHeader
+from connector.binlog.parser import decode_query
+from connector.binlog.reader import Reader
+from connector.binlog.rowplan import KINDS, json_program, single_byte_table
+from connector.binlog.rows import RowsDecoderCache
+from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
+from connector.errors import FormatError
+from connector.flat import table_shape
+from connector.native import transcoder
+
+FILES = charmaps.shipped()
+# (charset, MariaDB's table?) of every table shipped: both servers' where one file serves both.
+TABLES = sorted(
+    {(name.split(".")[0], mariadb) for name in FILES for mariadb in (True, False)
+     if name.count(".") == 1 or name.split(".")[1] == flavour(mariadb)}
+)  # fmt: skip
+
+
+def _codec(charset: str, mariadb: bool) -> str:
+    collation = collation_id_of_charset(charset)
+    assert collation is not None
+    codec = text_codec(collation, mariadb)
+    assert codec is not None
+    return codec
+
+
+def _codes(charset: str, mariadb: bool) -> tuple[list[bytes], list[str]]:
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    pairs = list(table.items())
+    return [code for code, _ in pairs], ["?" if text is None else text for _, text in pairs]
+
+
+# -- every code of every table ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("charset", "mariadb"), TABLES, ids=[f"{c}-{flavour(m)}" for c, m in TABLES])
+def test_every_code_decodes_to_its_table_text(charset: str, mariadb: bool) -> None:
+    codes, texts = _codes(charset, mariadb)
+    codec = _codec(charset, mariadb)
+    ours = decoder(codec)
+    assert ours is not None
+    # All of them one after another, and a sample shuffled among ASCII: the codes in context.
+    assert ours.text(b"".join(codes)) == "".join(texts)
+    picked = random.Random(charset).sample(range(len(codes)), min(len(codes), 3000))
+    mixed = [(codes[i], texts[i]) for i in picked] + [(b"a", "a"), (b" ", " ")] * 50
+    random.Random(1).shuffle(mixed)
+    assert b"".join(c for c, _ in mixed).decode(codec) == "".join(t for _, t in mixed)
+    if isinstance(ours, MultiByte):  # the table walked too, not only where Python's codec gives up
+        assert ours.walk(b"".join(codes), "strict") == "".join(texts)
+        assert ours.walk(b"".join(c for c, _ in mixed), "strict") == "".join(t for _, t in mixed)
+    if len(codes) < 30_000:
+        assert [code.decode(codec) for code in codes] == texts
+
+
+@pytest.mark.parametrize(("charset", "mariadb"), TABLES, ids=[f"{c}-{flavour(m)}" for c, m in TABLES])
+def test_no_code_begins_another(charset: str, mariadb: bool) -> None:
+    """The walk reads the one code that starts at a byte, and Python's codec is taken only where
+    it reads the same units: both hold because no code is the beginning of a longer one."""
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    prefixes = {code[:k] for block, _ in table.blocks for code in _corners(block) for k in range(1, len(block))}
+    shorter = [block for block, _ in table.blocks if len(block) < max(table.widths)]
+    assert not any(charmaps.place_of(block, prefix) is not None for block in shorter for prefix in prefixes)
+
+
+def _corners(block: charmaps.Block) -> list[bytes]:
+    """A few codes of each first byte of a block (the prefixes that matter are its first bytes')."""
+    return [bytes((first, *(values[k % len(values)] for values in block[1:]))) for first in block[0] for k in (0, -1)]
+
+
+def test_where_python_s_codec_reads_otherwise_the_table_decides() -> None:
+    sjis = _codec("sjis", False)
+    assert b"\x81\x5f".decode("shift_jis") == "\uff3c" and b"\x81\x5f".decode(sjis) == "\\"
+    assert b"a\x81\x5fb\x82\xa0".decode(sjis) == "a\\bあ"
+    euckr = _codec("euckr", True)  # Hangul beyond KS X 1001: the server's euckr is CP949
+    with pytest.raises(UnicodeDecodeError):
+        b"\x81\x41".decode("euc_kr")
+    assert b"\x81\x41".decode(euckr) == "갂"
+    big5 = _codec("big5", False)  # ETEN's extension (CP950) ...
+    assert b"\xf9\xd6".decode(big5) == "碁"
+    assert b"\xa1\x5a".decode(big5) == "\ufffd"  # ... and the server's own U+FFFD, which Python reads as "╴"
+    gbk = _codec("gbk", True)  # a code the server stores but shows as "?"
+    assert b"\xa1\x40".decode(gbk) == "?"
+    cp932 = _codec("cp932", False)  # bytes Python's cp932 reads alone and no server stores
+    with pytest.raises(UnicodeDecodeError):
+        b"a\x80".decode(cp932)
+
+
+def test_the_fast_path_is_the_common_path() -> None:
+    """Python's nearest codec reads all but a few codes as the server does: the table is walked
+    for those few, and for text whose characters a server does not store."""
+    for charset, mariadb in TABLES:
+        ours = decoder(_codec(charset, mariadb))
+        if isinstance(ours, MultiByte):
+            odd = ours.odd_codes.pattern.split(b"|") if ours.odd_codes is not None else []
+            assert len(odd) <= 8 and all(max(code) >= 0x80 for code in odd), (charset, odd)
+
+
+MULTI_BYTE = [(c, m) for c, m in TABLES if isinstance(decoder(_codec(c, m)), MultiByte)]
+
+
+@functools.cache
+def _python_reads_otherwise(charset: str, mariadb: bool) -> list[bytes]:
+    """Codes of up to three bytes Python's nearest codec reads as another text than the table's,
+    or reads at all where the table has no code: found here by trying each, not as the decoder finds them."""
+    ours = decoder(_codec(charset, mariadb))
+    table = charmaps.load(charset, flavour(mariadb))
+    assert isinstance(ours, MultiByte) and ours.nearest is not None and table is not None
+    odd = []
+    for block, runs in table.blocks:
+        if len(block) <= 3:
+            texts = (charmaps.text_of(run, k) for run in runs for k in range(run.count))
+            odd += [code for code, text in zip(block_codes(block), texts) if _python(code, ours.nearest) not in
+                    (None, "?" if text is None else text)]  # fmt: skip
+    alone = [bytes([b]) for b in range(256)]
+    return odd + [byte for byte in alone if _python(byte, ours.nearest) and not ours.text_at(byte, 0)]
+
+
+def _python(code: bytes, codec: str) -> str | None:
+    try:
+        return code.decode(codec)
+    except UnicodeDecodeError:
+        return None
+
+
+@st.composite
+def _mixtures(draw: st.DrawFn) -> tuple[str, bool, bytes]:
+    """A multi-byte charset's codes (those Python reads otherwise among them) with any bytes between."""
+    charset, mariadb = draw(st.sampled_from(MULTI_BYTE))
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    blocks = [block for block, _ in table.blocks]
+    pieces = st.one_of(
+        st.builds(charmaps.code_at, st.sampled_from(blocks), st.integers(0, 10**7)),
+        st.sampled_from(_python_reads_otherwise(charset, mariadb) or [b"a"]),
+        st.binary(min_size=1, max_size=3),
+    )
+    return charset, mariadb, b"".join(draw(st.lists(pieces, max_size=12)))
+
+
+@given(_mixtures())
+@settings(max_examples=500, deadline=None)
+def test_python_s_codec_and_the_walk_never_disagree(case: tuple[str, bool, bytes]) -> None:
+    """Whatever the bytes, the text is the table walk's: Python's codec is taken only where it
+    reads them the same; strictly each raises on the same bytes, and leniently nothing raises."""
+    charset, mariadb, raw = case
+    ours = decoder(_codec(charset, mariadb))
+    assert isinstance(ours, MultiByte)
+    try:
+        walked: str | None = ours.walk(raw, "strict")
+    except UnicodeDecodeError:
+        walked = None
+    try:
+        text: str | None = ours.text(raw)
+    except UnicodeDecodeError:
+        text = None
+    assert text == walked
+    assert raw.decode(_codec(charset, mariadb), REPLACE) == ours.walk(raw, REPLACE)
+
+
+# -- what no server stores ------------------------------------------------------------------
+
+ILL_FORMED = [
+    ("gbk", b"A\x80B", "A\ufffdB"),
+    ("gbk", b"A\x81 B", "A\ufffd B"),  # a lead byte, then a byte no code has second
+    ("sjis", b"\x81\x20\x82", "\ufffd \ufffd"),  # and a lead byte at the end
+    ("euckr", b"\xff\xff", "\ufffd\ufffd"),
+    ("big5", b"\xa1\x30", "\ufffd0"),
+    ("ujis", b"x\x8f\xa1", "x\ufffd\ufffd"),  # three-byte code cut short
+    ("gb2312", b"\xa1\xa1\xf8\xa1", "\u3000\ufffd\ufffd"),
+]
+
+
+@pytest.mark.parametrize(("charset", "raw", "replaced"), ILL_FORMED)
+def test_bytes_no_server_stores_raise_strictly_and_take_u_fffd_each(charset: str, raw: bytes, replaced: str) -> None:
+    for mariadb in (True, False):
+        codec = _codec(charset, mariadb)
+        with pytest.raises(UnicodeDecodeError):
+            raw.decode(codec)
+        assert raw.decode(codec, REPLACE) == replaced
+
+
+def test_ascii_is_each_server_s() -> None:
+    """MariaDB's ascii stores 0x80-0xff and shows them as "?"; MySQL's stores none of them."""
+    assert b"a\x80".decode(_codec("ascii", True)) == "a?"
+    assert b"a\x80".decode(_codec("ascii", False), REPLACE) == "a\ufffd"
+    assert single_byte_texts(collation_id_of_charset("ascii") or 0) is None  # so no compiled table
+
+
+UNICODE_CASES = [
+    # (charset, MariaDB?, bytes, strict text or None where it raises, text with REPLACE)
+    ("utf8mb4", True, b"a\xed\xa0\x80b", None, "a\ufffdb"),  # a surrogate MariaDB stores: one U+FFFD
+    ("utf8mb3", True, b"\xed\xbf\xbf", None, "\ufffd"),
+    ("utf8mb4", False, b"\xf0\x9f\x92\xbe", "💾", "💾"),
+    ("utf8mb4", False, b"\xc0\x80", None, "\ufffd\ufffd"),  # overlong: Python's U+FFFD per maximal subpart
+    ("ucs2", False, b"\x00A\xd8\x00\xdc\x00", None, "A\ufffd\ufffd"),  # both servers store these: unpaired
+    ("ucs2", True, b"\xff\xff\x00a", "\uffffa", "\uffffa"),
+    ("ucs2", True, b"\x00a\x00", None, "a\ufffd"),
+    ("utf16", False, b"\xd8\x00\xdc\x00", "\U00010000", "\U00010000"),
+    ("utf16", False, b"\xd8\x00\x00a", None, "\ufffda"),
+    ("utf16le", False, b"\x00\xd8\x00\xdc", "\U00010000", "\U00010000"),
+    ("utf32", True, b"\x00\x00\xd8\x00\x00\x00\x00a", None, "\ufffda"),  # MariaDB stores surrogates
+    ("utf32", False, b"\x00\x10\xff\xff\x00\x11\x00\x00", None, "\U0010ffff\ufffd"),
+]
+
+
+@pytest.mark.parametrize(("charset", "mariadb", "raw", "strict", "lenient"), UNICODE_CASES)
+def test_unicode_charsets(charset: str, mariadb: bool, raw: bytes, strict: str | None, lenient: str) -> None:
+    codec = _codec(charset, mariadb)
+    if strict is None:
+        with pytest.raises(UnicodeDecodeError):
+            raw.decode(codec)
+    else:
+        assert raw.decode(codec) == strict
+    assert raw.decode(codec, REPLACE) == lenient
+
+
+def test_every_charset_of_a_known_collation_id_has_its_table() -> None:
+    for collation in range(4096):
+        for mariadb in (True, False):
+            codec = text_codec(collation, mariadb)
+            if charset_of(collation) is not None and collation != BINARY_COLLATION:
+                assert codec not in (None, text_codec(2000, mariadb)), collation
+                assert codec is not None and (decoder(codec) is not None or codec.startswith("utf-"))
+
+
+def test_a_collation_with_no_table_is_read_as_utf8_and_never_exact() -> None:
+    codec = text_codec(2000, False)  # an id no server had when the tables were made
+    assert codec is not None and text_codec(BINARY_COLLATION, False) is None
+    assert b"".decode(codec) == ""
+    with pytest.raises(UnicodeDecodeError):
+        b"abc".decode(codec)
+    assert b"ab\xffc".decode(codec, REPLACE) == "ab\ufffdc"
+
+
+# -- the rows decoders ----------------------------------------------------------------------
+
+
+def _varchar(index: int, collation: int | None) -> ColumnMeta:
+    return ColumnMeta(index, T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VARCHAR, 100, True, collation=collation)
+
+
+def _image(*values: bytes) -> bytes:
+    return b"\x00" + b"".join(bytes([len(v)]) + v for v in values)
+
+
+def test_rows_decoders_replace_and_report_instead_of_raising() -> None:
+    columns = (_varchar(0, 45), _varchar(1, collation_id_of_charset("gbk")), _varchar(2, 2000),
+               _varchar(3, collation_id_of_charset("sjis")))  # fmt: skip
+    table = TableMapEvent(1, 0, "db", "t", columns, raw=b"t", mariadb=True)
+    good = _image("é".encode(), "中".encode("gbk"), b"", b"\x81\x5f")
+    bad = _image(b"\xed\xa0\x80", b"\x80", b"x", b"\x81\x5f")
+    cache, shape = RowsDecoderCache(), (table, RowsKind.WRITE, (0, 1, 2, 3), (), False)
+    assert cache.decode(good, *shape) == ([(None, ("é", "中", "", "\\"))], ())
+    with pytest.raises(UnicodeDecodeError):
+        cache.get(*shape)(good + bad, 0, len(good + bad))
+    rows, replaced = cache.decode(good + bad + bad, *shape)
+    assert rows[1] == rows[2] == (None, ("\ufffd", "\ufffd", "x", "\\"))
+    assert sorted(replaced) == [0, 0, 1, 1, 2, 2]  # each value that took it: its column
+
+
+def test_codes_python_refuses_but_the_server_stores_are_exact_not_replaced() -> None:
+    """gbk's rows decoder calls Python's gbk inline (its text, where it has one, is the server's);
+    a code Python refuses and the server shows as "?" is read from the table: not a replacement."""
+    gbk = collation_id_of_charset("gbk")
+    table = TableMapEvent(1, 0, "db", "t", (_varchar(0, gbk), _varchar(1, gbk)), raw=b"t", mariadb=False)
+    cache, shape = RowsDecoderCache(), (table, RowsKind.WRITE, (0, 1), (), False)
+    assert "decode('gbk')" in (cache.get(*shape).__doc__ or "")
+    body = _image("中".encode("gbk"), b"a\xa1\x40") + _image(b"\x80", b"b")
+    rows, replaced = cache.decode(body, *shape)
+    assert rows == [(None, ("中", "a?")), (None, ("\ufffd", "b"))] and replaced == (0,)
+
+
+def test_mysql_and_mariadb_tables_each_decode_their_own_rows() -> None:
+    """ujis 0x8ea0: MySQL stores it (and shows it as "??"); MariaDB stores no such code."""
+    for mariadb, expected, replaced in ((False, "??", ()), (True, "\ufffd\ufffd", (0,))):
+        table = TableMapEvent(1, 0, "db", "t", (_varchar(0, collation_id_of_charset("ujis")),), raw=b"t",
+                              mariadb=mariadb)  # fmt: skip
+        rows, got = RowsDecoderCache().decode(_image(b"\x8e\xa0"), table, RowsKind.WRITE, (0,), (), False)
+        assert rows == [(None, (expected,))] and got == replaced
+
+
+def _single_byte_collations() -> list[tuple[str, int]]:
+    out = []
+    for charset, mariadb in TABLES:
+        collation = collation_id_of_charset(charset)
+        if not mariadb and collation is not None and single_byte_texts(collation) is not None:
+            out.append((charset, collation))
+    return out
+
+
+@pytest.mark.parametrize(("charset", "collation"), _single_byte_collations())
+def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collation: int) -> None:
+    assert transcoder is not None
+    texts = single_byte_texts(collation)
+    assert texts is not None and None not in texts  # every single-byte charset both share stores every byte
+    columns = (_varchar(0, collation),)
+    program = json_program(columns)
+    assert program is not None and single_byte_table(collation) is not None
+    body = b"".join(_image(bytes([byte])) for byte in range(256)) + _image(bytes(range(256))[:100])
+    for mariadb in (True, False):
+        table = TableMapEvent(1, 0, "db", "t", columns, raw=b"t", mariadb=mariadb)
+        rows, replaced = RowsDecoderCache().decode(body, table, RowsKind.WRITE, (0,), (), False)
+        shape = table_shape(table)
+        expected = [shape.whole_json(after or ()) for _, after in rows]
+        names = tuple(f'"{name}":'.encode() for name in shape.names)
+        assert transcoder.render_json(body, program.columns, KINDS[RowsKind.WRITE], program.strings, names) == expected
+        assert replaced == ()
+        # The Avro transcoder's (rowimage.c): each row's value is the prefix, the field (an Avro
+        # string), `old`'s null, the tail and the row's number.
+        avro = [(None, b"P" + _avro_string(after[0]) + b"\x00NT" + varint(i)) for i, (_, after) in enumerate(rows)]  # type: ignore[index]
+        kind = KINDS[RowsKind.WRITE]
+        assert transcoder.transcode(body, program.columns, kind, b"", program.strings, b"", b"P", b"P", b"N", b"O",
+                                    b"T", 0) == avro  # fmt: skip
+
+
+def _avro_string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return varint(len(raw)) + raw
+
+
+def test_compiled_utf8_declines_what_python_replaces() -> None:
+    """A surrogate in MariaDB's utf8mb4: the compiled code declines (strict UTF-8), and the Python
+    path, which then decodes the event, replaces it and says so."""
+    assert transcoder is not None
+    columns = (_varchar(0, 45),)
+    program = json_program(columns)
+    assert program is not None
+    body = _image(b"a\xed\xa0\x80")
+    assert transcoder.render_json(body, program.columns, KINDS[RowsKind.WRITE], program.strings, (b'"c":',)) is None
+    table = TableMapEvent(1, 0, "db", "t", columns, raw=b"t", mariadb=True)
+    assert RowsDecoderCache().decode(body, table, RowsKind.WRITE, (0,), (), False) == ([(None, ("a\ufffd",))], (0,))
+
+
+# -- TABLE_MAP labels, statement text -------------------------------------------------------
+
+
+def test_enum_labels_decode_as_their_server_has_them() -> None:
+    labels = [b"\x81\x5f", b"\x82\xa0"]  # sjis: "\\" and "あ" (Python's shift_jis: U+FF3C for the first)
+    enum_values = bytes([6, 1 + sum(1 + len(v) for v in labels), len(labels)]) + b"".join(
+        bytes([len(v)]) + v for v in labels
+    )
+    charset = bytes([10, 1, collation_id_of_charset("sjis") or 0])  # ENUM_AND_SET_DEFAULT_CHARSET
+    head = (1).to_bytes(6, "little") + b"\x01\x00" + b"\x02db\x00" + b"\x01t\x00"
+    body = head + b"\x01\xfe" + b"\x02\xf7\x01" + b"\x00" + enum_values + charset  # one ENUM(1 byte) column
+    for mariadb in (True, False):
+        table = decode_table_map(Reader(body), 8, mariadb)
+        assert table.columns[0].enum_values == ("\\", "あ")
+
+
+def test_statement_text_decodes_in_its_client_charset() -> None:
+    sjis = collation_id_of_charset("sjis") or 0
+    status = bytes([4]) + struct.pack("<HHH", sjis, sjis, 8)  # Q_CHARSET_CODE
+    text = b"INSERT INTO t VALUES ('\x81\x5f', '\x80')"
+    body = struct.pack("<IIBHH", 1, 0, 2, 0, len(status)) + status + b"db\x00" + text
+    header = EventHeader(0, EventType.QUERY_EVENT, 1, 19 + len(body), 0, 0)
+    for mariadb in (True, False):
+        query = decode_query(Reader(body), header, 13, mariadb).query
+        assert query == "INSERT INTO t VALUES ('\\', '\\x80')"  # a byte no code starts at: escaped
+
+
+# -- the files --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_each_file_says_where_it_comes_from(name: str) -> None:
+    text = (resources.files(charmaps.__name__) / name).read_text(encoding="utf-8")
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert re.search(r"as (MariaDB|MySQL) \d+\.\d+\.\d+ \(port \d+\)", header), header
+    assert "Made by: python deploy/charmaps.py --port" in header and "--out connector/binlog/charmaps" in header
+    assert parse(name.split(".", maxsplit=1)[0], text).size() > 0
+
+
+def test_a_file_reads_back_as_it_was_written() -> None:
+    codes: dict[bytes, str | None] = {bytes([b]): chr(b) for b in range(0x80)}
+    codes.update({bytes([lead, trail]): None if trail % 7 == 0 else chr(0x4E00 + lead * 256 + trail)
+                  for lead in (0x81, 0x82) for trail in [*range(0x40, 0x7F), *range(0x80, 0xFF)]})  # fmt: skip
+    codes[b"\x83\x40"] = "ab"
+    blocks = []
+    for width in (1, 2):
+        for block in blocks_of({c for c in codes if len(c) == width}):
+            blocks.append((block, runs_of([(c, codes[c]) for c in block_codes(block)])))
+    table = Charmap("test", tuple(blocks))
+    again = parse("test", render(table, "a test"))
+    assert again == table and dict(again.items()) == codes
+    assert [len(b) for b, _ in again.blocks] == [1, 2, 2]  # 0x83 takes only 0x40: a block of its own
+
+
+BROKEN = [
+    ("00 1 0041\n", "a run outside a block"),
+    ("codes 00\n00 1\n", "a run is `code count text`"),
+    ("codes\n", "a block of no bytes"),
+    ("codes 00-01\n00 1 0041\n", "runs of 1 codes, not 2"),
+    ("codes 00-01\n01 2 0041\n", "run at 01 is not the block's code 0"),
+    ("codes 00-01\n00 2 0041+0042\n", "several code points for several codes"),
+    ("codes 00-1ff\n", "past ff"),
+]
+
+
+@pytest.mark.parametrize(("text", "says"), BROKEN)
+def test_a_broken_file_names_its_line(text: str, says: str) -> None:
+    with pytest.raises(FormatError, match=rf"charmap x line \d+: .*{re.escape(says)}"):
+        parse("x", text)
+
+
+def test_runs_follow_the_block_order_across_its_holes() -> None:
+    """gbk's second bytes skip 0x7f: a run of codes around it is one run of the block, not two."""
+    block = (b"\x81", bytes([*range(0x40, 0x7F), *range(0x80, 0xFF)]))
+    runs = runs_of([(code, chr(0x100 + k)) for k, code in enumerate(block_codes(block))])
+    assert runs == (Run(b"\x81\x40", 190, (0x100,)),)
