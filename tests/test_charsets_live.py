@@ -22,7 +22,7 @@ import pytest
 from connector.binlog import charmaps
 from connector.binlog.charsets import charset_of, collation_id_of_charset, flavour, text_codec
 from connector.binlog.rows import RowsEvent
-from connector.schema.capture import master_position
+from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit

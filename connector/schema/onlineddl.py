@@ -7,11 +7,12 @@ known by their names:
 
 | tool | shadow | others |
 |---|---|---|
-| gh-ost (go/base/context.go) | `_T_gho` | `_T_ghc` (changelog), `_T_ghk` (checkpoint), `_T_del`, `_T_<14 digits>_del`, `_T_rev_del` (the old table; `_T_del` is first the cut-over's sentry) |
+| gh-ost (go/base/context.go) | `_T_gho` | `_T_ghc` (changelog), `_T_ghk` (checkpoint), the old table |
 | pt-online-schema-change (3.2.1) | `_T_new` (more leading `_` while taken) | `_T_old` (likewise) |
 | Facebook's OnlineSchemaChange | `__osc_new_T` | `__osc_chg_T`, `__osc_old_T` |
 | LHM (soundcloud, Shopify) | `lhmn_T` | `lhma_<timestamp>_T` |
 
+gh-ost's old table is `_T_del` (first the cut-over's sentry), `_T_<14 digits>_del` or `_T_rev_del`.
 A name past 64 characters is cut by the tools (pt-osc keeps its last 64, `_T_ne`): such a
 helper is not recognised, and is published as any table unless excluded. Facebook's
 OnlineSchemaChange runs with sql_log_bin=0: its DDL and swap never reach the binlog, so the
