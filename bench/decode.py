@@ -1,8 +1,9 @@
 """Decode throughput: Sluice against python-mysql-replication on the same binlog events.
 
 Writes a sysbench-like workload (ints, CHAR(120), DECIMAL, DATETIME(6), TEXT) of at
-least 200,000 row changes on the local MariaDB into a fresh binlog file, then measures,
-in one run:
+least 200,000 row changes on the local MariaDB into a fresh binlog file, once with its text in
+utf8mb4 and once in latin1 (the default charset of many older installs: single-byte text the
+compiled path reads by the server's table), then measures, for each, in one run:
   - sluice decode: the file's bytes to canal flat messages as JSON lines (what
     `sluice decode` does, output discarded), and to decoded rows only;
   - python-mysql-replication reading the same events from the server, values materialised.
@@ -34,7 +35,7 @@ from tests.live import connect, current_binlog, peer_settings, server
 DB = "sluice_bench"
 
 
-def workload(rows: int) -> str:
+def workload(rows: int, charset: str) -> str:
     """Fill a fresh binlog file with `rows` inserts plus updates and deletes of a tenth each."""
     rng = random.Random(42)
     conn = connect()
@@ -44,13 +45,14 @@ def workload(rows: int) -> str:
         cur.execute(
             f"CREATE TABLE {DB}.sbtest (id INT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, "
             "pad CHAR(60) NOT NULL, amount DECIMAL(12,2) NOT NULL, created DATETIME(6) NOT NULL, note TEXT)"
+            f" CHARACTER SET {charset}"
         )
         cur.execute("FLUSH BINARY LOGS")
         file, _ = current_binlog(conn)
         batch = []
         for i in range(rows):
             c = "-".join(f"{rng.randrange(10**11):011d}" for _ in range(10))
-            note = None if i % 7 == 0 else "note " * rng.randint(1, 20)
+            note = None if i % 7 == 0 else "note " * rng.randint(1, 20)  # ASCII: the peer reads MINIMAL text as UTF-8
             batch.append(
                 (i, rng.randrange(rows), c, c[:59], rng.randrange(10**8) / 100, "2024-05-06 07:08:09.123456", note)
             )
@@ -104,13 +106,18 @@ def main() -> None:
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
-    file = workload(args.rows)
+    for charset in ("utf8mb4", "latin1"):
+        measure(args.rows, args.rounds, charset)
+
+
+def measure(rows: int, rounds: int, charset: str) -> None:
+    file = workload(rows, charset)
     path = str(server().binlog_dir / file)
     size = os.path.getsize(path)
     labels = ("sluice decode (rows)", "sluice decode --format jsonl", "python-mysql-replication")
     rates: dict[str, list[float]] = {label: [] for label in labels}
     changes = 0
-    for _ in range(args.rounds):  # in turn: this machine's speed drifts within a minute
+    for _ in range(rounds):  # in turn: this machine's speed drifts within a minute
         ours_rows, ours_t = sluice_rows(path)
         ours_json, ours_json_t = sluice_jsonl(path)
         theirs, theirs_t = peer_rows(file)
@@ -118,7 +125,7 @@ def main() -> None:
         assert ours_json >= changes and theirs == changes, (ours_json, theirs, changes)
         for label, t in zip(labels, (ours_t, ours_json_t, theirs_t)):
             rates[label].append(changes / t)
-    print(f"binlog {file}: {size / 1e6:.1f} MB, {changes:,} row changes, {args.rounds} rounds")
+    print(f"{charset} text, binlog {file}: {size / 1e6:.1f} MB, {changes:,} row changes, {rounds} rounds")
     peer = rates[labels[2]]
     for label in labels:
         ratios = [rate / peer_rate for rate, peer_rate in zip(rates[label], peer)]

@@ -11,6 +11,8 @@ a sample of each charset's codes and of codes it refuses, stored as the generato
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import random
 from collections.abc import Iterator
@@ -22,8 +24,12 @@ import pytest
 from connector.binlog import charmaps
 from connector.binlog.charsets import charset_of, collation_id_of_charset, flavour, text_codec
 from connector.binlog.rows import RowsEvent
+from connector.commands.decode import decode_files
+from connector.filters import TableFilter
+from connector.position import Position
 from connector.replica.server import master_position
-from connector.schema.history import MemoryHistoryStore
+from connector.schema.history import MemoryHistoryStore, rebuild
+from connector.schema.tracker import SchemaTracker
 from connector.startup import prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit
 from tests.live import LiveServer, connect, fresh_database, live_config
@@ -48,6 +54,9 @@ EDGES: dict[str, list[bytes]] = {
 class Streamed:
     server: LiveServer
     tables: list[str]  # the charsets written whole
+    history: MemoryHistoryStore  # the schema as the stream's tracker recorded it
+    start: Position  # the binlog range the rows were written in (one file)
+    end: Position
     values: dict[tuple[str, int], object] = field(default_factory=dict)  # (table, id) -> decoded value
     converted: dict[tuple[str, int], bytes | None] = field(default_factory=dict)  # the server's CONVERT
     replaced: dict[str, int] = field(default_factory=dict)  # table -> values counted as replaced
@@ -109,14 +118,18 @@ def streamed(live_server: LiveServer) -> Iterator[Streamed]:
     ddl = [f"CREATE TABLE {{db}}.t_{c} (id INT PRIMARY KEY, v MEDIUMTEXT CHARACTER SET {c})" for c in charsets]
     ddl += [f"CREATE TABLE {{db}}.t_{c} (id INT PRIMARY KEY, v VARCHAR(8) CHARACTER SET {c})" for c in UNICODE]
     fresh_database(DB, *ddl)
+    with connect().cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")  # the rows in one file of their own, for `sluice decode`
     config = live_config([rf"{DB}\..*"], name="charsets_live")
-    prepared = prepare(config, MemoryHistoryStore())
+    history = MemoryHistoryStore()
+    prepared = prepare(config, history)
     conn = connect(DB)
     with conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES'")
         written = _write(cur, charsets, live_server.mariadb)
     end = master_position(conn)
-    out = Streamed(live_server, charsets)
+    assert end.file == prepared.start.file
+    out = Streamed(live_server, charsets, history, prepared.start, end)
     with conn.cursor() as cur:
         for table in sorted({t for t, _ in written}):
             cur.execute(f"SELECT id, CAST(CONVERT(v USING utf8mb4) AS BINARY) FROM {table}")
@@ -247,3 +260,24 @@ def test_the_tables_are_the_running_server_s(live_server: LiveServer) -> None:
                     cur.execute("INSERT INTO sample VALUES (%s, %s)", (foreign[0], foreign[0]))
                 assert refused.value.args[0] in (1366, 1406), refused.value
         cur.execute("DROP TABLE IF EXISTS sample")
+
+
+def test_sluice_decode_prints_every_code_as_the_server_converts_it(streamed: Streamed) -> None:
+    """The same rows through `sluice decode` (flat messages, the text canal-json carries; the
+    compiled renderer where it takes a column), its columns named from the history: every value
+    the server's CONVERT, U+FFFD where the stream replaced one."""
+    tracker = SchemaTracker(MemoryHistoryStore(), TableFilter.of([rf"{DB}\..*"], None))
+    tracker.schema = rebuild(streamed.history.load(), streamed.start)
+    tracker.seeded_at = streamed.start
+    out = io.StringIO()
+    decode_files([str(streamed.server.binlog_dir / streamed.start.file)], out, streamed.start.pos, streamed.end.pos,
+                 tracker)  # fmt: skip
+    printed = {}
+    for line in out.getvalue().split("\n")[:-1]:  # not splitlines(): U+2028 and the like are text
+        message = json.loads(line)
+        if message["type"] == "INSERT" and message["database"] == DB:
+            for row in message["data"]:
+                printed[(message["table"], int(row["id"]))] = row["v"]
+    assert sorted(printed) == sorted(streamed.values)
+    for key, text in printed.items():
+        assert text == streamed.values[key], key

@@ -167,9 +167,10 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
 
 
 # The ops whose Python decoding cannot fail once a walk accepted their bytes: fixed widths, and
-# length-prefixed bytes or strict UTF-8. Not ENUM (an index beyond the labels is an error) nor
-# TEXT8 (a byte its charset does not define is one): their images are decoded at once, where an
-# error can still say which event it is in.
+# length-prefixed bytes or strict UTF-8; TEXT8 too where its server stores every byte (latin1:
+# every byte is a character). Not ENUM (an index beyond the labels is an error) nor TEXT8 with
+# bytes its server does not store: their images are decoded at once, where a replacement can
+# still say which event it is in.
 _WALKS_FIXED = frozenset(
     {OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2,
      OP_YEAR, OP_TIME2, OP_BIT, OP_BIT64, OP_SET}
@@ -178,7 +179,8 @@ _WALKS_FIXED = frozenset(
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
-    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES or OP_UTF8."""
+    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, or OP_TEXT8
+    of a charset whose every byte is a character."""
     out, strings = [], Strings()
     for meta in columns:
         op = column_op(meta, strings)
@@ -189,6 +191,14 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
             out.append(WALK.pack(width, 0, 0))
         elif code in (OP_BYTES, OP_UTF8):
             out.append(WALK.pack(0, prefix, 1 if code == OP_UTF8 else 0))
+        elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation):
+            out.append(WALK.pack(0, prefix, 0))
         else:
             return None
     return b"".join(out)
+
+
+def _every_byte(collation: int) -> bool:
+    """Is every byte a character of the collation's single-byte charset (its server stores any)?"""
+    table = single_byte_table(collation)
+    return table is not None and all(table)
