@@ -269,8 +269,13 @@ class Connector:
         if state.tables:
             log.info("snapshot of %d table(s) to read, from %s.%s", len(state.tables), *state.tables[0])
         requests = DatabaseSnapshotRequests(checkpoint_connector(self.config), self.config.name)
-        return Snapshotter(ServerChunks(self.config.source.settings()), prepared.tracker, state,
+        chunks = ServerChunks(self.config.source.settings())
+        chunks.on_text_replaced = self._text_replaced
+        return Snapshotter(chunks, prepared.tracker, state,
                            self.config.snapshot.chunk_size, requests)  # fmt: skip
+
+    def _text_replaced(self, database: str, table: str, column: str, count: int) -> None:
+        self.metrics.text_replaced.labels(database, table, column).inc(count)
 
     def _source_up(self, up: bool) -> None:
         self.metrics.source_up = up
@@ -343,9 +348,7 @@ class Connector:
         self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
             database, table
         ).inc()
-        self.stream.on_text_replaced = lambda database, table, column, count: self.metrics.text_replaced.labels(
-            database, table, column
-        ).inc(count)
+        self.stream.on_text_replaced = self._text_replaced
         self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
         self.stream.on_source = self._source_up
         self.pipeline.snapshot = self._snapshotter(prepared, resume)

@@ -30,8 +30,10 @@ from connector.position import Position
 from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore, rebuild
 from connector.schema.tracker import SchemaTracker
+from connector.snapshot.reader import ServerChunks
 from connector.startup import prepare
 from connector.stream import Backoff, Changes, ChangeStream, Commit
+from tests import live
 from tests.live import LiveServer, connect, fresh_database, live_config
 
 pytestmark = pytest.mark.live
@@ -281,3 +283,24 @@ def test_sluice_decode_prints_every_code_as_the_server_converts_it(streamed: Str
     assert sorted(printed) == sorted(streamed.values)
     for key, text in printed.items():
         assert text == streamed.values[key], key
+
+
+def test_the_snapshot_reads_every_code_as_the_stream_decodes_it(streamed: Streamed) -> None:
+    """The same rows read as a snapshot reads them (ServerChunks: a text column's stored bytes,
+    decoded by the server's table): the stream's text, value for value, U+FFFD where the stream
+    replaced one, said once a column and counted; no read stops on a value."""
+    schema = rebuild(streamed.history.load(), streamed.end)
+    chunks = ServerChunks(live.source_settings())
+    counted: dict[str, int] = {}
+    chunks.on_text_replaced = lambda db, table, column, count: counted.update({table: counted.get(table, 0) + count})
+    read: dict[tuple[str, int], object] = {}
+    try:
+        chunks.open(streamed.end)
+        for (database, name), table in sorted(schema.tables.items()):
+            if database == DB:
+                for data, _ in chunks.rows(table, None, None):
+                    read[(name, int(str(data["id"])))] = data["v"]
+    finally:
+        chunks.close()
+    assert read == streamed.values
+    assert counted == streamed.replaced

@@ -27,6 +27,8 @@ import pymysql
 import pymysql.converters
 import pymysql.cursors
 
+from connector.binlog.charmaps.decoding import REPLACE
+from connector.binlog.charsets import UNKNOWN, collation_id_of_charset, text_codec
 from connector.errors import SluiceError, SnapshotReadError
 from connector.flat import float32_text
 from connector.position import Position
@@ -101,8 +103,21 @@ _RENDER: dict[str, Callable[[Any], str]] = {
 }
 
 
+# Text read as its stored bytes and decoded here as the stream decodes it (the server's own
+# table, connector/binlog/charsets.py): the same text for a row read and streamed, and a value
+# with no UTF-8 form (a surrogate MariaDB stores in utf8mb4) replaced, not a read that raises
+# (pymysql decodes a text result strictly, and the chunk failed at every restart).
+_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
+
+
+def _read_as_bytes(col: Column) -> bool:
+    return col.data_type in _TEXT_TYPES and col.charset not in (None, "binary")
+
+
 def select_expression(col: Column) -> str:
     name = quote_identifier(col.name)
+    if _read_as_bytes(col):
+        return f"CAST({name} AS BINARY)"
     if col.data_type in _STORED_BYTES:
         return f"CAST({name} AS BINARY({_STORED_BYTES[col.data_type]}))"
     if col.data_type == "float":
@@ -114,9 +129,30 @@ def select_expression(col: Column) -> str:
     return name
 
 
-def renderer(col: Column) -> Callable[[Any], str | None]:
+def renderer(col: Column, mariadb: bool = False, replaced: Callable[[], None] = lambda: None) -> Renderer:
+    """A column's value as the flat message carries it; text decoded by the server's table
+    (`mariadb`: which server's), `replaced` called for each value that took U+FFFD."""
+    if _read_as_bytes(col):
+        return _text(text_codec(collation_id_of_charset(col.charset or "") or 0, mariadb) or UNKNOWN, replaced)
     render = _RENDER.get(col.data_type, _latin1)
     return lambda v: None if v is None else render(v)
+
+
+Renderer = Callable[[Any], str | None]
+
+
+def _text(codec: str, replaced: Callable[[], None]) -> Renderer:
+    def render(value: Any) -> str | None:
+        if value is None:
+            return None
+        raw = bytes(value)
+        try:
+            return raw.decode(codec)
+        except UnicodeDecodeError:
+            replaced()
+            return raw.decode(codec, REPLACE)
+
+    return render
 
 
 # -- keys -------------------------------------------------------------------------------
@@ -191,6 +227,9 @@ class ServerChunks:
         self._conn: pymysql.connections.Connection | None = None
         self._open = False
         self._server_id = 0
+        self._warned: set[tuple[str, str, str]] = set()
+        # A value published with U+FFFD: database, table, column, count (the runner's metric).
+        self.on_text_replaced: Callable[[str, str, str, int], None] = lambda database, table, column, count: None
 
     def _connection(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -273,10 +312,11 @@ class ServerChunks:
 
     def rows(self, table: Table, after: Key | None, limit: int | None) -> Chunk:
         sql, params = chunk_query(table, after, limit)
-        renderers = [renderer(c) for c in table.columns]
+        conn = self._connection()
+        mariadb = is_mariadb(conn)
+        renderers = [renderer(c, mariadb, self._counter(table, c.name)) for c in table.columns]
         names = [c.name for c in table.columns]
         width = len(names)
-        conn = self._connection()
         try:
             # Unbuffered: a table without a key is one chunk, however large.
             with conn.cursor(pymysql.cursors.SSCursor) as cur:
@@ -287,6 +327,21 @@ class ServerChunks:
         except pymysql.err.MySQLError as exc:
             self._lost(exc)
             raise SnapshotReadError(f"{self._where()}: reading `{table.database}`.`{table.name}`: {exc}") from exc
+
+    def _counter(self, table: Table, column: str) -> Callable[[], None]:
+        """A replaced value of the column: said once (WARN) and counted (on_text_replaced)."""
+
+        def replaced() -> None:
+            key = (table.database, table.name, column)
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("%s.%s.%s: a text value the snapshot read is not exact in the column's charset: "
+                            "published with U+FFFD for each byte no character starts at, and for each character "
+                            "with no UTF-8 form; later ones of this column are counted in sluice_text_replaced_total",
+                            *key)  # fmt: skip
+            self.on_text_replaced(*key, 1)
+
+        return replaced
 
     def close(self) -> None:
         if self._open and self._conn is not None:
