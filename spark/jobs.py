@@ -180,6 +180,9 @@ class WriterSchemas:
         )  # fmt: skip
 
 
+FRAMED = "fp STRING, body BINARY, topic STRING, partition INT, offset BIGINT, statement BOOLEAN"  # WriterSchemas.frame
+
+
 Key = tuple[str, str]  # a source table: database, table
 Writers = dict[Key, dict[str, dict[str, Any]]]  # per table, its writer schemas by id
 
@@ -639,8 +642,8 @@ class Mirror:
         DeltaTable.forPath(self.spark, path).delete(F.col("_sluice_id") < at)
         self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{at}')")
         self.cuts[path] = at
-        log.info("batch %d: %s.%s emptied on the source (truncated, dropped or renamed): its mirror too",
-                 batch_id, *table)  # fmt: skip
+        log.info("%s: %s.%s emptied on the source (truncated, dropped or renamed): its mirror too",
+                 during(batch_id), *table)  # fmt: skip
 
     def write(self, table: Key, part: Part, batch_id: int) -> None:
         if part.emptied_at is not None:
@@ -654,12 +657,12 @@ class Mirror:
             # non-deleted ones. Run again (a crash before the checkpoint), it merges.
             latest = self.latest(table, part, keys, -1 if part.emptied_at is None else part.emptied_at)
             create(self.spark, path, latest, keys, width_for(latest, keys[0], self.config.spark.key_range))
-            log.info("batch %d: created the mirror of %s.%s", batch_id, *table)
+            log.info("%s: created the mirror of %s.%s", during(batch_id), *table)
             return
         latest = self.latest(table, part, keys, self.cut_of(path, keys))
         follow_renames(self.spark, path, row_fields(self.schemas.directory.latest_schema(*table)))
         self.merge_into(path, latest, keys)
-        log.info("batch %d: merged %s.%s", batch_id, *table)
+        log.info("%s: merged %s.%s", during(batch_id), *table)
 
     def latest(self, table: Key, part: Part, keys: list[str], cut: int) -> DataFrame:
         """Per key, the part's newest change after the position the table was last emptied at."""
@@ -710,14 +713,14 @@ class Changelog:
         path = under(self.config.spark.lake_dir, "changelog", *table)
         if not DeltaTable.isDeltaTable(self.spark, path):  # nothing there yet to be exactly-once against
             entries.write.format("delta").partitionBy("event_date").save(path)
-            log.info("batch %d: created the changelog of %s.%s", batch_id, *table)
+            log.info("%s: created the changelog of %s.%s", during(batch_id), *table)
             return
         on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
         (
             DeltaTable.forPath(self.spark, path).alias("t").merge(entries.alias("s"), on)
             .whenNotMatchedInsertAll().execute()
         )  # fmt: skip
-        log.info("batch %d: appended changes of %s.%s", batch_id, *table)
+        log.info("%s: appended changes of %s.%s", during(batch_id), *table)
 
 
 JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], TableJob]] = {
@@ -739,6 +742,12 @@ JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], TableJob]] = {
 # held offset on, in order, so no older change lands after a newer one.
 
 Offsets = dict[tuple[str, int], int]  # per topic partition, the first offset to read again
+START = -1  # the batch id of the held tables' writes when a job starts (`Batches.retry`)
+
+
+def during(batch_id: int) -> str:
+    """Where a log line's table work happened: in a batch, or when the job started."""
+    return "at start" if batch_id == START else f"batch {batch_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -837,7 +846,7 @@ def one_table(table: Key, batch_id: int, work: Callable[[], None]) -> Outcome:
     try:
         work()
     except Exception as exc:  # the one place a table's failure is contained; see Holds
-        log.debug("batch %d: %s.%s failed", batch_id, *table, exc_info=True)  # the traceback, with --debug
+        log.debug("%s: %s.%s failed", during(batch_id), *table, exc_info=True)  # the traceback, with --debug
         return Outcome(table, error_line(exc))
     return Outcome(table)
 
@@ -871,12 +880,21 @@ class Batches:
         self.tally = Tally()
 
     def __call__(self, framed: DataFrame, batch_id: int) -> None:
+        self.tables(framed, batch_id)
+        self.tally.batches += 1
+
+    def retry(self) -> None:
+        """The held tables written again before the first batch, which comes only with new
+        messages: a job started again once their cause is fixed writes them whatever comes."""
+        if self.holds.held:
+            self.tables(self.spark.createDataFrame([], FRAMED), START)
+
+    def tables(self, framed: DataFrame, batch_id: int) -> None:
         parts = parts_of(framed, self.schemas, self.job.statements)
         for table in sorted(parts.keys() | self.holds.held.keys()):
             outcome = one_table(table, batch_id, functools.partial(self.write, table, framed, parts, batch_id))
             self.settle(outcome, parts.get(table), batch_id)
         self.holds.save()
-        self.tally.batches += 1
 
     def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:
         hold = self.holds.held.get(table)
@@ -909,15 +927,15 @@ class Batches:
             self.tally.written += 1
             if hold is not None:
                 del self.holds.held[table]
-                log.info("batch %d: %s of %s.%s written again, with its changes held back since batch %d",
-                         batch_id, self.name, *table, hold.since)  # fmt: skip
+                log.info("%s: %s of %s.%s written again, with its changes held back since batch %d",
+                         during(batch_id), self.name, *table, hold.since)  # fmt: skip
             return
         self.tally.failed += 1
         self.job.forget(table)
         offsets = offsets_in(part) if part is not None else {}
         self.holds.held[table] = held_also(hold, offsets, batch_id, outcome.error)
-        log.warning("batch %d: %s of %s.%s not written, its changes held back to be written at the next batch: %s",
-                    batch_id, self.name, *table, outcome.error)  # fmt: skip
+        log.warning("%s: %s of %s.%s not written, its changes held back to be written at the next batch: %s",
+                    during(batch_id), self.name, *table, outcome.error)  # fmt: skip
 
 
 def offsets_in(part: Part) -> Offsets:
@@ -940,6 +958,7 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
         registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
     batches = Batches(spark, config, schemas, JOBS[job](spark, config, schemas), job)
+    batches.retry()
     changes = read_changes(spark, config, statements=batches.job.statements)
     writer = (
         changes.writeStream.foreachBatch(framed_once(schemas, batches))
