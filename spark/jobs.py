@@ -324,9 +324,10 @@ def as_bytes(schema: dict[str, Any], wide: dict[str, int]) -> dict[str, Any]:
 # bits (two's complement of 65 digits needs 217), is two 112-bit halves, each exact in a
 # DECIMAL(38,0): value = high * 2^112 + low. With high = a * 10^17 + b and 2^112 = P1 * 10^17
 # + P0, the value's three 17-digit groups (the top one up to 34) are sums of products of those
-# (schoolbook multiplication), each below 10^34. A handful of operations on a small expression:
-# Spark's plans copy an expression wherever it is used, so a long chain of carries would grow
-# them past memory (a first version, in 9-digit groups, did).
+# (schoolbook multiplication), each below 10^34. A handful of operations, so a small expression:
+# a plan holds a copy of a subexpression wherever it is used (Spark computes it once), and a
+# first version, a chain of carries over 9-digit groups, grew a table's plan to megabytes and
+# the driver out of memory.
 _DECIMAL = "decimal(38,0)"
 _HEX_DIGITS = 56  # 224 bits
 _GROUP = 10**17
