@@ -25,17 +25,24 @@ mirror:    one Delta table per source table at {lake_dir}/mirror/<db>/<table>. W
 changelog: every change with its operation, source position, event time, after-image and
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
+
+Both go table by table (`Batches`): a table whose write fails is reported, counted and held back
+(its changes written again from their Kafka offsets at the next batch, `Holds`), and the other
+tables go on. A DECIMAL wider than Spark's 38 digits is its exact text (`decimal_text`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import operator
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
@@ -46,6 +53,7 @@ from pyspark.sql.types import DateType, NumericType, StringType, StructType, Tim
 
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, load_config
+from connector.errors import SluiceError
 from connector.schema.ddl import Unreadable, apply_ddl, read_ddl
 from connector.schema.model import Schema
 from connector.schema.sqltokens import Session, quote_identifier
@@ -168,8 +176,11 @@ class WriterSchemas:
         return batch.select(
             F.hex(F.substring("value", self.id_start, self.id_length)).alias("fp"),
             F.expr(f"substring(value, {header + 1}, length(value) - {header})").alias("body"),
-            "partition", "offset", F.col("topic").endswith("._ddl").alias("statement"),
+            "topic", "partition", "offset", F.col("topic").endswith("._ddl").alias("statement"),
         )  # fmt: skip
+
+
+FRAMED = "fp STRING, body BINARY, topic STRING, partition INT, offset BIGINT, statement BOOLEAN"  # WriterSchemas.frame
 
 
 Key = tuple[str, str]  # a source table: database, table
@@ -253,11 +264,144 @@ def reading(schema: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     return {**schema, "fields": kept}
 
 
+# Spark's DecimalType holds at most 38 digits (DecimalType.MAX_PRECISION); MySQL's and MariaDB's
+# DECIMAL up to 65 (DECIMAL_MAX_PRECISION), with up to 30 after the point in MySQL and 38 in
+# MariaDB (DECIMAL_MAX_SCALE: MySQL's include/my_decimal.h, MariaDB's include/decimal.h).
+# spark-avro fails on a reader field it cannot make a DecimalType of
+# (DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION), and with it the table's whole batch.
+SPARK_DECIMAL_DIGITS = 38
+
+
+def spark_holds(precision: int, scale: int) -> bool:
+    """Whether Spark's DecimalType holds a DECIMAL(precision, scale) exactly."""
+    return 0 <= scale <= precision <= SPARK_DECIMAL_DIGITS
+
+
+def _decimal_in(kind: Any) -> dict[str, Any] | None:
+    """The Avro decimal type of a field's type (a nullable field's non-null branch), if it is one."""
+    for branch in kind if isinstance(kind, list) else [kind]:
+        if isinstance(branch, dict) and branch.get("logicalType") == "decimal":
+            return branch
+    return None
+
+
+def wide_decimals(schema: dict[str, Any]) -> dict[str, int]:
+    """The row fields of a value schema whose DECIMAL Spark cannot hold, with their scales."""
+    wide = {}
+    for field in row_fields(schema):
+        decimal = _decimal_in(field["type"])
+        if decimal is not None and not spark_holds(int(decimal["precision"]), int(decimal.get("scale", 0))):
+            wide[field["name"]] = int(decimal.get("scale", 0))
+    return wide
+
+
+def as_bytes(schema: dict[str, Any], wide: dict[str, int]) -> dict[str, Any]:
+    """`schema` with the `wide` decimal fields plain `bytes`: a reader schema spark-avro takes
+    (Avro resolves a decimal's bytes to bytes; a field's default, bytes already, still fits).
+    `old`'s rows name the same record, so both images change."""
+    if not wide:
+        return schema
+
+    def plain(kind: Any) -> Any:
+        if isinstance(kind, list):
+            return [plain(branch) for branch in kind]
+        return "bytes" if _decimal_in(kind) is not None else kind
+
+    row = [{**f, "type": plain(f["type"])} if f["name"] in wide else f for f in row_fields(schema)]
+
+    def read(field: dict[str, Any]) -> dict[str, Any]:
+        if field["name"] != "data":
+            return field
+        array = field["type"][1]
+        return {**field, "type": ["null", {**array, "items": {**array["items"], "fields": row}}]}
+
+    return {**schema, "fields": [read(field) for field in schema["fields"]]}
+
+
+# The text of a DECIMAL from Avro's unscaled bytes (big-endian two's complement) in Spark SQL
+# alone: no Python on the executors, and deterministic (a `reflect` call into Java's BigInteger
+# is not, and Spark refuses it in the newest-per-key aggregation). The magnitude, at most 224
+# bits (two's complement of 65 digits needs 217), is two 112-bit halves, each exact in a
+# DECIMAL(38,0): value = high * 2^112 + low. With high = a * 10^17 + b and 2^112 = P1 * 10^17
+# + P0, the value's three 17-digit groups (the top one up to 34) are sums of products of those
+# (schoolbook multiplication), each below 10^34. A handful of operations, so a small expression:
+# a plan holds a copy of a subexpression wherever it is used (Spark computes it once), and a
+# first version, a chain of carries over 9-digit groups, grew a table's plan to megabytes and
+# the driver out of memory.
+_DECIMAL = "decimal(38,0)"
+_HEX_DIGITS = 56  # 224 bits
+_GROUP = 10**17
+_P1, _P0 = divmod(2**112, _GROUP)
+
+
+def _number(value: int) -> Column:
+    return F.lit(value).cast(_DECIMAL)
+
+
+def _half(bits: Column, at: int) -> Column:
+    """The 28 hex digits of `bits` from `at` (1-based) as a number: `conv` reads 64 bits at most."""
+    high = F.conv(F.substring(bits, at, 14), 16, 10).cast(_DECIMAL)
+    return high * _number(2**56) + F.conv(F.substring(bits, at + 14, 14), 16, 10).cast(_DECIMAL)
+
+
+def _digits(hexed: Column, negative: Column) -> tuple[Column, Column]:
+    """The magnitude's 68 decimal digits (leading zeros) as its high 34 and its low 34. A
+    negative value's magnitude is its bits inverted, plus one (added to the low half)."""
+    inverted = F.when(negative, F.translate(hexed, "0123456789ABCDEF", "FEDCBA9876543210")).otherwise(hexed)
+    bits = F.substring(F.concat(F.lit("0" * _HEX_DIGITS), inverted), -_HEX_DIGITS, _HEX_DIGITS)
+    high, low = _half(bits, 1), _half(bits, 29) + F.when(negative, 1).otherwise(0)
+    a, b = F.call_function("div", high, _number(_GROUP)), high % _number(_GROUP)
+    s0 = b * _number(_P0) + low  # < 10^17 * P0 + 2^112 < 10^34
+    s1 = a * _number(_P0) + b * _number(_P1) + F.call_function("div", s0, _number(_GROUP))
+    s2 = a * _number(_P1) + F.call_function("div", s1, _number(_GROUP))
+    low_groups = [F.lpad((group % _number(_GROUP)).cast("string"), 17, "0") for group in (s1, s0)]
+    return F.lpad(s2.cast("string"), 34, "0"), F.concat(*low_groups)
+
+
+def decimal_text(unscaled: Column, scale: int) -> Column:
+    """The exact text of a DECIMAL of `scale` (at most 68) from its unscaled value's bytes, as
+    MySQL prints it (strings/decimal.cc, decimal2string): `-` when negative, the integer digits
+    (at least one, no leading zeros), then with a scale `.` and exactly `scale` digits. NULL
+    stays NULL."""
+    hexed = F.hex(unscaled)
+    negative = F.substring(hexed, 1, 1) >= F.lit("8")
+    whole, fraction = _split(*_digits(hexed, negative), scale)
+    text = F.regexp_replace(whole, F.lit("^0+(?=.)"), F.lit(""))  # one digit at least
+    if scale:
+        text = F.concat(text, F.lit("."), fraction)
+    return F.concat(F.when(negative, F.lit("-")).otherwise(F.lit("")), text)
+
+
+def _split(high: Column, low: Column, scale: int) -> tuple[Column, Column]:
+    """68 digits (their high and low 34) as the first 68 - `scale` and the last `scale`."""
+    if scale <= 34:
+        return F.concat(high, F.substring(low, 1, 34 - scale)), F.substring(low, 35 - scale, scale)
+    return F.substring(high, 1, 68 - scale), F.concat(F.substring(high, 69 - scale, scale - 34), low)
+
+
+def with_text(message: Column, reader: dict[str, Any], wide: dict[str, int]) -> Column:
+    """A decoded message (of `reader`) with its `wide` decimals (bytes) as their text, in the row
+    of each image (`data`, `old`: one-row arrays, or null). Built once, field by field, and with
+    no condition around the text: Spark computes an expression shared by several uses once only
+    where it always evaluates it (so a CASE around the text would compute its parts again)."""
+    names = [field["name"] for field in row_fields(reader)]
+    envelope = []
+    for field in reader["fields"]:
+        value = message[field["name"]]
+        if field["name"] in ("data", "old"):
+            row = value.getItem(0)
+            texts = [(decimal_text(row[n], wide[n]) if n in wide else row[n]).alias(n) for n in names]
+            # One row, or null where there is none: array_size is null for a null array.
+            value = F.slice(F.array(F.struct(*texts)), 1, F.array_size(value))
+        envelope.append(value.alias(field["name"]))
+    return F.struct(*envelope)
+
+
 def decode(
     framed: DataFrame, schemas: WriterSchemas, writers: Writers, fields: tuple[str, ...] = ()
 ) -> dict[tuple[str, str], DataFrame]:
     """Per source table, the batch's messages as rows of the table's newest value schema (with
-    `fields`, only those envelope fields).
+    `fields`, only those envelope fields), a DECIMAL Spark cannot hold as its exact text.
 
     Each table's messages are decoded in one projection that picks the writer schema by
     fingerprint (every branch resolves to the table's newest schema, so they share one type)."""
@@ -265,7 +409,9 @@ def decode(
     out = {}
     for key, by_fp in writers.items():
         newest = directory.latest_schema(*key)
-        options = {"mode": "FAILFAST", "avroSchema": json.dumps(reading(newest, fields) if fields else newest)}
+        wide = wide_decimals(newest)
+        reader = as_bytes(reading(newest, fields) if fields else newest, wide)
+        options = {"mode": "FAILFAST", "avroSchema": json.dumps(reader)}
         branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
         message = branches[0][1]
         if len(branches) > 1:
@@ -273,7 +419,10 @@ def decode(
             for condition, value in branches[1:]:
                 message = message.when(condition, value)
         rows = framed.filter(~F.col("statement") & F.col("fp").isin(list(by_fp)))
-        out[key] = rows.select(message.alias("m"), "partition", "offset")
+        decoded = rows.select(message.alias("m"), "partition", "offset")
+        if wide:  # over the decoded column: the text's expression names it many times
+            decoded = decoded.select(with_text(F.col("m"), reader, wide).alias("m"), "partition", "offset")
+        out[key] = decoded
     return out
 
 
@@ -427,111 +576,381 @@ def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) 
     return apply
 
 
-def mirror_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
-    directory = schemas.directory
-    cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
-    widths: dict[str, int] = {}  # per mirror table, its key range width (0: not partitioned by range)
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One table's share of a batch: the messages to read it from, its writer schemas by id,
+    and (the mirror) the position of the batch's last statement that took its rows away."""
 
-    def cut_of(path: str, keys: list[str]) -> int:
+    frame: DataFrame
+    writers: dict[str, dict[str, Any]]
+    emptied_at: int | None
+
+
+def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dict[Key, Part]:
+    """Each table's part of a framed batch; with `statements`, the tables its statements emptied too."""
+    writers, has_statements = writers_in(framed, schemas)
+    cuts = emptied(framed, schemas.directory) if statements and has_statements else {}
+    return {key: Part(framed, writers.get(key, {}), cuts.get(key)) for key in writers.keys() | cuts.keys()}
+
+
+class TableJob(Protocol):
+    """What a job does with one table's part of a batch (`write`), and what it drops of what it
+    keeps about a table after a failure, to read it afresh (`forget`)."""
+
+    statements: bool  # whether it reads the statement topics (`_ddl`)
+
+    def write(self, table: Key, part: Part, batch_id: int) -> None: ...
+
+    def forget(self, table: Key) -> None: ...
+
+
+class Mirror:
+    """The mirror's work on a table: statements that emptied it applied, then its newest change
+    per key merged (or, for a table the lake does not hold yet, written)."""
+
+    statements = True  # TRUNCATE, DROP and the like empty the mirror's tables
+
+    def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas) -> None:
+        self.spark, self.config, self.schemas = spark, config, schemas
+        self.cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
+        self.widths: dict[str, int] = {}  # per mirror table, its key range width (0: not partitioned by range)
+
+    def path(self, table: Key) -> str:
+        return under(self.config.spark.lake_dir, "mirror", *table)
+
+    def cut_of(self, path: str, keys: list[str]) -> int:
         """The position a mirror table was last emptied at, read once per run with its width
         (and its statistics columns set, if they never were)."""
-        if path not in cuts:
-            properties, table = properties_of(spark, path), spark.read.format("delta").load(path)
-            statistics_on_key(spark, path, table.schema, keys, properties)
-            cuts[path] = int(properties.get(TRUNCATED_AT, -1))
+        if path not in self.cuts:
+            properties, table = properties_of(self.spark, path), self.spark.read.format("delta").load(path)
+            statistics_on_key(self.spark, path, table.schema, keys, properties)
+            self.cuts[path] = int(properties.get(TRUNCATED_AT, -1))
             # RANGE is only ever the partition column; a crash before the property: the config's.
             ranges = RANGE in table.columns
-            widths[path] = int(properties.get(KEY_RANGE, config.spark.key_range)) if ranges else 0
-        return cuts[path]
+            self.widths[path] = int(properties.get(KEY_RANGE, self.config.spark.key_range)) if ranges else 0
+        return self.cuts[path]
 
-    def empty(database: str, table: str, at: int, batch_id: int) -> None:
+    def forget(self, table: Key) -> None:
+        self.cuts.pop(self.path(table), None)
+        self.widths.pop(self.path(table), None)
+
+    def empty(self, table: Key, at: int, batch_id: int) -> None:
         """Rows last changed before the statement at `at` deleted; `at` kept with the table."""
-        path = under(config.spark.lake_dir, "mirror", database, table)
-        if not DeltaTable.isDeltaTable(spark, path) or at <= cut_of(path, directory.key_columns(database, table)):
+        path = self.path(table)
+        keys = self.schemas.directory.key_columns(*table)
+        if not DeltaTable.isDeltaTable(self.spark, path) or at <= self.cut_of(path, keys):
             return  # nothing mirrored yet, or applied already (a batch run again)
-        DeltaTable.forPath(spark, path).delete(F.col("_sluice_id") < at)
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{at}')")
-        cuts[path] = at
-        log.info("batch %d: %s.%s emptied on the source (truncated, dropped or renamed): its mirror too",
-                 batch_id, database, table)  # fmt: skip
+        DeltaTable.forPath(self.spark, path).delete(F.col("_sluice_id") < at)
+        self.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{TRUNCATED_AT}' = '{at}')")
+        self.cuts[path] = at
+        log.info("%s: %s.%s emptied on the source (truncated, dropped or renamed): its mirror too",
+                 during(batch_id), *table)  # fmt: skip
 
-    def merge_all(framed: DataFrame, batch_id: int) -> None:
-        writers, statements = writers_in(framed, schemas)
-        truncated = emptied(framed, directory) if statements else {}
-        for (database, table), at in truncated.items():
-            empty(database, table, at, batch_id)
-        for (database, table), messages in decode(framed, schemas, writers, MIRRORED).items():
-            keys = directory.key_columns(database, table)
-            if not keys:
-                continue  # no primary key: nothing to merge by (the changelog has these tables)
-            path = under(config.spark.lake_dir, "mirror", database, table)
-            exists = DeltaTable.isDeltaTable(spark, path)
-            changes = changes_of(messages, full=False)
-            cut = cut_of(path, keys) if exists else truncated.get((database, table), -1)
-            if cut >= 0:  # changes from before the table was last emptied: their rows are gone
-                changes = changes.filter(F.col("_sluice_id") > cut)
-            latest = newest_per_key(changes, keys)
-            if not exists:
-                # A new table holds nothing to merge with: its rows are the batch's newest
-                # non-deleted ones. Run again (a crash before the checkpoint), it merges.
-                create(spark, path, latest, keys, width_for(latest, keys[0], config.spark.key_range))
-                log.info("batch %d: created the mirror of %s.%s", batch_id, database, table)
-                continue
-            follow_renames(spark, path, row_fields(directory.latest_schema(database, table)))
-            width = widths[path]  # read with its cut
-            if width:
-                latest = ranged(latest, keys[0], width)
-            latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
-            try:
-                bounds = key_bounds(latest, keys[0]) if width else ""
-                merge(DeltaTable.forPath(spark, path), latest, keys, bounds)
-            finally:
-                latest.unpersist()
-            log.info("batch %d: merged %s.%s", batch_id, database, table)
+    def write(self, table: Key, part: Part, batch_id: int) -> None:
+        if part.emptied_at is not None:
+            self.empty(table, part.emptied_at, batch_id)
+        keys = self.schemas.directory.key_columns(*table)
+        if not part.writers or not keys:
+            return  # no rows; or no primary key: nothing to merge by (the changelog has these tables)
+        path = self.path(table)
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            # A new table holds nothing to merge with: its rows are the batch's newest
+            # non-deleted ones. Run again (a crash before the checkpoint), it merges.
+            latest = self.latest(table, part, keys, -1 if part.emptied_at is None else part.emptied_at)
+            create(self.spark, path, latest, keys, width_for(latest, keys[0], self.config.spark.key_range))
+            log.info("%s: created the mirror of %s.%s", during(batch_id), *table)
+            return
+        latest = self.latest(table, part, keys, self.cut_of(path, keys))
+        follow_renames(self.spark, path, row_fields(self.schemas.directory.latest_schema(*table)))
+        self.merge_into(path, latest, keys)
+        log.info("%s: merged %s.%s", during(batch_id), *table)
 
-    return framed_once(schemas, merge_all)
+    def latest(self, table: Key, part: Part, keys: list[str], cut: int) -> DataFrame:
+        """Per key, the part's newest change after the position the table was last emptied at."""
+        changes = changes_of(decode(part.frame, self.schemas, {table: part.writers}, MIRRORED)[table], full=False)
+        if cut >= 0:  # changes from before the table was last emptied: their rows are gone
+            changes = changes.filter(F.col("_sluice_id") > cut)
+        return newest_per_key(changes, keys)
 
-
-def changelog_batch(spark: SparkSession, config: Config, schemas: WriterSchemas) -> Callable[[DataFrame, int], None]:
-    def append_all(framed: DataFrame, batch_id: int) -> None:
-        writers, _ = writers_in(framed, schemas)
-        for (database, table), messages in decode(framed, schemas, writers).items():
-            changes = changes_of(messages)
-            is_delete = F.col("_sluice_type") == "DELETE"
-            entries = changes.select(
-                F.col("_sluice_type").alias("op"),
-                F.col("_source.file").alias("source_file"), F.col("_source.pos").alias("source_pos"),
-                F.col("_source.row").alias("source_row"), F.col("_source.server_id").alias("source_server_id"),
-                F.col("_sluice_id").alias("sluice_id"), F.col("_gtid").alias("gtid"),
-                F.timestamp_millis(F.col("_es")).alias("event_time"),
-                F.to_date(F.timestamp_millis(F.col("_es"))).alias("event_date"),
-                F.when(is_delete, F.lit(None)).otherwise(F.col("_data")).alias("after"),
-                F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
-                F.current_timestamp().alias("ingested_at"),
-            ).dropDuplicates(["sluice_id", "source_row", "op"])  # fmt: skip
-            path = under(config.spark.lake_dir, "changelog", database, table)
-            if not DeltaTable.isDeltaTable(spark, path):  # nothing there yet to be exactly-once against
-                entries.write.format("delta").partitionBy("event_date").save(path)
-                log.info("batch %d: created the changelog of %s.%s", batch_id, database, table)
-                continue
-            on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
-            (
-                DeltaTable.forPath(spark, path).alias("t").merge(entries.alias("s"), on)
-                .whenNotMatchedInsertAll().execute()
-            )  # fmt: skip
-            log.info("batch %d: appended changes of %s.%s", batch_id, database, table)
-
-    return framed_once(schemas, append_all)
+    def merge_into(self, path: str, latest: DataFrame, keys: list[str]) -> None:
+        width = self.widths[path]  # read with its cut
+        if width:
+            latest = ranged(latest, keys[0], width)
+        latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
+        try:
+            bounds = key_bounds(latest, keys[0]) if width else ""
+            merge(DeltaTable.forPath(self.spark, path), latest, keys, bounds)
+        finally:
+            latest.unpersist()
 
 
-JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], Callable[[DataFrame, int], None]]] = {
-    "mirror": mirror_batch,
-    "changelog": changelog_batch,
+class Changelog:
+    """The changelog's work on a table: its changes inserted where their source positions are not yet."""
+
+    statements = False
+
+    def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas) -> None:
+        self.spark, self.config, self.schemas = spark, config, schemas
+
+    def forget(self, table: Key) -> None:
+        pass  # it keeps nothing about a table between batches
+
+    def write(self, table: Key, part: Part, batch_id: int) -> None:
+        if not part.writers:
+            return
+        changes = changes_of(decode(part.frame, self.schemas, {table: part.writers})[table])
+        is_delete = F.col("_sluice_type") == "DELETE"
+        entries = changes.select(
+            F.col("_sluice_type").alias("op"),
+            F.col("_source.file").alias("source_file"), F.col("_source.pos").alias("source_pos"),
+            F.col("_source.row").alias("source_row"), F.col("_source.server_id").alias("source_server_id"),
+            F.col("_sluice_id").alias("sluice_id"), F.col("_gtid").alias("gtid"),
+            F.timestamp_millis(F.col("_es")).alias("event_time"),
+            F.to_date(F.timestamp_millis(F.col("_es"))).alias("event_date"),
+            F.when(is_delete, F.lit(None)).otherwise(F.col("_data")).alias("after"),
+            F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
+            F.current_timestamp().alias("ingested_at"),
+        ).dropDuplicates(["sluice_id", "source_row", "op"])  # fmt: skip
+        path = under(self.config.spark.lake_dir, "changelog", *table)
+        if not DeltaTable.isDeltaTable(self.spark, path):  # nothing there yet to be exactly-once against
+            entries.write.format("delta").partitionBy("event_date").save(path)
+            log.info("%s: created the changelog of %s.%s", during(batch_id), *table)
+            return
+        on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
+        (
+            DeltaTable.forPath(self.spark, path).alias("t").merge(entries.alias("s"), on)
+            .whenNotMatchedInsertAll().execute()
+        )  # fmt: skip
+        log.info("%s: appended changes of %s.%s", during(batch_id), *table)
+
+
+JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], TableJob]] = {
+    "mirror": Mirror,
+    "changelog": Changelog,
 }
 
 
+# --- One table's failure is its own -------------------------------------------------------
+#
+# A table whose write fails in a batch (its MERGE, its append, the decoding of its messages:
+# anything) is held back: the job says so in one line and goes on with the other tables, and
+# the batch's offsets are committed. The held table's changes are not skipped: the first offset
+# of its messages in each topic partition of the batch is kept (`Holds`), and at every later
+# batch the table is written from there again, its held partitions read anew from Kafka up to
+# their ends (the rest of the batch as it is), until a write succeeds. What that re-reads twice
+# changes nothing: the mirror applies a change only over an older one and the changelog inserts
+# a source position only once, and a partition (where a key's changes all are) is read from the
+# held offset on, in order, so no older change lands after a newer one.
+
+Offsets = dict[tuple[str, int], int]  # per topic partition, the first offset to read again
+START = -1  # the batch id of the held tables' writes when a job starts (`Batches.retry`)
+
+
+def during(batch_id: int) -> str:
+    """Where a log line's table work happened: in a batch, or when the job started."""
+    return "at start" if batch_id == START else f"batch {batch_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A table whose changes are to be written again: from which offsets, since which batch, why."""
+
+    offsets: Offsets
+    since: int
+    error: str
+
+
+def held_also(hold: Hold | None, offsets: Offsets, batch_id: int, error: str) -> Hold:
+    """`hold` (or a new one) covering `offsets` too: per partition the earlier offset."""
+    if hold is None:
+        return Hold(dict(offsets), batch_id, error)
+    joined = dict(hold.offsets)
+    for place, offset in offsets.items():
+        joined[place] = min(offset, joined.get(place, offset))
+    return Hold(joined, hold.since, error)
+
+
+def reread_options(offsets: Offsets) -> dict[str, str]:
+    """Options of Spark's Kafka source (a batch read) for the held partitions, from their held
+    offsets to their ends."""
+    starts: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        starts.setdefault(topic, {})[str(partition)] = offset
+    assign = {topic: [int(p) for p in by_partition] for topic, by_partition in starts.items()}
+    return {"assign": json.dumps(assign), "startingOffsets": json.dumps(starts), "endingOffsets": "latest"}
+
+
+HOLD_COLUMNS = "database STRING, table STRING, topic STRING, partition INT, offset BIGINT, since BIGINT, error STRING"
+HoldRow = tuple[str, str, str, int, int, int, str]
+
+
+def hold_rows(holds: dict[Key, Hold]) -> list[HoldRow]:
+    """The holds as the rows of their Delta table: one per table and partition."""
+    return [
+        (*table, topic, partition, offset, hold.since, hold.error)
+        for table, hold in sorted(holds.items())
+        for (topic, partition), offset in sorted(hold.offsets.items())
+    ]
+
+
+def holds_of(rows: list[HoldRow]) -> dict[Key, Hold]:
+    holds: dict[Key, Hold] = {}
+    for database, table, topic, partition, offset, since, error in rows:
+        hold = holds.get((database, table))
+        offsets = {**(hold.offsets if hold else {}), (topic, partition): offset}
+        holds[(database, table)] = Hold(offsets, since, error)
+    return holds
+
+
+class Holds:
+    """The held tables of a job, kept as a Delta table beside its streaming checkpoint
+    (`{checkpoint_dir}/<name>/<job>-held`, one row per table and partition), read when the job
+    starts and written before a batch's offsets are committed, so a crash in between runs the
+    batch again over the same holds."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self.spark, self.path = spark, path
+        self.held: dict[Key, Hold] = {}
+        if DeltaTable.isDeltaTable(spark, path):
+            rows = spark.read.format("delta").load(path).collect()
+            self.held = holds_of([tuple(row) for row in rows])
+        self.saved = dict(self.held)
+
+    def save(self) -> None:
+        if self.held != self.saved:
+            frame = self.spark.createDataFrame(hold_rows(self.held), HOLD_COLUMNS)
+            frame.write.format("delta").mode("overwrite").save(self.path)
+            self.saved = dict(self.held)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One table's work in a batch: written (`error` empty), or why not (the error's first line)."""
+
+    table: Key
+    error: str = ""
+
+
+def error_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception as one line: its type and its message's first line (a Py4J error's is the
+    JVM exception's, not "An error occurred while calling ...")."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    line = f"{type(exc).__name__}: {first}"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def one_table(table: Key, batch_id: int, work: Callable[[], None]) -> Outcome:
+    """Run one table's work of a batch. Whatever it raises is the table's alone: returned, not
+    raised, so the other tables go on (each call stands alone: tables can run side by side)."""
+    try:
+        work()
+    except Exception as exc:  # the one place a table's failure is contained; see Holds
+        log.debug("%s: %s.%s failed", during(batch_id), *table, exc_info=True)  # the traceback, with --debug
+        return Outcome(table, error_line(exc))
+    return Outcome(table)
+
+
+@dataclass
+class Tally:
+    """A run's counts, for its summary line."""
+
+    batches: int = 0
+    written: int = 0
+    failed: int = 0
+
+
+def summary(job: str, tally: Tally, holds: dict[Key, Hold]) -> str:
+    held = "; ".join(f"{d}.{t} since batch {h.since} ({h.error})" for (d, t), h in sorted(holds.items()))
+    return (f"{job}: {tally.batches} batches, {tally.written} table writes, {tally.failed} failed"
+            + (f"; held back: {held}" if held else ""))  # fmt: skip
+
+
+class TablesHeldBack(SluiceError):
+    """A `--once` run ended with tables whose changes are not written yet (held back)."""
+
+
+class Batches:
+    """The foreachBatch step: a batch's tables one by one through `one_table`, the held ones
+    read again from their held offsets, then the holds saved."""
+
+    def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas, job: TableJob, name: str) -> None:
+        self.spark, self.config, self.schemas, self.job, self.name = spark, config, schemas, job, name
+        self.holds = Holds(spark, under(config.spark.checkpoint_dir, config.name, f"{name}-held"))
+        self.tally = Tally()
+
+    def __call__(self, framed: DataFrame, batch_id: int) -> None:
+        self.tables(framed, batch_id)
+        self.tally.batches += 1
+
+    def retry(self) -> None:
+        """The held tables written again before the first batch, which comes only with new
+        messages: a job started again once their cause is fixed writes them whatever comes."""
+        if self.holds.held:
+            self.tables(self.spark.createDataFrame([], FRAMED), START)
+
+    def tables(self, framed: DataFrame, batch_id: int) -> None:
+        parts = parts_of(framed, self.schemas, self.job.statements)
+        for table in sorted(parts.keys() | self.holds.held.keys()):
+            outcome = one_table(table, batch_id, functools.partial(self.write, table, framed, parts, batch_id))
+            self.settle(outcome, parts.get(table), batch_id)
+        self.holds.save()
+
+    def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:
+        hold = self.holds.held.get(table)
+        if hold is None:
+            self.job.write(table, parts[table], batch_id)
+            return
+        frame = self.reread(hold.offsets, framed).persist()
+        try:
+            part = parts_of(frame, self.schemas, self.job.statements).get(table)
+            if part is not None:
+                self.job.write(table, part, batch_id)
+        finally:
+            frame.unpersist()
+
+    def reread(self, offsets: Offsets, framed: DataFrame) -> DataFrame:
+        """The batch with the held partitions read from Kafka again, from their held offsets."""
+        source = (
+            self.spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.config.kafka.bootstrap_servers)
+            .options(**reread_options(offsets)).options(**FETCH).options(**security_options(self.config))
+            .load()
+        )  # fmt: skip
+        held = [(F.col("topic") == topic) & (F.col("partition") == partition) for topic, partition in offsets]
+        rest = framed.filter(~functools.reduce(operator.or_, held))
+        return self.schemas.frame(source).unionByName(rest)
+
+    def settle(self, outcome: Outcome, part: Part | None, batch_id: int) -> None:
+        table, hold = outcome.table, self.holds.held.get(outcome.table)
+        if not outcome.error:
+            self.tally.written += 1
+            if hold is not None:
+                del self.holds.held[table]
+                log.info("%s: %s of %s.%s written again, with its changes held back since batch %d",
+                         during(batch_id), self.name, *table, hold.since)  # fmt: skip
+            return
+        self.tally.failed += 1
+        self.job.forget(table)
+        offsets = offsets_in(part) if part is not None else {}
+        self.holds.held[table] = held_also(hold, offsets, batch_id, outcome.error)
+        log.warning("%s: %s of %s.%s not written, its changes held back to be written at the next batch: %s",
+                    during(batch_id), self.name, *table, outcome.error)  # fmt: skip
+
+
+def offsets_in(part: Part) -> Offsets:
+    """Per topic partition, the first offset of the part's messages (its statements' too)."""
+    mine = F.col("fp").isin(list(part.writers)) & ~F.col("statement")
+    if part.emptied_at is not None:
+        mine = mine | F.col("statement")
+    rows = part.frame.filter(mine).groupBy("topic", "partition").agg(F.min("offset").alias("offset")).collect()
+    return {(row["topic"], row["partition"]): row["offset"] for row in rows}
+
+
 def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
-    """Start a job; with `once`, process what is in the topics now and stop (Trigger.AvailableNow).
+    """Start a job; with `once`, process what is in the topics now and stop (Trigger.AvailableNow),
+    raising `TablesHeldBack` if a table's changes are held back at the end.
 
     `registry`: a schema registry client for Confluent-framed topics; by default one for
     `[avro] schema_registry_url` when it is set."""
@@ -539,16 +958,25 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
     if registry is None and config.avro.schema_registry_url:
         registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
-    changes = read_changes(spark, config, statements=job == "mirror")  # the mirror applies TRUNCATE, DROP
+    batches = Batches(spark, config, schemas, JOBS[job](spark, config, schemas), job)
+    batches.retry()
+    changes = read_changes(spark, config, statements=batches.job.statements)
     writer = (
-        changes.writeStream.foreachBatch(JOBS[job](spark, config, schemas))
+        changes.writeStream.foreachBatch(framed_once(schemas, batches))
         .option("checkpointLocation", under(config.spark.checkpoint_dir, config.name, job))
     )  # fmt: skip
     trigger: dict[str, Any] = (
         {"availableNow": True} if once else {"processingTime": f"{config.spark.trigger_s} seconds"}
     )
     query = writer.trigger(**trigger).start()
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    finally:
+        held = batches.holds.held
+        (log.warning if held or batches.tally.failed else log.info)("%s", summary(job, batches.tally, held))
+    if once and held:
+        raise TablesHeldBack(f"{job}: {len(held)} table(s) held back, to be written at the next run: "
+                             + ", ".join(f"{d}.{t}" for d, t in sorted(held)))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,10 +1,17 @@
-"""The Spark jobs' pure parts, without a JVM."""
+"""The Spark jobs' pure parts, without a JVM (the DECIMAL text in a local Spark of its own)."""
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import random
 import re
+import subprocess
+import sys
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import fastavro
 from pyspark.sql.types import (
@@ -23,7 +30,29 @@ from connector.avro.schemas import value_schema
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
 from spark.examples.read_topic import client_options
-from spark.jobs import MIRRORED, emptied_by, reading, row_topics_pattern, stats_columns, stub_schema, under
+from spark.jobs import (
+    MIRRORED,
+    Hold,
+    Tally,
+    as_bytes,
+    emptied_by,
+    error_line,
+    held_also,
+    hold_rows,
+    holds_of,
+    reading,
+    reread_options,
+    row_fields,
+    row_topics_pattern,
+    spark_holds,
+    stats_columns,
+    stub_schema,
+    summary,
+    under,
+    wide_decimals,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_lake_paths_below_a_url_keep_its_double_slash() -> None:
@@ -104,3 +133,126 @@ def test_the_topic_recipe_reads_a_kafka_client_properties_file(tmp_path: Path) -
         "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u"'
         ' password="a=b";',
     }
+
+
+def test_spark_holds_a_decimal_of_38_digits_at_most() -> None:
+    assert spark_holds(38, 38) and spark_holds(20, 0) and spark_holds(10, 2)
+    assert not spark_holds(39, 0) and not spark_holds(65, 30) and not spark_holds(2, 3)
+
+
+def test_a_wide_decimal_is_read_as_its_unscaled_bytes_in_both_images() -> None:
+    schema = Schema()
+    apply_ddl(schema, "CREATE TABLE shop.w (id DECIMAL(65,30) PRIMARY KEY, n DECIMAL(40,0) NULL,"
+                      " amount DECIMAL(10,2) NOT NULL, bits BIT(64) NULL)", "shop")  # fmt: skip
+    written = value_schema(schema.tables[("shop", "w")], 1)
+    wide = wide_decimals(written)
+    assert wide == {"id": 30, "n": 0}  # BIT(64) is a decimal(20,0), which Spark holds
+    row = {"id": Decimal("-0.000000000000000000000000000001"), "n": Decimal(10**39), "amount": Decimal("1.50"),
+           "bits": Decimal(2**64 - 1)}  # fmt: skip
+    value = {"id": 1, "database": "shop", "table": "w", "type": "UPDATE", "isDdl": False, "pkNames": ["id"],
+             "es": 1, "ts": 2, "sql": "", "gtid": None, "data": [row], "old": [{**row, "n": None}],
+             "source": {"server_id": 1, "file": "b.000001", "pos": 4, "row": 0}}  # fmt: skip
+    encoded = io.BytesIO()
+    fastavro.schemaless_writer(encoded, fastavro.parse_schema(written), value)
+    for reader in (as_bytes(written, wide), as_bytes(reading(written, MIRRORED), wide)):  # the changelog, the mirror
+        types = {f["name"]: f["type"] for f in row_fields(reader)}
+        assert types["id"] == "bytes" and types["n"] == ["null", "bytes"]  # `old` names the same row record
+        assert types["amount"] == {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+        encoded.seek(0)  # Avro resolves the writer's decimals to the reader's bytes
+        read: Any = fastavro.schemaless_reader(encoded, fastavro.parse_schema(written), fastavro.parse_schema(reader))
+        assert read["data"][0]["amount"] == Decimal("1.50")
+    assert wide_decimals(written) == wide  # the writer schema is not changed
+
+
+def mysql_text(unscaled: int, scale: int) -> str:
+    """A DECIMAL's text as MySQL prints it: the digits of its unscaled value, `scale` of them after the point."""
+    return format(Decimal(f"{unscaled}E-{scale}"), "f")
+
+
+def unscaled_bytes(value: int) -> bytes:
+    """Avro's decimal bytes as the connector writes them: the shortest big-endian two's complement."""
+    return value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+
+
+# What spark.jobs.decimal_text makes of each (hex bytes, scale): run in a local Spark of its own,
+# in a process of its own (a JVM started in this one would be the one the live tests' session,
+# which needs the Kafka, Avro and Delta packages, finds already running without them).
+_IN_SPARK = """
+import json, sys
+from pyspark.sql import SparkSession, functions as F
+from spark.jobs import decimal_text
+cases = json.load(sys.stdin)
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+texts = {}
+for scale in sorted({s for _, s in cases}):
+    rows = [(i, None if h is None else bytes.fromhex(h)) for i, (h, s) in enumerate(cases) if s == scale]
+    frame = spark.createDataFrame(rows, "i INT, b BINARY")
+    texts.update({r.i: r.t for r in frame.select("i", decimal_text(F.col("b"), scale).alias("t")).collect()})
+print(json.dumps([texts[i] for i in range(len(cases))]))
+"""
+
+
+def test_a_wide_decimal_becomes_the_text_mysql_prints() -> None:
+    edges = [0, 1, -1, 5, -5, 10**65 - 1, -(10**65 - 1), 10**64, -(10**64), 10**30, -(10**30), 10**29, 10**35 - 1]
+    for bits in (27, 28, 55, 56, 63, 64, 111, 112, 140, 196, 216, 223):  # around the 28-bit pieces, 9-digit groups
+        edges += [2**bits - 1, 2**bits, -(2**bits), -(2**bits) + 1] if bits < 223 else [2**bits - 1, -(2**bits)]
+    edges += [10**9 - 1, 10**9, -(10**9), 10**18, 10**27 - 1, 10**63 + 1]
+    rng = random.Random(37)
+    edges += [rng.randint(-(10 ** rng.randint(1, 65)), 10 ** rng.randint(1, 65)) for _ in range(200)]
+    edges = [v for v in edges if len(str(abs(v))) <= 65]  # what a DECIMAL(65) holds (MariaDB: scale up to 38)
+    cases: list[tuple[bytes | None, int, str | None]] = [
+        (unscaled_bytes(v), scale, mysql_text(v, scale)) for v in edges for scale in (30, 0, 10, 34, 35, 38)
+    ]
+    cases += [(None, 30, None), (b"", 30, mysql_text(0, 30)), (b"", 0, "0")]  # null stays null; no bytes: zero
+    cases += [(b"\x00\x00\x05", 1, "0.5"), (b"\xff\xff\xfb", 1, "-0.5")]  # sign-extended past the shortest
+    got = json.loads(subprocess.run(
+        [sys.executable, "-c", _IN_SPARK], input=json.dumps([[None if b is None else b.hex(), s] for b, s, _ in cases]),
+        capture_output=True, text=True, check=True, cwd=ROOT, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    ).stdout.splitlines()[-1])  # fmt: skip
+    wrong = [(b, s, want, text) for (b, s, want), text in zip(cases, got, strict=True) if text != want]
+    assert not wrong, f"{len(wrong)} of {len(cases)} differ, e.g. {wrong[:3]}"
+    assert mysql_text(1, 30) == "0.000000000000000000000000000001" and mysql_text(-5, 30).startswith("-0.0000")
+
+
+def test_a_held_table_keeps_the_earliest_offset_of_each_partition() -> None:
+    first = held_also(None, {("p.shop.t", 0): 40, ("p.shop._ddl", 0): 7}, 3, "AnalysisException: no")
+    later = held_also(first, {("p.shop.t", 0): 90, ("p.shop.t", 2): 12}, 5, "AnalysisException: still no")
+    assert later == Hold({("p.shop.t", 0): 40, ("p.shop._ddl", 0): 7, ("p.shop.t", 2): 12}, 3,
+                         "AnalysisException: still no")  # fmt: skip
+    holds = {("shop", "t"): later, ("shop", "u"): Hold({("p.shop.u", 1): 0}, 4, "x")}
+    assert holds_of(hold_rows(holds)) == holds
+    assert len(hold_rows(holds)) == 4 and hold_rows({}) == []
+    options = reread_options(later.offsets)
+    assert json.loads(options["assign"]) == {"p.shop._ddl": [0], "p.shop.t": [0, 2]}
+    assert json.loads(options["startingOffsets"]) == {"p.shop._ddl": {"0": 7}, "p.shop.t": {"0": 40, "2": 12}}
+    assert options["endingOffsets"] == "latest"
+
+
+class _JavaError(Exception):
+    """Like py4j's Py4JJavaError: its text is about the call, its `java_exception` says what."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("An error occurred while calling o81.execute.\n: trace")
+        self.java_exception = _Java(text)
+
+
+class _Java:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def toString(self) -> str:  # the JVM's name
+        return self.text
+
+
+def test_a_tables_failure_is_one_line() -> None:
+    assert error_line(ValueError("\n  first line\nsecond\n\tat x")) == "ValueError: first line"
+    java = _JavaError("org.apache.spark.sql.delta.DeltaAnalysisException: [DELTA_X] not a Delta table\n\tat a.b")
+    exception = "org.apache.spark.sql.delta.DeltaAnalysisException: [DELTA_X] not a Delta table"
+    assert error_line(java) == f"_JavaError: {exception}"
+    assert len(error_line(ValueError("x" * 1000))) == 400
+    held = {("shop", "t"): Hold({("p.shop.t", 0): 1}, 2, "E: no")}
+    assert summary("mirror", Tally(3, 5, 1), held) == (
+        "mirror: 3 batches, 5 table writes, 1 failed; held back: shop.t since batch 2 (E: no)"
+    )
+    assert summary("changelog", Tally(1, 2, 0), {}) == "changelog: 1 batches, 2 table writes, 0 failed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,8 +25,8 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
-from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, properties_of, run, session
-from tests.live import KAFKA, ROOT, connect, fresh_database
+from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, Holds, TablesHeldBack, properties_of, run, session, under
+from tests.live import KAFKA, ROOT, connect, fresh_database, server
 from tests.pipelines import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.test_renames_live import RENAMES, ROWS, names_on_server, write
@@ -68,18 +69,29 @@ def feed_with_a_crash(config: Config, db: str, tmp: Path) -> None:
         process.wait(60)
 
 
+def python_value(v: Any) -> Any:
+    """A Spark value like the replay's: bytes, and timestamps in UTC (Spark gives naive ones, TZ=UTC)."""
+    if isinstance(v, bytearray):
+        return bytes(v)
+    if isinstance(v, datetime):
+        return v.replace(tzinfo=UTC)
+    return v
+
+
 def mirror_rows(spark: Any, path: str) -> list[dict[str, Any]]:
-    """Rows as Python values like the replay's: bytes, and timestamps in UTC (Spark gives naive ones, TZ=UTC)."""
-
-    def value(v: Any) -> Any:
-        if isinstance(v, bytearray):
-            return bytes(v)
-        if isinstance(v, datetime):
-            return v.replace(tzinfo=UTC)
-        return v
-
     frame = spark.read.format("delta").load(path)
-    return [{k: value(v) for k, v in r.asDict().items() if not k.startswith("_sluice")} for r in frame.collect()]
+    return [{k: python_value(v) for k, v in r.asDict().items() if not k.startswith("_sluice")} for r in frame.collect()]
+
+
+def changelog_rows(spark: Any, path: str, keys: list[str]) -> list[dict[str, Any]]:
+    """The table the changelog's entries make, applied in source order: per key its newest
+    image, none where that is a DELETE."""
+    rows: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+    entries = spark.read.format("delta").load(path).collect()
+    for entry in sorted(entries, key=lambda e: (e["sluice_id"], e["source_row"])):
+        image = (entry["before"] if entry["op"] == "DELETE" else entry["after"]).asDict()
+        rows[tuple(python_value(image[k]) for k in keys)] = None if entry["op"] == "DELETE" else image
+    return [{k: python_value(v) for k, v in row.items()} for row in rows.values() if row is not None]
 
 
 def test_mirror_and_changelog(tmp_path: Path) -> None:
@@ -162,12 +174,17 @@ def assert_mirror_equals_source(spark: Any, config: Config, db: str, reader: Mes
         assert got == want, f"mirror of {db}.{table} differs from SELECT * ({len(got)} vs {len(want)} rows)"
 
 
-def assert_changelog_has_each_change_once(spark: Any, config: Config, db: str, reader: MessageReader) -> Replay:
+WORKLOAD_LOGGED = ("orders", "order_lines", "events")  # the workload's tables the changelog test reads
+
+
+def assert_changelog_has_each_change_once(
+    spark: Any, config: Config, db: str, reader: MessageReader, tables: tuple[str, ...] = WORKLOAD_LOGGED
+) -> Replay:
     """Each change in the row topics is in its table's changelog, once; returns the topics' replay."""
     replay = Replay(reader)
     messages = [m for m in consume(config.kafka.topic_prefix) if not m[0].endswith("._ddl")]
     replay.apply_all(messages)
-    for table in ("orders", "order_lines", "events"):
+    for table in tables:
         path = str(Path(config.spark.lake_dir) / "changelog" / db / table)
         entries = spark.read.format("delta").load(path).select("sluice_id", "source_row", "op").collect()
         keys = [(r["sluice_id"], r["source_row"], r["op"]) for r in entries]
@@ -246,31 +263,149 @@ def test_mirror_follows_renamed_columns(tmp_path: Path) -> None:
     assert len(images) > ROWS * 3 and all(image["display"] == names[image["pid"]] for image in images)
 
 
-def test_a_mirror_keyed_by_binary_uuids(tmp_path: Path) -> None:
+# DECIMALs Spark cannot hold (over 38 digits) as a key and as columns, beside the widest it
+# holds; their mirror and changelog have MySQL's text of them. MariaDB allows 38 digits after the
+# point (MySQL 30): `m` and `n` have them there.
+WIDE = ("CREATE TABLE {{db}}.wide (k DECIMAL(65,30) PRIMARY KEY, w DECIMAL(65,30) NULL, z DECIMAL(65,0) NULL,"
+        " m DECIMAL(39,{m}) NULL, n DECIMAL(38,{m}) NULL)")  # fmt: skip
+WIDE_TEXT = ("k", "w", "z", "m")
+NINES = "9" * 35 + "." + "9" * 30
+
+
+def wide_table() -> tuple[str, list[tuple[str | None, ...]]]:
+    """The wide table's definition and rows on this server."""
+    m = 38 if server().mariadb else 30
+    rows: list[tuple[str | None, ...]] = [
+        ("0", None, "0", None, "0"),
+        (NINES, "-" + NINES, "9" * 65, "-9." + "9" * m, "0." + "9" * m),
+        ("-0.000000000000000000000000000001", "0.000000000000000000000000000001", "-" + "9" * 65,
+         "0." + "0" * (m - 1) + "1", "-0.5"),
+        ("-1", "12345.678", "-1", "1", None),
+        ("18446744073709551616.5", "-0.1", "340282366920938463463374607431768211456", "-0.00000001", "0.00000001"),
+    ]  # fmt: skip
+    return WIDE.format(m=m), rows
+
+
+# Every other type, in the same batch as the wide DECIMALs.
+TYPES = (
+    "CREATE TABLE {db}.types (id INT PRIMARY KEY, ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, mi MEDIUMINT,"
+    " i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED, f FLOAT, d DOUBLE, dc DECIMAL(10,2), y YEAR, dt DATE,"
+    " t TIME(6), dtm DATETIME(6), ts TIMESTAMP(6) NULL, c CHAR(10), vc VARCHAR(50) CHARACTER SET utf8mb4,"
+    " bin BINARY(4), vb VARBINARY(20), bl BLOB, tx TEXT, e ENUM('a','b'), st SET('x','y'), b1 BIT(1), b64 BIT(64),"
+    " j JSON, g GEOMETRY)"
+)
+TYPES_ROWS = [
+    "(1, -128, 255, -32768, -8388608, -2147483648, 4294967295, -9223372036854775808, 18446744073709551615, 1.5,"
+    " -2.25e300, -12345678.90, 1901, '1000-01-01', '-838:59:59.000000', '1000-01-01 00:00:00.000000',"
+    " '1970-01-01 00:00:01.000000', 'a', 'ü中💾', x'00010203', x'', x'ff00', 'text', 'a', 'x,y', b'1',"
+    " b'1111111111111111111111111111111111111111111111111111111111111111', '{\"k\": [1, \"x\"]}',"
+    " ST_GeomFromText('POINT(1 2)'))",
+    "(2, 127, 0, 32767, 8388607, 2147483647, 0, 9223372036854775807, 0, -0.5, 0, 99999999.99, 2155, '9999-12-31',"
+    " '838:59:59.000000', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999', '', '', x'ffffffff', x'00',"
+    " x'', '', 'b', '', b'0', b'0', 'null', ST_GeomFromText('LINESTRING(0 0, 1 1)'))",
+    "(3" + ", NULL" * 28 + ")",
+]
+# A table whose mirror and changelog paths hold something else: its writes fail, the others' do not.
+BLOCKED = "CREATE TABLE {db}.blocked (id INT PRIMARY KEY, v INT)"
+
+
+def text_rows(rows: dict[Any, dict[str, Any]] | list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """SELECT * rows with `columns` (DECIMALs Spark cannot hold) as their plain text, which is the
+    text the server sent (pymysql's Decimal keeps its digits)."""
+    return [{k: format(v, "f") if k in columns and v is not None else v for k, v in row.items()}
+            for row in (rows.values() if isinstance(rows, dict) else rows)]  # fmt: skip
+
+
+def server_texts(db: str, column: str) -> set[str]:
+    """A wide DECIMAL column's values as the server prints them."""
+    with connect(db).cursor() as cur:
+        cur.execute(f"SELECT CAST({column} AS CHAR) FROM wide WHERE {column} IS NOT NULL")
+        return {row[0] for row in cur.fetchall()}
+
+
+def test_a_mirror_keyed_by_uuids_and_wide_decimals_beside_every_type_and_a_failing_table(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A table keyed by BINARY(16) UUIDs: Delta keeps no file statistics for binary columns (naming
-    one fails a table's first write), so the mirror keeps them on its position alone. The mirror
-    equals SELECT * after the batch that creates it and after one that merges into it."""
-    config, db = lake_config(tmp_path, "lakeuuid")
-    fresh_database(db, "CREATE TABLE {db}.u (id BINARY(16) PRIMARY KEY, v INT)")
+    one fails a table's first write), so the mirror keeps them on its position alone. A table keyed
+    by a DECIMAL(65,30) (wider ones than Spark's 38 digits mirrored as MySQL's text of them), one of
+    every other type, and one whose mirror and changelog paths hold something that is not a Delta
+    table (a file): its writes fail, reported and held back, the others are written (mirror and changelog
+    equal SELECT *); once the paths are free, the held table's changes (from the first batch on)
+    are written at the next run. Each after the batch that creates its mirror and after one that
+    merges into it."""
+    config, db = lake_config(tmp_path, "lakewide")
+    wide, wide_rows = wide_table()
+    fresh_database(db, "CREATE TABLE {db}.u (id BINARY(16) PRIMARY KEY, v INT)", wide, TYPES, BLOCKED)
     Connector(config).run(blocking=False)  # first start: capture
     keys = [uuid.uuid4().bytes for _ in range(50)]
     with connect(db).cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
         cur.executemany("INSERT INTO u VALUES (%s, %s)", [(key, i) for i, key in enumerate(keys)])
+        cur.executemany("INSERT INTO wide VALUES (%s, %s, %s, %s, %s)", wide_rows)
+        cur.execute("INSERT INTO types VALUES " + ", ".join(TYPES_ROWS))
+        cur.executemany("INSERT INTO blocked VALUES (%s, %s)", [(i, i) for i in range(10)])
     Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
+    lake = Path(config.spark.lake_dir)
+    for job in ("mirror", "changelog"):  # a file where the failing table's Delta tables go
+        (lake / job / db).mkdir(parents=True)
+        (lake / job / db / "blocked").write_text("someone else's\n")
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+
+    def assert_equal_to_source(tables: tuple[str, ...]) -> None:
+        for table in tables:
+            want = comparable(text_rows(source_rows(db, table, reader), WIDE_TEXT), set_columns(reader, db, table))
+            mirror = comparable(mirror_rows(spark, str(lake / "mirror" / db / table)), set_columns(reader, db, table))
+            keys = SchemaDirectory(config.avro.schemas_dir).key_columns(db, table)
+            logged = changelog_rows(spark, str(lake / "changelog" / db / table), keys)
+            assert mirror == want, f"mirror of {table}: {len(mirror)} rows, SELECT * {len(want)}"
+            assert comparable(logged, set_columns(reader, db, table)) == want, f"changelog of {table}"
+
+    for job in ("mirror", "changelog"):
+        with caplog.at_level(logging.INFO, logger="sluice.spark"), pytest.raises(TablesHeldBack, match=f"{db}.blocked"):
+            run(config, job, once=True)
+        failed = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+        assert len(failed) == 1 and f"batch 0: {job} of {db}.blocked not written" in failed[0], failed
+        assert "DELTA_CANNOT_CREATE_LOG_PATH" in failed[0] and "\n" not in failed[0] and "Traceback" not in failed[0]
+        assert any(f"{job}: " in r.getMessage() and f"held back: {db}.blocked since batch 0" in r.getMessage()
+                   for r in caplog.records)  # the run's summary  # fmt: skip
+        caplog.clear()
+    assert_equal_to_source(("u", "wide", "types"))
+    assert server_texts(db, "k") == {r["k"] for r in mirror_rows(spark, str(lake / "mirror" / db / "wide"))}
+    assert not DeltaTable.isDeltaTable(spark, str(lake / "mirror" / db / "blocked"))
+
+    for job in ("mirror", "changelog"):
+        (lake / job / db / "blocked").unlink()  # the paths free: the held changes are written
     with connect(db).cursor() as cur:
         cur.executemany("UPDATE u SET v = v + 100 WHERE id = %s", [(key,) for key in keys[:10]])
         cur.executemany("DELETE FROM u WHERE id = %s", [(key,) for key in keys[10:20]])
+        cur.execute("UPDATE wide SET w = -w, z = -z, m = -m WHERE k <> 0")
+        cur.execute("UPDATE wide SET k = -k WHERE k = -1")  # a key change: DELETE and INSERT
+        cur.execute("DELETE FROM wide WHERE k = 0")
+        cur.execute("INSERT INTO wide VALUES (%s, NULL, NULL, NULL, NULL)", ("-" + NINES,))
+        cur.execute("UPDATE types SET i = i DIV 2, vc = CONCAT(vc, '!'), j = JSON_ARRAY(id) WHERE id < 3")
+        cur.execute("UPDATE blocked SET v = v * 10 WHERE id < 5")
+        cur.execute("DELETE FROM blocked WHERE id = 9")
     Connector(config).run(blocking=False)
-    run(config, "mirror", once=True)
-    spark = session(config, "test")
-    path = str(Path(config.spark.lake_dir) / "mirror" / db / "u")
-    with connect(db).cursor() as cur:
-        cur.execute("SELECT id, v FROM u")
-        want = sorted((bytes(row[0]), row[1]) for row in cur.fetchall())
-    assert len(want) == 40 and sorted((r["id"], r["v"]) for r in mirror_rows(spark, path)) == want
+    for job in ("mirror", "changelog"):
+        with caplog.at_level(logging.INFO, logger="sluice.spark"):
+            run(config, job, once=True)
+        # Written when the job starts (as with no new message), re-read from its first batch's offsets.
+        assert any(f"at start: {job} of {db}.blocked written again, with its changes held back since batch 0"
+                   in r.getMessage() for r in caplog.records)  # fmt: skip
+        caplog.clear()
+        assert Holds(spark, under(config.spark.checkpoint_dir, config.name, f"{job}-held")).held == {}
+    assert_equal_to_source(("u", "wide", "types", "blocked"))
+    assert server_texts(db, "w") == {r["w"] for r in mirror_rows(spark, str(lake / "mirror" / db / "wide"))} - {None}
+    assert_changelog_has_each_change_once(spark, config, db, reader, ("u", "wide", "types", "blocked"))
+
+    path = str(lake / "mirror" / db / "u")
+    assert len(mirror_rows(spark, path)) == 40
     assert properties_of(spark, path)[STATS] == "`_sluice_id`" and statistics_of(path) == ["_sluice_id"]
-    assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "MERGE"
+    for table in ("u", "wide", "types"):
+        newest = DeltaTable.forPath(spark, str(lake / "mirror" / db / table)).history(1).collect()[0]
+        assert newest["operation"] == "MERGE", table
 
 
 def test_the_readme_recipe_reads_a_topic_across_add_and_drop_column(tmp_path: Path) -> None:
