@@ -24,7 +24,6 @@ def _parser() -> argparse.ArgumentParser:
                         help="log at DEBUG and show the traceback of a fatal error")  # fmt: skip
     parser = argparse.ArgumentParser(prog="sluice", description="MySQL/MariaDB change data capture", parents=[common])
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
-    parser.set_defaults(debug=False)
     commands = parser.add_subparsers(dest="command", required=True)
     add_parser = commands.add_parser
 
@@ -97,6 +96,10 @@ _COMMANDS = ("decode", "tail", "run", "status", "position", "snapshot", "schema"
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # --debug before or after the command: its action (shared by every parser through `parents`)
+    # sets it only where given; a default set on one parser would be every parser's, and the
+    # command's parser then put False over a --debug given before it.
+    args.debug = getattr(args, "debug", False)
     logs.configure("text", args.debug)
     try:
         command = importlib.import_module(f"connector.commands.{args.command}")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from connector import cli
 from connector.config import load_config
 from connector.errors import ConfigError
 from connector.secrets import without_passwords
@@ -89,3 +90,13 @@ def test_a_password_in_the_arguments_is_scrubbed_from_the_process(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", code, kept], capture_output=True, text=True, check=True, cwd=ROOT,
                           env={"SLUICE_TEST_PW": "Sc4rce-secret", "PATH": "/usr/bin"})  # fmt: skip
     assert "${SLUICE_TEST_PW}" in done.stdout and "WARNING" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "debug"),
+    [(["--debug", "decode", "x"], True), (["decode", "--debug", "x"], True), (["decode", "x"], False),
+     (["--debug", "spark", "mirror", "--config", "c"], True)],
+)  # fmt: skip
+def test_debug_is_taken_before_or_after_the_command(argv: list[str], debug: bool) -> None:
+    parsed = cli._parser().parse_args(argv)
+    assert getattr(parsed, "debug", False) == debug
