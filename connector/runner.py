@@ -274,6 +274,17 @@ class Connector:
         return Snapshotter(chunks, prepared.tracker, state,
                            self.config.snapshot.chunk_size, requests)  # fmt: skip
 
+    def _follow_versions(self, prepared: Prepared) -> None:
+        """The schema directory's current version of each table (SchemaDirectory.set_current): of
+        the tables it has versions of as of the start, and of each table a statement defines."""
+        if self.config.kafka.value_format != "avro":
+            return
+        directory, tracker = self.encoder.directory, prepared.tracker
+        tracker.on_defined = directory.set_current
+        known = set(directory.table_names())
+        tables = [tracker.keyed(t) for key, t in tracker.schema.tables.items() if key in known]
+        directory.set_current(tables, prepared.start)
+
     def _text_replaced(self, database: str, table: str, column: str, count: int) -> None:
         self.metrics.text_replaced.labels(database, table, column).inc(count)
 
@@ -326,6 +337,7 @@ class Connector:
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
         self.encoder.directory.claim(self.config.name)
+        self._follow_versions(prepared)
         if not self._kafka_answers():
             return
         self.encoder.check()

@@ -451,6 +451,30 @@ def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
     return fields
 
 
+def column_mapping(spark: SparkSession, path: str) -> None:
+    """Delta column mapping by name (readers and writers of Delta 1.2 and later), which renaming
+    and dropping a column need; turned on the first time one is."""
+    if properties_of(spark, path).get("delta.columnMapping.mode") != "name":
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name',"
+            " 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+        )
+
+
+def follow_drops(spark: SparkSession, path: str, fields: list[dict[str, Any]]) -> None:
+    """Drop the mirror's columns the table's newest schema no longer has (a DROP COLUMN, or a
+    table renamed onto the mirrored name that lacks them): else the mirror kept them, with the
+    old rows' values, where SELECT * has none. Sluice's own columns stay."""
+    have = spark.read.format("delta").load(path).columns
+    wanted = {field["name"] for field in fields}
+    gone = [c for c in have if c not in wanted and not c.startswith("_sluice")]
+    if not gone:
+        return
+    column_mapping(spark, path)
+    spark.sql(f"ALTER TABLE delta.`{path}` DROP COLUMNS ({', '.join(f'`{c}`' for c in gone)})")
+    log.info("mirror %s: column(s) %s dropped, as in the source", path, ", ".join(gone))
+
+
 def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]]) -> None:
     """Rename the mirror's columns the source renamed: a newest field the table lacks whose
     alias (an earlier name, newest first) it has. Without it, rows no change touches after
@@ -467,14 +491,9 @@ def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]])
             renames.append((old, field["name"]))
     if not renames:
         return
-    target = f"delta.`{path}`"
-    if properties_of(spark, path).get("delta.columnMapping.mode") != "name":
-        spark.sql(
-            f"ALTER TABLE {target} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name',"
-            " 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
-        )
+    column_mapping(spark, path)
     for old, new in renames:
-        spark.sql(f"ALTER TABLE {target} RENAME COLUMN `{old}` TO `{new}`")
+        spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN `{old}` TO `{new}`")
         log.info("mirror %s: column %s renamed to %s, as in the source", path, old, new)
 
 
@@ -661,7 +680,9 @@ class Mirror:
             log.info("%s: created the mirror of %s.%s", during(batch_id), *table)
             return
         latest = self.latest(table, part, keys, self.cut_of(path, keys))
-        follow_renames(self.spark, path, row_fields(self.schemas.directory.latest_schema(*table)))
+        fields = row_fields(self.schemas.directory.latest_schema(*table))
+        follow_renames(self.spark, path, fields)
+        follow_drops(self.spark, path, fields)
         self.merge_into(path, latest, keys)
         log.info("%s: merged %s.%s", during(batch_id), *table)
 

@@ -20,6 +20,7 @@ from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, key_schema, value_schema
 from connector.avro.values import converter, zero_date_key
 from connector.errors import ConfigError, EncodingError, UnreadableMessageError
+from connector.position import Position
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table, without_aliases
 
@@ -391,3 +392,25 @@ def test_a_schema_directory_belongs_to_one_connector(tmp_path: Path) -> None:
     SchemaDirectory(tmp_path).claim("orders-eu")  # its own again: a restart
     with pytest.raises(ConfigError, match=r"holds connector 'orders-eu'.*give connector 'orders-us' a directory"):
         SchemaDirectory(tmp_path).claim("orders-us")
+
+
+def test_the_newest_schema_is_the_table_s_current_version_not_its_last(tmp_path: Path) -> None:
+    """ADD COLUMN then DROP COLUMN (or a table renamed onto the name) brings an earlier layout
+    back, which takes its version again: the newest schema readers read every message in is the
+    version current at the newest position a connector reached, which a replay of older
+    positions (a restart) does not move back."""
+    directory = SchemaDirectory(tmp_path)
+    first = table("CREATE TABLE t (id INT PRIMARY KEY)", "d")
+    added = table("CREATE TABLE t (id INT PRIMARY KEY, c INT)", "d")
+
+    def fields() -> list[str]:
+        return list(row_fields(directory.latest_schema("d", "t")))
+
+    directory.set_current([first], Position("bin.000001", 4))
+    directory.set_current([added], Position("bin.000001", 100))
+    assert fields() == ["id", "c"]
+    directory.set_current([first], Position("bin.000002", 50))  # the layout of v1 again
+    assert fields() == ["id"] and directory.version_of(first).version == 1
+    directory.set_current([added], Position("bin.000001", 100))  # a replay after a restart
+    assert fields() == ["id"]
+    assert SchemaDirectory(tmp_path).latest_schema("d", "t")["sluice.version"] == 1  # another reader

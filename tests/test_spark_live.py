@@ -26,6 +26,7 @@ from connector.config import Config, SparkSection
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
 from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, Holds, TablesHeldBack, properties_of, run, session, under
+from tests import onlineddl
 from tests.live import KAFKA, ROOT, connect, fresh_database, server
 from tests.pipelines import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
@@ -578,3 +579,35 @@ def test_a_mirror_by_key_range_rewrites_only_the_ranges_a_batch_touches(tmp_path
     merged = DeltaTable.forPath(spark, str(lake / "n")).history(1).collect()[0]
     assert merged["operation"] == "MERGE"
     assert int(merged["operationMetrics"]["numTargetFilesRemoved"]) == len(before[1])
+
+
+def test_the_mirror_follows_a_tool_s_cut_over_and_a_rename_onto_a_mirrored_name(tmp_path: Path) -> None:
+    """An online schema change's cut-over (gh-ost on MySQL, pt-online-schema-change on MariaDB)
+    that adds a column, one that changes a type (the table is read again), and a RENAME of
+    another table onto the mirrored name, each under a writer: after each, the mirror of `t`
+    equals SELECT * (issue 36: a swap took the table's rows away before)."""
+    config, db = lake_config(tmp_path, "lakeosc")
+    on = server()
+    fresh_database(db)
+    onlineddl.seed_table(on, db, "t", 400)
+    onlineddl.seed_table(on, db, "staged", 50)
+    Connector(config).run(blocking=False)  # first start: capture, the initial snapshot
+    spark = session(config, "test")
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    add: onlineddl.Tool = "gh-ost" if on.name in onlineddl.GH_OST_SERVERS else "pt-osc"
+    for step in ("add", "modify", "rename"):
+        with onlineddl.Writer(on, db, "t", onlineddl.table_rows(on, db, "t"), rate=20):
+            if step == "add":
+                onlineddl.to_end(onlineddl.start(add, on, db, "t", "ADD COLUMN c INT NOT NULL DEFAULT 7", {}))
+            elif step == "modify":
+                onlineddl.pt_osc(on, db, "t", "MODIFY COLUMN v VARCHAR(128) NOT NULL")
+            else:
+                with connect(db).cursor() as cur:
+                    cur.execute("RENAME TABLE t TO t_before, staged TO t")
+            time.sleep(0.5)
+        Connector(config).run(blocking=False)
+        run(config, "mirror", once=True)
+        path = str(Path(config.spark.lake_dir) / "mirror" / db / "t")
+        got = comparable(mirror_rows(spark, path), set())
+        want = comparable(source_rows(db, "t", reader), set())
+        assert got == want, f"after the {step}: the mirror of {db}.t differs from SELECT * ({len(got)} vs {len(want)})"

@@ -1,7 +1,8 @@
 """The schema directory (`[avro] schemas_dir`): every schema version as .avsc, and an index.
 
 Layout, read by consumers and the Spark jobs:
-    index.json                      {"fingerprints": {hex: file}, "tables": {"db.table": [version, ...]}}
+    index.json                      {"fingerprints": {hex: file}, "tables": {"db.table": [version, ...]},
+                                     "current": {"db.table": {"version": N, "at": [binlog sort key]}}}
     <db>/<table>/v<N>.avsc          value schema of version N
     <db>/<table>/v<N>.key.avsc      key schema (tables with a primary key)
     _ddl.avsc, _ddl.key.avsc        statements on the `_ddl` topics
@@ -15,6 +16,12 @@ the aliases its columns had in the previous one: a later version never forgets t
 are not in the canonical form, so versions that differ only in aliases share a fingerprint;
 the index maps it to the newest of them. Each entry's `renamed` says which columns the version
 renamed since the previous one (`{"new": "old"}`, MySQL names).
+
+A definition that comes back to an earlier layout (ADD COLUMN then DROP COLUMN; another table
+renamed onto the name) takes that layout's version again, so the table's newest schema, the
+one readers read every message in, is not its last version but its `current` one: the
+version of the definition the table has at the newest binlog position a connector reached
+(set_current, at each DDL and start; a replay of older positions after a restart leaves it).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from connector.avro.schemas import (
     value_schema,
 )
 from connector.errors import ConfigError, UnreadableMessageError
+from connector.position import Position
 from connector.schema.model import Table, without_aliases
 
 
@@ -70,6 +78,7 @@ class SchemaDirectory:
         except OSError as exc:
             raise ConfigError(f"[avro] schemas_dir {root}: cannot make it ({exc.strerror or exc})") from exc
         self._known: dict[tuple[str, str, str, tuple[str, ...]], SchemaVersion] = {}
+        self._current: dict[str, tuple[int, tuple[str, int, int]]] = {}  # what set_current last wrote
 
     def claim(self, connector: str) -> None:
         """The directory is this connector's: two connectors writing one directory would number
@@ -177,18 +186,40 @@ class SchemaDirectory:
         """The tables with a schema here: (database, table)."""
         return [(name.split(".", 1)[0], name.split(".", 1)[1]) for name in self._index()["tables"]]
 
-    def latest_schema(self, database: str, table: str) -> dict[str, Any]:
-        index = self._index()
-        versions = index["tables"].get(f"{database}.{table}")
+    def set_current(self, tables: list[Table], at: Position) -> None:
+        """Each table's version is its current one from `at` on, unless the index holds a later
+        position's (a replay after a restart passes older positions again)."""
+        wanted = {f"{t.database}.{t.name}": self.version_of(t).version for t in tables}
+        fresh = {name: n for name, n in wanted.items() if self._current.get(name, (0, ("", 0, 0)))[1] < at.sort_key()}
+        if not fresh:
+            return
+        with self._locked_index() as index:
+            current = index.setdefault("current", {})
+            for name, number in fresh.items():
+                held = current.get(name)
+                if held is None or tuple(held["at"]) < at.sort_key():
+                    current[name] = {"version": number, "at": list(at.sort_key())}
+        self._current.update({name: (number, at.sort_key()) for name, number in fresh.items()})
+
+    def _newest(self, index: dict[str, Any], database: str, table: str) -> dict[str, Any]:
+        """The index entry of the table's current version (the last one where none is said)."""
+        name = f"{database}.{table}"
+        versions: list[dict[str, Any]] = index["tables"].get(name) or []
         if not versions:
             raise KeyError(f"no schema for `{database}`.`{table}` in {self.root}")
-        schema: dict[str, Any] = json.loads((self.root / versions[-1]["file"]).read_text())
+        current = index.get("current", {}).get(name)
+        found = next((v for v in versions if current is not None and v["version"] == current["version"]), None)
+        return found or versions[-1]
+
+    def latest_schema(self, database: str, table: str) -> dict[str, Any]:
+        """The table's newest schema: its current version's (readers read every message in it)."""
+        newest = self._newest(self._index(), database, table)
+        schema: dict[str, Any] = json.loads((self.root / newest["file"]).read_text())
         return schema
 
     def key_columns(self, database: str, table: str) -> list[str]:
         """Field names of the newest key schema; empty for a table without a primary key."""
-        index = self._index()
-        newest = index["tables"][f"{database}.{table}"][-1]
+        newest = self._newest(self._index(), database, table)
         if "key_file" not in newest:
             return []
         key: dict[str, Any] = json.loads((self.root / newest["key_file"]).read_text())

@@ -102,6 +102,8 @@ class SchemaTracker:
         self.renamed_onto: list[tuple[str, str]] = []
         # Captured tables to read again (renamed_onto, as statements pass), for the snapshot to take.
         self.rereads: list[tuple[str, str]] = []
+        # Captured tables a statement defined, and where: the schema directory's current versions.
+        self.on_defined: Callable[[list[Table], Position], None] | None = None
         # Tables of databases first read at a start, ahead of the stream (add_later): from where on.
         self._later: dict[tuple[str, str], tuple[Position, Table]] = {}
         self._last_filter: dict[str, Any] | None = None  # the filter the history last recorded
@@ -231,6 +233,9 @@ class SchemaTracker:
         # Each table once, as the statement left it (a swap drops a name and defines it again).
         final = {(c.database, c.table): c for c in self._overridden(end, changes)}
         captured = [c for c in final.values() if self._captured(c)]
+        defined = [self.keyed(c.definition) for c in captured if c.table and c.definition is not None]
+        if defined and self.on_defined is not None:
+            self.on_defined(defined, end)
         if is_rename(sql):
             self._renames(before, captured)
         return captured
