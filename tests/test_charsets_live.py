@@ -112,8 +112,10 @@ def _write(cur: pymysql.cursors.Cursor, charsets: list[str], mariadb: bool) -> l
     return written
 
 
-@pytest.fixture(scope="module")
-def streamed(live_server: LiveServer) -> Iterator[Streamed]:
+@pytest.fixture(scope="module", params=["MINIMAL", "FULL"])
+def streamed(live_server: LiveServer, request: pytest.FixtureRequest) -> Iterator[Streamed]:
+    """The rows written at binlog_row_metadata=MINIMAL (charsets from the schema history) and
+    FULL (each column's collation in the TABLE_MAP), read back by the stream."""
     conn = connect()
     with conn.cursor() as cur:
         charsets = _charsets(cur)
@@ -126,7 +128,7 @@ def streamed(live_server: LiveServer) -> Iterator[Streamed]:
     history = MemoryHistoryStore()
     prepared = prepare(config, history)
     conn = connect(DB)
-    with conn.cursor() as cur:
+    with conn.cursor() as cur, live.row_metadata(str(request.param)):
         cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES'")
         written = _write(cur, charsets, live_server.mariadb)
     end = master_position(conn)
