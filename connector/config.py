@@ -251,6 +251,10 @@ class SparkSection:
     # divided by this (Iceberg's truncate), so a MERGE rewrites the ranges its batch touches, not
     # the table. 0: unpartitioned (each MERGE may rewrite every file).
     key_range: int = 0
+    # Tables of a batch written at once (each its MERGE or append, in its own FAIR scheduler
+    # pool), so a batch of many small tables costs its rows, not its number of tables.
+    table_threads: int = 8
+    metrics_port: int = 0  # the job's Prometheus /metrics (on [metrics] host); 0: off
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
     ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
     conf: dict[str, str] = field(default_factory=dict)  # any Spark or Delta setting, applied last
@@ -482,6 +486,8 @@ def _validate(config: Config, where: str) -> None:
         (1 <= config.snapshot.chunk_size <= 1_000_000, "snapshot.chunk_size", "1..1000000"),
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
         (0 <= config.spark.key_range <= 2**62, "spark.key_range", "0 (off) or a positive width of key values"),
+        (1 <= config.spark.table_threads <= 256, "spark.table_threads", "1..256"),
+        (0 <= config.spark.metrics_port <= 65535, "spark.metrics_port", "0 (off) or 1..65535"),
     ]  # fmt: skip
     checks += _security_checks(config)
     for ok, key, accepted in checks:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -192,7 +192,17 @@ class Progress:
         log.info("catching up: %.0f rows/s, lag %.0f s / %.0f bytes, caught up in ~%s", rate, lag_s, lag_bytes, eta)
 
 
-def serve(metrics: Metrics, port: int, stall_s: float, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
+class Observed(Protocol):
+    """What `serve` answers from: the connector's `Metrics`, a Spark job's tally."""
+
+    def exposition(self) -> bytes: ...
+
+    def healthy(self, stall_s: float) -> bool: ...
+
+    def ready(self) -> bool: ...
+
+
+def serve(metrics: Observed, port: int, stall_s: float, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
     """The metrics, health and readiness endpoints, in a daemon thread."""
 
     class Handler(BaseHTTPRequestHandler):

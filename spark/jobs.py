@@ -26,7 +26,7 @@ changelog: every change with its operation, source position, event time, after-i
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
 
-Both go table by table (`Batches`): a table whose write fails is reported, counted and held back
+Both go table by table (`Batches`, `[spark] table_threads` side by side): a table whose write fails is reported, counted and held back
 (its changes written again from their Kafka offsets at the next batch, `Holds`), and the other
 tables go on. A DECIMAL wider than Spark's 38 digits is its exact text (`decimal_text`).
 """
@@ -39,13 +39,16 @@ import json
 import logging
 import operator
 import os
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
@@ -54,6 +57,7 @@ from pyspark.sql.types import DateType, NumericType, StringType, StructType, Tim
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config, load_config
 from connector.errors import SluiceError
+from connector.metrics import serve
 from connector.schema.ddl import Unreadable, apply_ddl, read_ddl
 from connector.schema.model import Schema
 from connector.schema.sqltokens import Session, quote_identifier
@@ -99,6 +103,9 @@ def session(config: Config, app: str) -> SparkSession:
         # (connector.config.KafkaSecurity.java_client) are redacted there.
         .config("spark.sql.redaction.options.regex", "(?i)url|jaas|keystore\\.key")
         .config("spark.sql.redaction.string.regex", PLAN_SECRETS)
+        # Batches writes tables side by side, each in a pool of its own: FAIR shares the slots
+        # between them (FIFO would run one table's jobs before the next one's).
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
@@ -583,10 +590,17 @@ def merge(target: DeltaTable, latest: DataFrame, keys: list[str], bounds: str = 
 
 def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
     """A foreachBatch function: the batch framed and persisted (read from Kafka once, without
-    the columns no pass reads), then handed to `each`."""
+    the columns no pass reads), then handed to `each`.
+
+    The batch comes in one Spark partition per Kafka partition: a connector's topics at 3
+    partitions each, a database of 100 tables is 300 of them, and every pass over the batch
+    (each table's decode reads it) ran 300 tasks, most of them empty: per table, whatever its
+    rows. Persisted in as many partitions as the cluster has cores, a pass is that many tasks,
+    each skipping the cached blocks of other tables by their statistics (`topic`, `fp`)."""
 
     def apply(batch: DataFrame, batch_id: int) -> None:
-        framed = schemas.frame(batch).persist()
+        cores = batch.sparkSession.sparkContext.defaultParallelism
+        framed = schemas.frame(batch).coalesce(cores).persist()
         try:
             each(framed, batch_id)
         finally:
@@ -873,13 +887,40 @@ def one_table(table: Key, batch_id: int, work: Callable[[], None]) -> Outcome:
     return Outcome(table)
 
 
-@dataclass
 class Tally:
-    """A run's counts, for its summary line."""
+    """A run's counts: its summary line, and Prometheus's with `[spark] metrics_port`
+    (`connector.metrics.serve`: /metrics; /health and /ready answer while the job runs)."""
 
-    batches: int = 0
-    written: int = 0
-    failed: int = 0
+    def __init__(self, job: str) -> None:
+        self.batches = self.written = self.failed = 0
+        self.registry = r = CollectorRegistry()
+        self.writes = Counter("sluice_spark_table_writes", "Table writes of the job's batches, by outcome "
+                              "(failed: held back)", ["job", "database", "table", "outcome"], registry=r)  # fmt: skip
+        self.held = Gauge("sluice_spark_tables_held", "Tables whose changes are held back", ["job"], registry=r)
+        self.seconds = Gauge("sluice_spark_batch_seconds", "The last batch's seconds", ["job"], registry=r)
+        self.tables = Gauge("sluice_spark_batch_tables", "The tables the last batch wrote", ["job"], registry=r)
+        self.job = job
+
+    def table(self, table: Key, ok: bool) -> None:
+        if ok:
+            self.written += 1
+        else:
+            self.failed += 1
+        self.writes.labels(self.job, *table, "written" if ok else "failed").inc()
+
+    def batch(self, seconds: float, tables: int, held: int) -> None:
+        self.seconds.labels(self.job).set(seconds)
+        self.tables.labels(self.job).set(tables)
+        self.held.labels(self.job).set(held)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def healthy(self, stall_s: float) -> bool:
+        return True  # the process answers: Spark's own retries and the job's exit say the rest
+
+    def ready(self) -> bool:
+        return True
 
 
 def summary(job: str, tally: Tally, holds: dict[Key, Hold]) -> str:
@@ -888,18 +929,41 @@ def summary(job: str, tally: Tally, holds: dict[Key, Hold]) -> str:
             + (f"; held back: {held}" if held else ""))  # fmt: skip
 
 
+def side_by_side(context: Any, threads: int, tables: list[Key], works: list[Callable[[], None]],
+                 batch_id: int) -> list[Outcome]:  # fmt: skip
+    """Each table's work through `one_table`, `threads` at once, each thread's Spark jobs in a
+    scheduler pool of its own (`context`: the SparkContext); the outcomes in the tables' order."""
+    threads = min(threads, len(tables))
+    if threads <= 1:
+        return [one_table(table, batch_id, work) for table, work in zip(tables, works, strict=True)]
+    pools = iter(range(threads))
+
+    def pool_of_thread() -> None:
+        # Local properties are the calling thread's: its tables' jobs go to its pool.
+        context.setLocalProperty("spark.scheduler.pool", f"sluice-{next(pools)}")
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="sluice-table", initializer=pool_of_thread) as pool:
+        return list(pool.map(lambda table, work: one_table(table, batch_id, work), tables, works))
+
+
 class TablesHeldBack(SluiceError):
     """A `--once` run ended with tables whose changes are not written yet (held back)."""
 
 
 class Batches:
-    """The foreachBatch step: a batch's tables one by one through `one_table`, the held ones
-    read again from their held offsets, then the holds saved."""
+    """The foreachBatch step: a batch's tables through `one_table`, up to `[spark] table_threads`
+    at once (each thread its own FAIR scheduler pool, so one table's small jobs do not queue
+    behind another's), the held ones read again from their held offsets, then the holds saved.
+
+    A table's work is a chain of small Spark jobs with driver work between them (Delta log
+    reads, planning, a commit): run one table after another, a batch of many small tables is
+    that fixed cost times its tables while the executors idle. Side by side, the jobs of other
+    tables fill the gaps. Tables never share state here: each has its own Delta table."""
 
     def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas, job: TableJob, name: str) -> None:
         self.spark, self.config, self.schemas, self.job, self.name = spark, config, schemas, job, name
         self.holds = Holds(spark, under(config.spark.checkpoint_dir, config.name, f"{name}-held"))
-        self.tally = Tally()
+        self.tally = Tally(name)
 
     def __call__(self, framed: DataFrame, batch_id: int) -> None:
         self.tables(framed, batch_id)
@@ -912,11 +976,18 @@ class Batches:
             self.tables(self.spark.createDataFrame([], FRAMED), START)
 
     def tables(self, framed: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         parts = parts_of(framed, self.schemas, self.job.statements)
-        for table in sorted(parts.keys() | self.holds.held.keys()):
-            outcome = one_table(table, batch_id, functools.partial(self.write, table, framed, parts, batch_id))
+        tables = sorted(parts.keys() | self.holds.held.keys())
+        works: list[Callable[[], None]] = [functools.partial(self.write, table, framed, parts, batch_id)
+                                           for table in tables]  # fmt: skip
+        threads = self.config.spark.table_threads
+        outcomes = side_by_side(self.spark.sparkContext, threads, tables, works, batch_id)
+        for table, outcome in zip(tables, outcomes, strict=True):
             self.settle(outcome, parts.get(table), batch_id)
         self.holds.save()
+        self.tally.batch(time.monotonic() - started, len(tables), len(self.holds.held))
+
 
     def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:
         hold = self.holds.held.get(table)
@@ -945,14 +1016,13 @@ class Batches:
 
     def settle(self, outcome: Outcome, part: Part | None, batch_id: int) -> None:
         table, hold = outcome.table, self.holds.held.get(outcome.table)
+        self.tally.table(table, not outcome.error)
         if not outcome.error:
-            self.tally.written += 1
             if hold is not None:
                 del self.holds.held[table]
                 log.info("%s: %s of %s.%s written again, with its changes held back since batch %d",
                          during(batch_id), self.name, *table, hold.since)  # fmt: skip
             return
-        self.tally.failed += 1
         self.job.forget(table)
         offsets = offsets_in(part) if part is not None else {}
         self.holds.held[table] = held_also(hold, offsets, batch_id, outcome.error)
@@ -980,6 +1050,8 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
         registry = SchemaRegistryClient.new_client({"url": config.avro.schema_registry_url})
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir), registry)
     batches = Batches(spark, config, schemas, JOBS[job](spark, config, schemas), job)
+    if config.spark.metrics_port:
+        serve(batches.tally, config.spark.metrics_port, 0, config.metrics.host)
     batches.retry()
     changes = read_changes(spark, config, statements=batches.job.statements)
     writer = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -9,6 +10,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from spark.examples.read_topic import client_options
 from spark.jobs import (
     MIRRORED,
     Hold,
+    Outcome,
     Tally,
     as_bytes,
     emptied_by,
@@ -44,6 +47,7 @@ from spark.jobs import (
     reread_options,
     row_fields,
     row_topics_pattern,
+    side_by_side,
     spark_holds,
     stats_columns,
     stub_schema,
@@ -252,7 +256,60 @@ def test_a_tables_failure_is_one_line() -> None:
     assert error_line(java) == f"_JavaError: {exception}"
     assert len(error_line(ValueError("x" * 1000))) == 400
     held = {("shop", "t"): Hold({("p.shop.t", 0): 1}, 2, "E: no")}
-    assert summary("mirror", Tally(3, 5, 1), held) == (
+    tally = Tally("mirror")
+    tally.batches = 3
+    for ok in (True, True, False, True, True, True):
+        tally.table(("shop", "t"), ok)
+    assert summary("mirror", tally, held) == (
         "mirror: 3 batches, 5 table writes, 1 failed; held back: shop.t since batch 2 (E: no)"
     )
-    assert summary("changelog", Tally(1, 2, 0), {}) == "changelog: 1 batches, 2 table writes, 0 failed"
+    assert summary("changelog", Tally("changelog"), {}) == "changelog: 0 batches, 0 table writes, 0 failed"
+
+
+def test_a_jobs_table_writes_and_holds_are_prometheus_metrics() -> None:
+    tally = Tally("mirror")
+    tally.table(("shop", "a"), True)
+    tally.table(("shop", "b"), False)
+    tally.table(("shop", "b"), False)
+    tally.batch(1.5, 2, 1)
+    text = tally.exposition().decode()
+    assert 'sluice_spark_table_writes_total{database="shop",job="mirror",outcome="written",table="a"} 1.0' in text
+    assert 'sluice_spark_table_writes_total{database="shop",job="mirror",outcome="failed",table="b"} 2.0' in text
+    assert 'sluice_spark_tables_held{job="mirror"} 1.0' in text
+    assert 'sluice_spark_batch_seconds{job="mirror"} 1.5' in text
+
+
+class _Context:
+    """A SparkContext's local properties, per thread as Spark keeps them."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def setLocalProperty(self, key: str, value: str) -> None:  # Spark's name
+        setattr(self.local, key, value)
+
+    def pool(self) -> str:
+        return str(getattr(self.local, "spark.scheduler.pool", ""))
+
+
+def test_tables_run_side_by_side_each_thread_in_its_own_pool_outcomes_in_order() -> None:
+    context = _Context()
+    started = threading.Barrier(4, timeout=10)  # four tables at once, or this waits and fails
+    tables = [("shop", f"t{i}") for i in range(9)]
+
+    def work(i: int) -> None:
+        if i < 4:
+            started.wait()
+        with context.lock:
+            context.seen.append((tables[i][1], context.pool()))
+        if i == 6:
+            raise ValueError("no room\nmore")
+
+    outcomes = side_by_side(context, 4, tables, [functools.partial(work, i) for i in range(9)], 7)
+    assert outcomes == [Outcome(t, "ValueError: no room" if t[1] == "t6" else "") for t in tables]
+    assert sorted(t for t, _ in context.seen) == [t for _, t in tables]
+    assert {pool for _, pool in context.seen} == {f"sluice-{i}" for i in range(4)}
+    alone = _Context()
+    assert side_by_side(alone, 1, tables[:2], [lambda: None] * 2, 0) == [Outcome(t) for t in tables[:2]]
