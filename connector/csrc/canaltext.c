@@ -27,25 +27,33 @@ static int put_format(buf_t *out, const char *format, ...) {
     return n < 0 || n >= (int)sizeof tmp ? -1 : buf_put(out, tmp, n);
 }
 
-/* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: the quote, the backslash
- * and the control characters; the rest as it is. */
+/* A byte JSON prints as it is inside a string: not the quote, the backslash or a control character. */
+static inline int plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+/* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: runs of plain bytes
+ * copied at once, the others escaped. */
 static int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
     static const char hex[] = "0123456789abcdef";
+    Py_ssize_t run = 0; /* the first plain byte not put yet */
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
+        if (plain(c))
+            continue;
+        if (buf_put(out, s + run, i - run) < 0)
+            return -1;
+        run = i + 1;
         const char *two = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
                         : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
         if (two != NULL) {
             if (buf_put(out, two, 2) < 0)
                 return -1;
-        } else if (c < 0x20) {
+        } else {
             char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             if (buf_put(out, u, 6) < 0)
                 return -1;
-        } else if (buf_put(out, &c, 1) < 0)
-            return -1;
+        }
     }
-    return 0;
+    return buf_put(out, s + run, n - run);
 }
 
 /* -- each op's text (what flat.py's renderer prints of the decoded value) ------------------------ */
@@ -262,14 +270,19 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     case OP_TEXT8:
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
             return r;
+        Py_ssize_t run = 0; /* the first byte not put yet of a run that is its own plain text */
         for (Py_ssize_t i = 0; i < text.n; i++) {
-            bytes_t ch = string_at(strings, c->b + text.p[i]);
+            unsigned char b = text.p[i];
+            bytes_t ch = string_at(strings, c->b + b);
+            if (ch.n == 1 && ch.p[0] == b && plain(b))
+                continue; /* ASCII the charset keeps (most single-byte charsets: all of it) */
             if (ch.n == 0)
                 return DECLINE; /* a byte the charset does not map: its decoder raises */
-            if (put_string(out, ch) < 0)
+            if (buf_put(out, text.p + run, i - run) < 0 || put_string(out, ch) < 0)
                 return FAIL;
+            run = i + 1;
         }
-        return DONE;
+        return buf_put(out, text.p + run, text.n - run) < 0 ? FAIL : DONE;
     }
     return DECLINE;
 }
