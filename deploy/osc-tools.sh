@@ -22,23 +22,8 @@ GO_HOME="$CACHE/go"
 
 log() { printf '[osc-tools] %s\n' "$*" >&2; }
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-apt_install() {
-  # $@: packages; installs only the missing ones (as deploy/services.sh does).
-  local missing=()
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]} from apt"
-  as_root apt-get update -qq
-  # policy-rc.d keeps Debian from starting services of what it installs.
-  as_root sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-}
+# shellcheck source=deploy/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 pt_osc_ready() {
   command -v pt-online-schema-change >/dev/null && perl -MDBI -MDBD::mysql -e 1 2>/dev/null
