@@ -53,7 +53,25 @@ def _fail(name: str, data: bytes, start: int, end: int, errors: str, reason: str
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-class Ucs2:
+class _Walked:
+    """A charset whose text is fast unless its codec raises; then walked code by code, where
+    `errors` says what becomes of a code it cannot read."""
+
+    def text(self, data: bytes) -> str:
+        raise NotImplementedError
+
+    def walk(self, data: bytes, errors: str) -> str:
+        raise NotImplementedError
+
+    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
+        data = bytes(data)
+        try:
+            return self.text(data), len(data)
+        except UnicodeDecodeError:
+            return self.walk(data, errors), len(data)
+
+
+class Ucs2(_Walked):
     """ucs2: two bytes a character, big-endian. Python's UTF-16 makes one character of a pair of
     surrogates, ucs2 two, unpaired, without a UTF-8 form: text holding a pair is walked."""
 
@@ -65,13 +83,6 @@ class Ucs2:
         if not text.isascii() and _ASTRAL.search(text) is not None:
             return self.walk(data, "strict")
         return text
-
-    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
-        data = bytes(data)
-        try:
-            return self.text(data), len(data)
-        except UnicodeDecodeError:
-            return self.walk(data, errors), len(data)
 
     def walk(self, data: bytes, errors: str) -> str:
         out = []
@@ -167,7 +178,7 @@ def _places(values: bytes) -> list[int]:
     return places
 
 
-class MultiByte:
+class MultiByte(_Walked):
     """A multi-byte charset as one server has it.
 
     Decoding tries Python's nearest codec. Its text is the server's unless it raises, or the
@@ -207,13 +218,6 @@ class MultiByte:
         ):
             return self.walk(data, "strict")
         return text
-
-    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
-        data = bytes(data)
-        try:
-            return self.text(data), len(data)
-        except UnicodeDecodeError:
-            return self.walk(data, errors), len(data)
 
     def text_at(self, data: bytes, at: int) -> tuple[str, int] | None:
         """The text and width of the code at `at`; None if no code of the charset starts there."""
