@@ -18,19 +18,22 @@ def choose_server(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
-def fresh_table(db: str) -> None:
-    """`db` dropped and created again, with its empty table `t`."""
-    fresh_database(
-        db, "CREATE TABLE {db}.t (id INT PRIMARY KEY, k INT, c CHAR(60), amount DECIMAL(12,2), at DATETIME(6))"
-    )
+TABLE = "CREATE TABLE {{db}}.{} (id INT PRIMARY KEY, k INT, c CHAR(60), amount DECIMAL(12,2), at DATETIME(6))"
 
 
-def insert(cur: Any, db: str, first: int, last: int, at: str = "NOW(6)") -> None:
-    """Rows `first` to `last` of `t` in one statement; `at`: the SQL of the DATETIME column."""
+def fresh_table(db: str, tables: tuple[str, ...] = ("t",)) -> None:
+    """`db` dropped and created again, with its empty table `t` (or `tables`, each like it)."""
+    fresh_database(db, *(TABLE.format(table) for table in tables))
+
+
+def insert(cur: Any, db: str, first: int, last: int, at: str = "NOW(6)", table: str = "t") -> None:
+    """Rows `first` to `last` of `table` (made as `fresh_table` makes `t`) in one statement; `at`:
+    the SQL of the DATETIME column."""
     cur.execute(f"USE {db}")  # MariaDB's SEQUENCE engine's seq_M_to_N tables live in the current database
     n = f"(seq + {first - 1})"
     cur.execute(
-        f"INSERT INTO {db}.t SELECT {n}, {n} % 1000, REPEAT('c', 60), {n} / 100, {at} FROM {numbers(last - first + 1)}"
+        f"INSERT INTO {db}.{table} SELECT {n}, {n} % 1000, REPEAT('c', 60), {n} / 100, {at} "
+        f"FROM {numbers(last - first + 1)}"
     )
 
 

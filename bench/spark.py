@@ -174,6 +174,58 @@ def merge_metrics(spark: Any, path: str) -> str:
     return f"{last['operation']}: " + ", ".join(f"{k} {metrics[k]}" for k in shown if k in metrics)
 
 
+def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events: str) -> dict[str, float]:
+    """The tables axis at `n` tables: `total` changes spread over them, per job the seconds of
+    the run that applies them (its tables made by a run before, untimed); with an event log, each
+    kind of Spark job's seconds in the mirror's run too."""
+    db, per = f"{DB}_{n}", total // n
+    names = tuple(f"t{i:03d}" for i in range(n))
+    fresh_table(db, names)
+    name = f"benchtables{uuid.uuid4().hex[:6]}"
+    config = replace(base, name=name, kafka=replace(base.kafka, topic_prefix=name),
+                     source=replace(base.source, include=[rf"{db}\..*"]),
+                     avro=AvroSection(schemas_dir=os.path.join(tmp, name, "schemas")))  # fmt: skip
+    Connector(config).run(blocking=False)  # first start: capture and save the position
+    with connect().cursor() as cur:
+        for table in names:
+            insert(cur, db, 1, per, table=table)
+    Connector(config).run(blocking=False)
+    for job in ("mirror", "changelog"):
+        run(in_round(config, tmp, f"{name}-{job}"), job, once=True)
+    with connect().cursor() as cur:  # per table: a tenth of its rows updated, a tenth deleted, the rest new
+        for table in names:
+            insert(cur, db, per + 1, per + per - 2 * (per // 10), table=table)
+            cur.execute(f"UPDATE {db}.{table} SET k = k + 1 WHERE id <= {per} AND id % 10 = 0")
+            cur.execute(f"DELETE FROM {db}.{table} WHERE id <= {per} AND id % 10 = 5")
+    Connector(config).run(blocking=False)
+    figures = {}
+    for job in ("mirror", "changelog"):
+        mark = len(spark_jobs(events)) if events else 0
+        figures[job] = timed(lambda job=job: run(in_round(config, tmp, f"{name}-{job}"), job, once=True))
+        if events and job == "mirror":
+            kinds: dict[str, list[float]] = {}
+            for what, seconds in spark_jobs(events)[mark:]:
+                kinds.setdefault(" ".join(what.split()[:3])[:60], []).append(seconds)
+            for kind, times in sorted(kinds.items(), key=lambda item: -sum(item[1]))[:8]:
+                each = sum(times) / n * 1000
+                print(f"    {sum(times):6.2f} s in {len(times):4d} jobs ({each:5.0f} ms a table)  {kind}")
+    mirrored = spark.read.format("delta").load(os.path.join(tmp, f"{name}-mirror", "lake", "mirror", db, names[-1]))
+    assert mirrored.count() == per + per - 2 * (per // 10) - per // 10, mirrored.count()  # the mirror is whole
+    return figures
+
+
+def tables_axis(spark: Any, config: Config, tmp: str, counts: list[int], total: int, events: str) -> None:
+    """`--tables`: the same number of changes over 1, 10, 100, ... tables, a few per table as
+    under OLTP. What grows with the tables is a batch's cost per table."""
+    first: dict[str, float] = {}
+    for n in counts:
+        figures = tables_round(spark, config, tmp, n, total, events)
+        first = first or figures
+        line = ", ".join(f"{job} {s:.1f} s ({total / s:,.0f} rows/s, {s / first[job]:.2f}x {counts[0]} table(s))"
+                         for job, s in figures.items())  # fmt: skip
+        print(f"{n} tables x {total // n:,} changes: {line}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
@@ -181,6 +233,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="each Spark job of the mirror with its seconds")
     parser.add_argument("--key-range", type=int, default=0, help="[spark] key_range of the mirror (0: off)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
+    parser.add_argument("--tables", default="", metavar="N,N,...",
+                        help="the tables axis instead: --changes spread over N tables, for each N")
+    parser.add_argument("--changes", type=int, default=100_000, help="with --tables: the changes of a batch")
+    parser.add_argument("--master", default="local[2]", help="Spark's master (the cluster: deploy/spark/cluster.sh)")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -191,6 +247,13 @@ def main() -> None:
                 "spark.eventLog.compress": "false"} if args.profile else {}  # fmt: skip
         conf.update(setting.split("=", 1) for setting in args.conf)
         config = bench_config(tmp, conf, args.key_range)
+        config = replace(config, spark=replace(config.spark, master=args.master))
+        if args.tables:
+            spark = session(in_round(config, tmp, "warm-up"), "bench")
+            tables_axis(spark, config, tmp, [int(n) for n in args.tables.split(",")], args.changes,
+                        events if args.profile else "")  # fmt: skip
+            spark.stop()
+            return
         fresh_table(DB)
         Connector(config).run(blocking=False)  # first start: capture and save the position
         spark = session(in_round(config, tmp, "warm-up"), "bench")  # started before timing: the jobs reuse it

@@ -26,9 +26,10 @@ changelog: every change with its operation, source position, event time, after-i
            before-image, at {lake_dir}/changelog/<db>/<table>, partitioned by event date;
            inserted only when its source position is not there yet (exactly once).
 
-Both go table by table (`Batches`, `[spark] table_threads` side by side): a table whose write fails is reported, counted and held back
-(its changes written again from their Kafka offsets at the next batch, `Holds`), and the other
-tables go on. A DECIMAL wider than Spark's 38 digits is its exact text (`decimal_text`).
+Both go table by table (`Batches`, `[spark] table_threads` side by side): a table whose write
+fails is reported, counted and held back (its changes written again from their Kafka offsets at
+the next batch, `Holds`), and the other tables go on. A DECIMAL wider than Spark's 38 digits
+is its exact text (`decimal_text`).
 """
 
 from __future__ import annotations
