@@ -252,7 +252,7 @@ class SparkSection:
     # the table. 0: unpartitioned (each MERGE may rewrite every file).
     key_range: int = 0
     # Tables of a batch written at once (each its MERGE or append, in its own FAIR scheduler
-    # pool), so a batch of many small tables costs its rows, not its number of tables.
+    # pool), so one table's small jobs overlap another's (spark/README.md: many tables).
     table_threads: int = 8
     metrics_port: int = 0  # the job's Prometheus /metrics (on [metrics] host); 0: off
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))

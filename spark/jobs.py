@@ -596,8 +596,7 @@ def framed_once(schemas: WriterSchemas, each: Callable[[DataFrame, int], None]) 
     The batch comes in one Spark partition per Kafka partition: a connector's topics at 3
     partitions each, a database of 100 tables is 300 of them, and every pass over the batch
     (each table's decode reads it) ran 300 tasks, most of them empty: per table, whatever its
-    rows. Persisted in as many partitions as the cluster has cores, a pass is that many tasks,
-    each skipping the cached blocks of other tables by their statistics (`topic`, `fp`)."""
+    rows. Persisted in as many partitions as the cluster has cores, a pass is that many tasks."""
 
     def apply(batch: DataFrame, batch_id: int) -> None:
         cores = batch.sparkSession.sparkContext.defaultParallelism
@@ -988,7 +987,6 @@ class Batches:
             self.settle(outcome, parts.get(table), batch_id)
         self.holds.save()
         self.tally.batch(time.monotonic() - started, len(tables), len(self.holds.held))
-
 
     def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:
         hold = self.holds.held.get(table)
