@@ -259,6 +259,29 @@ def test_admin_requests_wait_out_an_unreachable_broker_and_refuse_the_rest_at_on
         sink._waiting_out_outages("create", raising(KafkaException(KafkaError(KafkaError._TRANSPORT))))
 
 
+def test_a_topic_the_cluster_does_not_know_yet_is_waited_for_briefly_then_refused() -> None:
+    # Seen in CI: DescribeConfigs right after the topic's creation said "Unknown topic or partition".
+    sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=600))
+    now = [0.0]
+    sink.clock = lambda: now[0]
+    sink.sleep = lambda s: now.__setitem__(0, now[0] + s)
+    unknown = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    answers: list[object] = [unknown, unknown, "answer"]
+
+    def request() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert sink._waiting_out_outages("describe", request) == "answer"
+    assert now[0] == 0.75
+    now[0] = 0.0
+    with pytest.raises(SinkError, match=r"^describe: Kafka unreachable \(Broker: Unknown topic or partition\)"):
+        sink._waiting_out_outages("describe", raising(unknown))
+    assert 25 < now[0] <= 30  # the settling wait, not the outage's 600 s
+
+
 def test_a_long_wait_for_kafka_renews_the_admin_client_and_says_it_still_waits(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -102,10 +102,14 @@ _TRANSIENT = frozenset({
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.BROKER_NOT_AVAILABLE, KafkaError.NETWORK_EXCEPTION,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
 })  # fmt: skip
-# A broker that just restarted is fenced until it registers with the controller (KRaft), and
-# topic creation then says the replication factor cannot be met: waited out briefly, since
-# it is also what a replication factor above the broker count says for good.
-_SETTLING = frozenset({KafkaError.INVALID_REPLICATION_FACTOR})
+# Refusals that also mean a state the cluster is still settling into, waited out briefly since
+# they are final otherwise:
+# - a broker that just restarted is fenced until it registers with the controller (KRaft), and
+#   topic creation then says the replication factor cannot be met (as a factor above the broker
+#   count says for good);
+# - a topic just created is in the metadata before every broker has it, and DescribeConfigs sent
+#   to one that has not says the topic is unknown (seen once in CI, right after the creation).
+_SETTLING = frozenset({KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.UNKNOWN_TOPIC_OR_PART})
 _SETTLING_S = 30.0
 T = TypeVar("T")
 
