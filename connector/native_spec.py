@@ -47,9 +47,17 @@ STRINGS_HEADER = "<i"
 
 # Records packed as little-endian int32 fields, in this order (C: one struct of int32_t each).
 RECORDS: dict[str, tuple[str, ...]] = {
-    "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "pad_"),  # a program's column
+    "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "flags"),  # a program's column
     "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
     "walk_t": ("width", "prefix", "utf8"),  # a column of a walk (rowplan.walk_layout)
+}
+
+# A program column's flags (column_t.flags; 0 for every op but these).
+COLUMN_FLAGS: dict[str, int] = {
+    # OP_TEXT8 whose charset keeps every byte 0x00-0x7F as itself (latin1 and most single-byte
+    # charsets; not swe7): those bytes are copied without looking them up. The C code checks it
+    # against the column's strings before it takes the program.
+    "COL_ASCII": 1,
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.
@@ -102,7 +110,7 @@ def header() -> str:
         "#include <stdint.h>",
         "",
     ]
-    for group in (OPS, KINDS, REASONS):
+    for group in (OPS, COLUMN_FLAGS, KINDS, REASONS):
         lines.append("enum {")
         lines.extend(f"    {name} = {value}," for name, value in group.items())
         lines.append("};")

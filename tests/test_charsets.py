@@ -36,7 +36,7 @@ from connector.binlog.constants import EventType, RowsKind
 from connector.binlog.events import EventHeader
 from connector.binlog.parser import decode_query
 from connector.binlog.reader import Reader
-from connector.binlog.rowplan import KINDS, json_program, single_byte_table
+from connector.binlog.rowplan import COL_ASCII, COLUMN, KINDS, json_program, single_byte_table
 from connector.binlog.rows import RowsDecoderCache
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
 from connector.errors import FormatError
@@ -333,7 +333,11 @@ def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collatio
     columns = (_varchar(0, collation),)
     program = json_program(columns)
     assert program is not None and single_byte_table(collation) is not None
-    body = b"".join(_image(bytes([byte])) for byte in range(256)) + _image(bytes(range(256))[:100])
+    # Bytes alone, an ASCII run (copied at once where the table keeps ASCII), ASCII beside the rest.
+    body = b"".join(_image(bytes([byte])) for byte in range(256)) + _image(bytes(range(100)))
+    body += _image(bytes(range(0x60, 0x100)))
+    keeps_ascii = all(texts[b] == chr(b) for b in range(0x80))
+    assert COLUMN.unpack(program.columns)[-1] == (COL_ASCII if keeps_ascii else 0)
     for mariadb in (True, False):
         table = TableMapEvent(1, 0, "db", "t", columns, raw=b"t", mariadb=mariadb)
         rows, replaced = RowsDecoderCache().decode(body, table, RowsKind.WRITE, (0,), (), False)
@@ -348,6 +352,21 @@ def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collatio
         kind = KINDS[RowsKind.WRITE]
         assert transcoder.transcode(body, program.columns, kind, b"", program.strings, b"", b"P", b"P", b"N", b"O",
                                     b"T", 0) == avro  # fmt: skip
+
+
+def test_a_column_that_says_it_keeps_ascii_is_refused_where_its_table_does_not() -> None:
+    assert transcoder is not None
+    swe7 = collation_id_of_charset("swe7")
+    assert swe7 is not None
+    program = json_program((_varchar(0, swe7),))
+    assert program is not None and COLUMN.unpack(program.columns)[-1] == 0  # swe7 prints 0x40 as É
+    *fields, _ = COLUMN.unpack(program.columns)
+    claimed = COLUMN.pack(*fields, COL_ASCII)
+    names = (b'"c":',)
+    with pytest.raises(ValueError, match="malformed"):
+        transcoder.render_json(_image(b"@"), claimed, KINDS[RowsKind.WRITE], program.strings, names)
+    rendered = transcoder.render_json(_image(b"@"), program.columns, KINDS[RowsKind.WRITE], program.strings, names)
+    assert rendered == ["{\"c\":\"É\"}"]  # the table's text, looked up
 
 
 def _avro_string(text: str) -> bytes:

@@ -23,7 +23,6 @@ from typing import Any
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.rowplan import (
-    COLUMN,
     OP_BIT,
     OP_BIT64,
     OP_BYTES,
@@ -46,6 +45,7 @@ from connector.binlog.rowplan import (
     Program,
     Strings,
     column_op,
+    packed_column,
 )
 from connector.binlog.tablemap import ColumnMeta
 from connector.native import transcoder
@@ -83,7 +83,7 @@ def program(
         op = column_op(meta, strings)
         if op is None or not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0):
             return None
-        out.append(COLUMN.pack(*op, null, value, 0))
+        out.append(packed_column(op, strings, null, value))
     keys = []
     for field, index in zip(key["fields"] if key else (), key_columns):
         null, value, avro = _branches(field["type"])

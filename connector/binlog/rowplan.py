@@ -22,18 +22,19 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
+from connector.native_spec import COLUMN_FLAGS, OPS, record
 from connector.native_spec import KINDS as SPEC_KINDS
-from connector.native_spec import OPS, record
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
 OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
+COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 # A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
          RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
-COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, (unused)
+COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
 WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8
 
 Op = tuple[int, int, int, int]  # op, width, a, b
@@ -144,6 +145,16 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
     return None if table is None else (OP_TEXT8, 0, prefix, strings.add(table))
 
 
+_ASCII = [bytes([b]) for b in range(0x80)]
+
+
+def packed_column(op: Op, strings: Strings, null_branch: int = -1, value_branch: int = -1) -> bytes:
+    """One column of a program, with its flags (native_spec.COLUMN_FLAGS): a TEXT8 column whose
+    table keeps ASCII as it is says so."""
+    ascii_kept = op[0] == OP_TEXT8 and strings.texts[op[3] : op[3] + 0x80] == _ASCII
+    return COLUMN.pack(*op, null_branch, value_branch, COL_ASCII if ascii_kept else 0)
+
+
 def single_byte_table(collation: int) -> list[bytes] | None:
     """A single-byte charset's text of each byte as UTF-8, from the servers' own table (the one
     the rows decoder reads: connector/binlog/charsets.py); b"" where the server stores no such
@@ -162,7 +173,7 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
         op = column_op(meta, strings)
         if op is None:
             return None
-        ops.append(COLUMN.pack(*op, -1, -1, 0))
+        ops.append(packed_column(op, strings))
     return Program(b"".join(ops), b"", strings.packed()) if ops else None
 
 

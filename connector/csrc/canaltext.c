@@ -271,8 +271,11 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
             return r;
         Py_ssize_t run = 0; /* the first byte not put yet of a run that is its own plain text */
+        int ascii = c->flags & COL_ASCII; /* bytes below 0x80 are their own text: no look-up */
         for (Py_ssize_t i = 0; i < text.n; i++) {
             unsigned char b = text.p[i];
+            if (ascii && b < 0x80 && plain(b))
+                continue;
             bytes_t ch = string_at(strings, c->b + b);
             if (ch.n == 1 && ch.p[0] == b && plain(b))
                 continue; /* ASCII the charset keeps (most single-byte charsets: all of it) */

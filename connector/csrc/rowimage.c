@@ -305,17 +305,28 @@ static int text8_value(const column_t *c, const strings_t *strings, const unsign
         return DECLINE;
     const unsigned char *text = value.p;
     Py_ssize_t n = value.n;
+    int ascii = c->flags & COL_ASCII, looked_up = 0; /* with COL_ASCII, bytes below 0x80 are their own text */
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (ascii && text[i] < 0x80) {
+            total++;
+            continue;
+        }
         Py_ssize_t one = string_at(strings, c->b + text[i]).n;
         if (one == 0)
             return DECLINE;
         total += one;
+        looked_up = 1;
     }
     *pos += used;
     if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
         return FAIL;
+    if (ascii && !looked_up) { /* every byte its own text: one copy */
+        memcpy(out->data + out->len, text, (size_t)n);
+        out->len += n;
+        return DONE;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
-        bytes_t ch = string_at(strings, c->b + text[i]);
+        bytes_t ch = ascii && text[i] < 0x80 ? (bytes_t){text + i, 1} : string_at(strings, c->b + text[i]);
         memcpy(out->data + out->len, ch.p, (size_t)ch.n);
         out->len += ch.n;
     }
@@ -576,10 +587,25 @@ static int strings_ok(const strings_t *s, int32_t first, int32_t count) {
     return first >= 0 && count >= 0 && (int64_t)first + count <= s->n;
 }
 
+/* The 128 strings from `first` are the bytes 0x00-0x7F themselves (COL_ASCII's promise). */
+static int ascii_kept(const strings_t *s, int32_t first) {
+    if (!strings_ok(s, first, 0x80))
+        return 0;
+    for (int b = 0; b < 0x80; b++) {
+        bytes_t ch = string_at(s, first + b);
+        if (ch.n != 1 || ch.p[0] != b)
+            return 0;
+    }
+    return 1;
+}
+
 /* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
    the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
-   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes, strings that are there. */
+   __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes, strings that are there,
+   flags only where they hold (COL_ASCII: a TEXT8 table that keeps ASCII). */
 static int column_ok(const column_t *c, const strings_t *strings) {
+    if (c->flags != 0 && !(c->op == OP_TEXT8 && c->flags == COL_ASCII && ascii_kept(strings, c->b)))
+        return 0;
     switch (c->op) {
     case OP_INT:
         return c->width == 1 || c->width == 2 || c->width == 3 || c->width == 4 || c->width == 8;

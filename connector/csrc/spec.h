@@ -24,6 +24,9 @@ enum {
     OP_TEXT8 = 18,
 };
 enum {
+    COL_ASCII = 1,
+};
+enum {
     KIND_WRITE = 0,
     KIND_UPDATE = 1,
     KIND_DELETE = 2,
@@ -59,7 +62,7 @@ enum {
 #define CRC32_RESIDUE 0x2144df1cu
 #define MURMUR2_SEED 0x9747b28cu
 #define MURMUR2_M 0x5bd1e995u
-typedef struct { int32_t op, width, a, b, null_branch, value_branch, pad_; } column_t;
+typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, utf8; } walk_t;
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};

@@ -140,7 +140,7 @@ def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 def _render_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
                for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
-    program = b"".join(struct.pack("<7i", *c, 0) for c in columns)
+    program = b"".join(struct.pack("<7i", *c, fdp.ConsumeIntInRange(-1, 2)) for c in columns)  # flags
     kind = fdp.ConsumeIntInRange(-1, 3)
     count = max(0, len(columns) + fdp.ConsumeIntInRange(-1, 1))  # a name per column, or one too few or many
     names = tuple(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(count))
@@ -234,7 +234,7 @@ def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
     """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit."""
     columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
                for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
-    program = b"".join(struct.pack("<7i", *c, 0) for c in columns)
+    program = b"".join(struct.pack("<7i", *c, fdp.ConsumeIntInRange(-1, 2)) for c in columns)  # flags
     fields = range(fdp.ConsumeIntInRange(0, 2))
     keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
     parts = [_strings(fdp), *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8))]
