@@ -37,6 +37,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.rows = Counter("sluice_rows", "Row changes handed to Kafka", ["database", "table", "type"], registry=r)
+        self.path_rows = Counter(
+            "sluice_path_rows", "Row changes handed to Kafka by the path that encoded them: kernel (compiled), "
+            "python (README.md: what takes the Python path) or snapshot", ["database", "table", "path"], registry=r,
+        )  # fmt: skip
         self.events = Counter("sluice_events", "Binlog events read", ["type"], registry=r)
         self.bytes_read = Counter("sluice_bytes_read", "Binlog bytes read", registry=r)
         self.lag_seconds = Gauge("sluice_binlog_lag_seconds", "Now minus the last event's time", registry=r)
@@ -69,6 +73,8 @@ class Metrics:
         # Prometheus counters when sampled or scraped: labels().inc() cost ~8 us a call.
         self._row_counts: dict[tuple[str, str, str], int] = {}
         self._row_published: dict[tuple[str, str, str], int] = {}
+        self._path_counts: dict[tuple[str, str, str], int] = {}
+        self._path_published: dict[tuple[str, str, str], int] = {}
         self._event_counts: dict[int, int] = {}
         self._event_published: dict[int, int] = {}
         self._bytes_published = 0.0
@@ -105,18 +111,24 @@ class Metrics:
         """Where the stream has read to (the end of the last event with a position)."""
         return Position(self._file, self._pos) if self._file else None
 
-    def row(self, database: str, table: str, kind: str, count: int = 1) -> None:
+    def row(self, database: str, table: str, kind: str, count: int = 1, path: str = "python") -> None:
+        """Rows of a table and operation, encoded by `path` (kernel, python, snapshot)."""
         key = (database, table, kind)
         counts = self._row_counts
+        counts[key] = counts.get(key, 0) + count
+        key = (database, table, path)
+        counts = self._path_counts
         counts[key] = counts.get(key, 0) + count
 
     def _publish_counts(self) -> None:
         with self._publishing:  # the sampler and a scrape may both publish
-            for key, count in dict(self._row_counts).items():  # a copy: the main loop keeps counting
-                done = self._row_published.get(key, 0)
-                if count > done:
-                    self.rows.labels(*key).inc(count - done)
-                    self._row_published[key] = count
+            for counter, counts, published in ((self.rows, self._row_counts, self._row_published),
+                                               (self.path_rows, self._path_counts, self._path_published)):  # fmt: skip
+                for key, count in dict(counts).items():  # a copy: the main loop keeps counting
+                    done = published.get(key, 0)
+                    if count > done:
+                        counter.labels(*key).inc(count - done)
+                        published[key] = count
             for code, count in dict(self._event_counts).items():
                 done = self._event_published.get(code, 0)
                 if count > done:

@@ -174,6 +174,14 @@ def kafka_sink(config: Config) -> KafkaSink:
                                    admin={**k.security.librdkafka(), **k.admin}))  # fmt: skip
 
 
+def _say_slow_path(config: Config) -> None:
+    """At start: a stream that runs without the compiled kernel says so."""
+    if transcoder is None:
+        log.warning(NOT_BUILT)
+    elif not config.source.compiled_kernel:
+        log.info("[source] compiled_kernel = false: every table's rows take the Python path")
+
+
 def message_encoder(config: Config) -> MessageEncoder:
     """The value format's encoder: Avro (schemas in `[avro] schemas_dir`) or canal's FlatMessage JSON."""
     directory = SchemaDirectory(config.avro.schemas_dir)
@@ -365,8 +373,7 @@ class Connector:
         self.stream.on_source = self._source_up
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
-        if transcoder is None:
-            log.warning(NOT_BUILT)
+        _say_slow_path(self.config)
         log.info("streaming from %s", start)
         if resume is None:
             # The first start: save where it begins (and the snapshot it owes), or a restart

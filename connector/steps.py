@@ -95,6 +95,7 @@ class Encode:
         self.produce = produce
         self.counters = counters
         self.columns = columns  # tables whose columns are filtered or masked ([[kafka.columns]])
+        self._told: set[tuple[str, str]] = set()  # tables said to take the Python path
 
     def submit(self, item: Changes) -> None:
         if not self._rows(item):
@@ -151,12 +152,14 @@ class Encode:
         """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
         partitions `_rows`, GatherStatement and Produce would give them. None where they are not
         written that way: a [[kafka.columns]] rule, a column the transcoder does not cover."""
-        if self.columns.table(table) is not None:
-            return None
         database, name = table_map.schema, table_map.table
+        if self.columns.table(table) is not None:
+            self._python_path(database, name, "a [[kafka.columns]] rule shapes its messages")
+            return None
         topic = self._topic(database, name)
         rows = self.encoder.kernel_rows(table_map, table, topic)
         if rows is None:
+            self._python_path(database, name, self.encoder.python_path(table_map, table))
             return None
         partitions = self.sink.partitions(topic)
         keyless = not rows.keys
@@ -168,6 +171,13 @@ class Encode:
             kinds,
             self.sink.limit(topic) - RECORD_OVERHEAD,
         )  # fmt: skip
+
+    def _python_path(self, database: str, name: str, reason: str) -> None:
+        """Once a table: its rows take the Python path, and why (sluice_path_rows counts them)."""
+        if (database, name) not in self._told:
+            self._told.add((database, name))
+            log.info("rows of `%s`.`%s` take the Python path, slower than the compiled kernel: %s",
+                     database, name, reason)  # fmt: skip
 
     def _topic(self, database: str, name: str) -> str:
         topic = self.router.topic(database, name)
@@ -256,7 +266,7 @@ class Produce:
             self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
         self.counters.rows += len(encoded)
         if self.metrics is not None:
-            self.metrics.row(database, name, kind, len(encoded))
+            self.metrics.row(database, name, kind, len(encoded), "snapshot" if kind == "READ" else "python")
 
     def burst(self, burst: Burst) -> None:
         """A kernel run's messages, routed and measured already (connector/lane.py)."""
@@ -266,7 +276,7 @@ class Produce:
             self.counters.rows += count
             self.counters.kernel_rows += count
             if self.metrics is not None:
-                self.metrics.row(database, name, kind, count)
+                self.metrics.row(database, name, kind, count, "kernel")
 
     def side(self, topic: str, record: tuple[bytes, bytes]) -> None:
         """A heartbeat or transaction record on its one-partition topic."""

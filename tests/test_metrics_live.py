@@ -47,8 +47,11 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sluice")
     db = "metered"
     fresh(db)
+    with connect(db).cursor() as cur:  # text in sjis: its table's rows take the Python path
+        cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc VARCHAR(40) CHARACTER SET sjis)")
     port = free_port()
     config = config_for(f"metrics{uuid.uuid4().hex[:6]}", db, tmp_path)
     config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0))
@@ -62,6 +65,7 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
             cur.executemany("INSERT INTO order_lines VALUES (%s, 1, 'x', 1)", [(i,) for i in range(50)])
             cur.execute("UPDATE order_lines SET qty = 2 WHERE order_id < 20")
             cur.execute("DELETE FROM order_lines WHERE order_id >= 40")
+            cur.executemany("INSERT INTO notes VALUES (%s, 'メモ')", [(i,) for i in range(7)])
 
         def deletes_counted() -> bool:
             text = scrape(port, "/metrics")[1]
@@ -76,6 +80,15 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
         assert metric(text, "sluice_events_total", type=written) >= 1
 
         assert metric(text, "sluice_bytes_read_total") > 0
+        # Each row by the path that encoded it; the table on the Python path said why, once.
+        path_rows = {(table, path): metric(text, "sluice_path_rows_total", database=db, path=path, table=table)
+                     for table in ("order_lines", "notes") for path in ("kernel", "python")}  # fmt: skip
+        assert path_rows[("notes", "python")] == 7 and path_rows[("notes", "kernel")] == 0, path_rows
+        assert path_rows[("order_lines", "kernel")] + path_rows[("order_lines", "python")] == 80, path_rows
+        assert path_rows[("order_lines", "kernel")] > 0, path_rows  # the compiled kernel's table
+        slow = [r.getMessage() for r in caplog.records if "take the Python path" in r.getMessage()]
+        assert slow == [f"rows of `{db}`.`notes` take the Python path, slower than the compiled kernel: "
+                        "column `doc` (varchar) is not compiled"], slow  # fmt: skip
 
         # A session that logs its row changes as statements: not publishable, so warned and counted.
         with connect(db).cursor() as cur:

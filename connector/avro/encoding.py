@@ -33,7 +33,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
-from connector.avro.transcode import program
+from connector.avro.transcode import program, uncovered
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
@@ -443,6 +443,19 @@ class MessageEncoder:
         heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in ("INSERT", "UPDATE", "DELETE"))
         return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
                           (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
+
+    def python_path(self, table_map: TableMapEvent, table: Table) -> str:
+        """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
+        codec = self._codec(table)
+        plan = self._plan(codec, shape_of(table_map), table_map.columns)
+        if plan is None:
+            return "the binlog's columns are not the tracked table's"
+        if not kernel_envelope(codec.version.value):
+            return f"its schema version {codec.version.version} has the envelope of an earlier Sluice"
+        if plan.native is None:
+            row = codec.version.value["fields"][10]["type"]
+            return uncovered(table_map.columns, table.columns, row[1 - row.index("null")]["items"])
+        return "none"  # kernel_rows gives a plan
 
     def compiled(self, batch: RowBatch, table: Table, topic: str) -> list[Encoded] | None:
         """`rows` through the compiled transcoder alone: None where it declines (or does not apply)."""

@@ -73,17 +73,16 @@ def program(
     key: dict[str, Any] | None, key_columns: list[int],
 ) -> Program | None:  # fmt: skip
     """The program for rows of `numbers` (the binlog's columns) written as `row` (the Avro
-    record of one row) and `key` (of the `key_columns`); None if any column is not covered,
-    or the compiled module was not built."""
+    record of one row) and `key` (of the `key_columns`); None if any column is not covered
+    (`uncovered` says which), or the compiled module was not built."""
     if transcoder is None or len(numbers) != len(columns) or len(row["fields"]) != len(columns):
         return None
     out, strings = [], Strings()
     for meta, col, field in zip(numbers, columns, row["fields"]):
-        null, value, avro = _branches(field["type"])
-        op = column_op(meta, strings)
-        if op is None or not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0):
+        packed = _column(meta, col, field, strings)
+        if packed is None:
             return None
-        out.append(packed_column(op, strings, null, value))
+        out.append(packed)
     keys = []
     for field, index in zip(key["fields"] if key else (), key_columns):
         null, value, avro = _branches(field["type"])
@@ -91,6 +90,27 @@ def program(
             return None
         keys.append(KEY.pack(index, null, value))
     return Program(b"".join(out), b"".join(keys), strings.packed())
+
+
+def _column(meta: ColumnMeta, col: Column, field: dict[str, Any], strings: Strings) -> bytes | None:
+    """One column of a program; None where the compiled code does not write it as Python does."""
+    null, value, avro = _branches(field["type"])
+    op = column_op(meta, strings)
+    if op is None or not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0):
+        return None
+    return packed_column(op, strings, null, value)
+
+
+def uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], row: dict[str, Any]) -> str:
+    """Why `program` gives no program for these columns, in a few words."""
+    if transcoder is None:
+        return "the compiled module is not built"
+    if len(numbers) != len(columns) or len(row["fields"]) != len(columns):
+        return "the binlog's columns are not the tracked table's"
+    for meta, col, field in zip(numbers, columns, row["fields"]):
+        if _column(meta, col, field, Strings()) is None:
+            return f"column `{col.name}` ({col.data_type}) is not compiled"
+    return "its key's Avro types are not its row's"
 
 
 def _branches(kind: Any) -> tuple[int, int, Any]:
