@@ -37,6 +37,7 @@ OPS: dict[str, int] = {
     "OP_ENUM": 16,  # little-endian index, width 1/2 -> its label (strings a to a + b - 1), "" for 0
     "OP_SET": 17,  # little-endian bits, width 1-8 -> the labels of the bits set (strings a..), comma-joined
     "OP_TEXT8": 18,  # length-prefixed (a bytes) single-byte charset -> UTF-8 by the 256 strings from b
+    "OP_JSON": 19,  # length-prefixed (a bytes) MySQL binary JSON -> its text as MySQL prints it (jsonb.c)
 }
 
 # A program's strings (ENUM and SET labels, single-byte charsets' characters), one bytes object:

@@ -29,7 +29,7 @@ OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UI
 OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
-OP_SET, OP_TEXT8 = OPS["OP_SET"], OPS["OP_TEXT8"]
+OP_SET, OP_TEXT8, OP_JSON = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"]
 COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 # A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
@@ -113,6 +113,9 @@ def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
         return (OP_BIT64 if bits == 64 else OP_BIT, width, 0, 0) if 1 <= width <= 8 else None
     if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
         return _labels(meta, strings)
+    if kind == T.MYSQL_TYPE_JSON:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT)
+        prefix = length_prefix(meta)
+        return (OP_JSON, 0, prefix, 0) if 1 <= prefix <= 4 else None
     if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
         return _text(meta, meta.collation, strings)
     return None

@@ -32,7 +32,7 @@ static inline int plain(unsigned char c) { return c >= 0x20 && c != '"' && c != 
 
 /* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: runs of plain bytes
  * copied at once, the others escaped. */
-static int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
+int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
     static const char hex[] = "0123456789abcdef";
     Py_ssize_t run = 0; /* the first plain byte not put yet */
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -194,7 +194,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     bytes_t text;
     int r;
     *used = c->width;
-    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && room < c->width)
+    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && c->op != OP_JSON && room < c->width)
         return DECLINE;
     switch (c->op) {
     case OP_INT: {
@@ -267,6 +267,16 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
             if (buf_put(out, "\\u0000", 6) < 0)
                 return FAIL;
         return DONE;
+    case OP_JSON: { /* the document's text, as a JSON string's inside */
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        buf_t json = {NULL, 0, 0};
+        r = jsonb_text(text.p, text.n, &json);
+        if (r == DONE)
+            r = put_escaped(out, (const unsigned char *)json.data, json.len) < 0 ? FAIL : DONE;
+        PyMem_Free(json.data);
+        return r;
+    }
     case OP_TEXT8:
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
             return r;

@@ -153,6 +153,12 @@ typedef struct {
 typedef int (*emit_fn)(void *ctx, const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t value_len);
 
 SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
+/* UTF-8 text as a JSON string's inside, escaped as Python's json and MySQL's JSON printer both
+ * escape it (canaltext.c); 0, or -1 with a Python error set. */
+SL_INTERNAL int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n);
+/* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
+ * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
+SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
 SL_INTERNAL int decimal_width(int precision, int scale);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);

@@ -333,6 +333,22 @@ static int text8_value(const column_t *c, const strings_t *strings, const unsign
     return DONE;
 }
 
+/* A binary JSON document's text as an Avro string: rendered aside first, for its length. */
+static int json_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
+    bytes_t doc;
+    Py_ssize_t used;
+    if (prefixed(c, v, room, &doc, &used) != DONE)
+        return DECLINE;
+    buf_t text = {NULL, 0, 0};
+    int r = jsonb_text(doc.p, doc.n, &text);
+    if (r == DONE)
+        r = buf_long(out, text.len) < 0 || buf_put(out, text.data, text.len) < 0 ? FAIL : DONE;
+    PyMem_Free(text.data);
+    if (r == DONE)
+        *pos += used;
+    return r;
+}
+
 /* One value at *pos: its Avro encoding appended to out, or NULL (*null: a zero date). */
 static int value(const column_t *c, const strings_t *strings, const unsigned char *s, Py_ssize_t *pos,
                  Py_ssize_t end, buf_t *out, int *null) {
@@ -343,6 +359,8 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
         return text_value(c, v, pos, end - p, out);
     if (c->op == OP_TEXT8)
         return text8_value(c, strings, v, pos, end - p, out);
+    if (c->op == OP_JSON)
+        return json_value(c, v, pos, end - p, out);
     if (end - p < c->width)
         return DECLINE;
     *pos = p + c->width;
@@ -636,6 +654,7 @@ static int column_ok(const column_t *c, const strings_t *strings) {
     case OP_SET:
         return c->width >= 1 && c->width <= 8 && c->b <= 64 && strings_ok(strings, c->a, c->b);
     case OP_UTF8:
+    case OP_JSON:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
     case OP_BYTES:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;

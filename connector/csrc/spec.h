@@ -22,6 +22,7 @@ enum {
     OP_ENUM = 16,
     OP_SET = 17,
     OP_TEXT8 = 18,
+    OP_JSON = 19,
 };
 enum {
     COL_ASCII = 1,
