@@ -35,8 +35,16 @@ from tests.live import connect, current_binlog, peer_settings, server
 DB = "sluice_bench"
 
 
-def workload(rows: int, charset: str) -> str:
-    """Fill a fresh binlog file with `rows` inserts plus updates and deletes of a tenth each."""
+# The JSON column of bench/pipeline.py --variant json: a document like an order's attributes.
+DOC = (
+    '{{"id": {}, "sku": "A-{:05d}", "tags": ["new", "sale"], "price": {:.2f}, '
+    '"attrs": {{"color": "red", "size": {}}}}}'
+)
+
+
+def workload(rows: int, charset: str = "utf8mb4", json: bool = False) -> str:
+    """Fill a fresh binlog file with `rows` inserts plus updates and deletes of a tenth each;
+    `json`: the table has a JSON column `doc` too."""
     rng = random.Random(42)
     conn = connect()
     with conn.cursor() as cur:
@@ -44,8 +52,8 @@ def workload(rows: int, charset: str) -> str:
         cur.execute(f"CREATE DATABASE {DB}")
         cur.execute(
             f"CREATE TABLE {DB}.sbtest (id INT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, "
-            "pad CHAR(60) NOT NULL, amount DECIMAL(12,2) NOT NULL, created DATETIME(6) NOT NULL, note TEXT)"
-            f" CHARACTER SET {charset}"
+            "pad CHAR(60) NOT NULL, amount DECIMAL(12,2) NOT NULL, created DATETIME(6) NOT NULL, note TEXT"
+            f"{', doc JSON' if json else ''}) CHARACTER SET {charset}"
         )
         cur.execute("FLUSH BINARY LOGS")
         file, _ = current_binlog(conn)
@@ -53,14 +61,13 @@ def workload(rows: int, charset: str) -> str:
         for i in range(rows):
             c = "-".join(f"{rng.randrange(10**11):011d}" for _ in range(10))
             note = None if i % 7 == 0 else "note " * rng.randint(1, 20)  # ASCII: the peer reads MINIMAL text as UTF-8
-            batch.append(
-                (i, rng.randrange(rows), c, c[:59], rng.randrange(10**8) / 100, "2024-05-06 07:08:09.123456", note)
-            )
+            row = (i, rng.randrange(rows), c, c[:59], rng.randrange(10**8) / 100, "2024-05-06 07:08:09.123456", note)
+            batch.append((*row, DOC.format(i, i % 10**5, i / 100, i % 9)) if json else row)
             if len(batch) == 1000:
-                cur.executemany(f"INSERT INTO {DB}.sbtest VALUES (%s, %s, %s, %s, %s, %s, %s)", batch)
+                cur.executemany(f"INSERT INTO {DB}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
                 batch = []
         if batch:
-            cur.executemany(f"INSERT INTO {DB}.sbtest VALUES (%s, %s, %s, %s, %s, %s, %s)", batch)
+            cur.executemany(f"INSERT INTO {DB}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
         cur.execute(f"UPDATE {DB}.sbtest SET k = k + 1 WHERE id % 10 = 0")
         cur.execute(f"DELETE FROM {DB}.sbtest WHERE id % 10 = 5")
         cur.execute("FLUSH BINARY LOGS")

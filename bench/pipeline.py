@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.decode import DB, workload
+from bench.decode import DB, DOC, workload
 from bench.sequence import choose_server, write_config
 from connector.config import AvroSection, Config
 from connector.position import Position
@@ -196,8 +196,9 @@ def compare(label: str, run: Run, tmp: str) -> float:
     return e2e_rate / ceiling_rate
 
 
-def oltp_workload(transactions: int) -> str:
-    """A fresh binlog file of single-row transactions on the bench table: inserts, updates, deletes."""
+def oltp_workload(transactions: int, json: bool = False) -> str:
+    """A fresh binlog file of single-row transactions on the bench table: inserts, updates, deletes
+    (`json`: the table's JSON column too, as workload(json=True) made it)."""
     rng = random.Random(7)
     conn = connect()
     with conn.cursor() as cur:
@@ -207,7 +208,10 @@ def oltp_workload(transactions: int) -> str:
         for i in range(transactions):  # autocommit: one transaction each
             if i % 10 < 7 or i < 100:
                 row = (i, rng.randrange(10**6), "c" * 119, "p" * 59, rng.randrange(10**8) / 100)
-                cur.execute(f"INSERT INTO {DB}.sbtest VALUES (%s, %s, %s, %s, %s, NOW(6), NULL)", row)
+                if json:
+                    row += (DOC.format(i, i % 10**5, i / 100, i % 9),)
+                values = "%s, %s, %s, %s, %s, NOW(6), NULL" + (", %s" if json else "")
+                cur.execute(f"INSERT INTO {DB}.sbtest VALUES ({values})", row)
             elif i % 10 < 9:
                 cur.execute(f"UPDATE {DB}.sbtest SET k = k + 1 WHERE id = %s", (rng.randrange(i),))
             else:
@@ -215,6 +219,23 @@ def oltp_workload(transactions: int) -> str:
         cur.execute("FLUSH BINARY LOGS")
     conn.close()
     return file
+
+
+VARIANTS = ("plain", "json", "compressed")
+
+
+def compressed(variant: str, write: Callable[[], str]) -> str:
+    """`write`'s binlog file; with the compressed variant, written with binlog_transaction_compression
+    on (each transaction one TRANSACTION_PAYLOAD), set back after."""
+    if variant != "compressed":
+        return write()
+    with connect().cursor() as cur:
+        cur.execute("SET GLOBAL binlog_transaction_compression = ON")
+    try:
+        return write()
+    finally:
+        with connect().cursor() as cur:
+            cur.execute("SET GLOBAL binlog_transaction_compression = OFF")
 
 
 def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, int]]:
@@ -268,7 +289,11 @@ def main() -> None:
     parser.add_argument("--big-transaction", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="connector and ceiling runs, alternating")
     parser.add_argument("--profile", action="store_true", help="only: one cProfile run, kernel on, one off")
+    parser.add_argument("--variant", choices=VARIANTS, default="plain",
+                        help="json: the table has a JSON column; compressed: binlog_transaction_compression "
+                             "on while the workloads are written (both MySQL's)")  # fmt: skip
     args = choose_server(parser)
+    json = args.variant == "json"
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,8 +304,10 @@ def main() -> None:
             profile(file, tmp, kernel=False)
             return
         runs: list[tuple[str, Callable[[], str]]] = [
-            ("bulk", lambda: workload(args.rows)), ("single-row transactions", lambda: oltp_workload(args.oltp))
+            ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, json=json))),
+            ("single-row transactions", lambda: compressed(args.variant, lambda: oltp_workload(args.oltp, json))),
         ]  # fmt: skip
+        print(f"variant: {args.variant}")
         for label, write in runs:  # each workload right before its runs: a run reads to the binlog's end
             file = write()
             ratios, speedups = [], []
@@ -297,6 +324,8 @@ def main() -> None:
                   f"(goal: at least {goal})")  # fmt: skip
             print(f"{label}: the kernel {statistics.median(speedups):.1f}x the Python path alone, median of "
                   f"{', '.join(f'{x:.1f}' for x in speedups)}")  # fmt: skip
+        if not args.big_transaction:
+            return
         samples = rss_through_big_transaction(tmp, args.big_transaction)
         peak = max(s[1] for s in samples)
         series = ", ".join(f"{t:.0f}s:{m}" for t, m, _ in samples[:: max(1, len(samples) // 12)])

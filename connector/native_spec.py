@@ -50,7 +50,7 @@ STRINGS_HEADER = "<i"
 RECORDS: dict[str, tuple[str, ...]] = {
     "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "flags"),  # a program's column
     "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
-    "walk_t": ("width", "prefix", "utf8"),  # a column of a walk (rowplan.walk_layout)
+    "walk_t": ("width", "prefix", "check"),  # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS
 }
 
 # A program column's flags (column_t.flags; 0 for every op but these).
@@ -59,6 +59,14 @@ COLUMN_FLAGS: dict[str, int] = {
     # charsets; not swe7): those bytes are copied without looking them up. The C code checks it
     # against the column's strings before it takes the program.
     "COL_ASCII": 1,
+}
+
+# What a walk checks of a length-prefixed value's bytes (walk_t.check), beside their length: that
+# the Python decoding cannot fail on them after the walk took them (rowplan.walk_layout).
+WALK_CHECKS: dict[str, int] = {
+    "WALK_BYTES": 0,  # nothing: any bytes
+    "WALK_UTF8": 1,  # strict UTF-8
+    "WALK_JSON": 2,  # MySQL binary JSON the compiled printer takes (jsonb.c: jsonb_ok)
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.
@@ -111,7 +119,7 @@ def header() -> str:
         "#include <stdint.h>",
         "",
     ]
-    for group in (OPS, COLUMN_FLAGS, KINDS, REASONS):
+    for group in (OPS, COLUMN_FLAGS, WALK_CHECKS, KINDS, REASONS):
         lines.append("enum {")
         lines.extend(f"    {name} = {value}," for name, value in group.items())
         lines.append("};")

@@ -22,7 +22,7 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
-from connector.native_spec import COLUMN_FLAGS, OPS, record
+from connector.native_spec import COLUMN_FLAGS, OPS, WALK_CHECKS, record
 from connector.native_spec import KINDS as SPEC_KINDS
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
@@ -35,7 +35,8 @@ COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
          RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
-WALK = record("walk_t")  # fixed width, length prefix size, strict UTF-8
+WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS)
+WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]
 
 Op = tuple[int, int, int, int]  # op, width, a, b
 
@@ -193,8 +194,9 @@ _WALKS_FIXED = frozenset(
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
-    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, or OP_TEXT8
-    of a charset whose every byte is a character."""
+    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
+    of a charset whose every byte is a character, or OP_JSON (checked by the compiled printer,
+    which takes only documents the Python decoding reads)."""
     out, strings = [], Strings()
     for meta in columns:
         op = column_op(meta, strings)
@@ -203,10 +205,10 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
         code, width, prefix, _ = op
         if code in _WALKS_FIXED:
             out.append(WALK.pack(width, 0, 0))
-        elif code in (OP_BYTES, OP_UTF8):
-            out.append(WALK.pack(0, prefix, 1 if code == OP_UTF8 else 0))
+        elif code in (OP_BYTES, OP_UTF8, OP_JSON):
+            out.append(WALK.pack(0, prefix, {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}[code]))
         elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation):
-            out.append(WALK.pack(0, prefix, 0))
+            out.append(WALK.pack(0, prefix, WALK_BYTES))
         else:
             return None
     return b"".join(out)

@@ -37,19 +37,40 @@ enum {
 
 typedef struct {
     const unsigned char *doc;
-    buf_t *out;
-    Py_ssize_t limit; /* out->len past which the text is declined */
+    buf_t *out;         /* NULL: the text is only measured (jsonb_ok) */
+    Py_ssize_t written; /* the text's bytes so far */
+    Py_ssize_t limit;   /* `written` past which the text is declined */
 } json_t;
 
 static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int depth);
 
-static int put(json_t *j, const char *s, Py_ssize_t n) { return buf_put(j->out, s, n) < 0 ? FAIL : DONE; }
+static int put(json_t *j, const char *s, Py_ssize_t n) {
+    j->written += n;
+    return j->out == NULL || buf_put(j->out, s, n) == 0 ? DONE : FAIL;
+}
+
+/* What put_escaped writes for a byte: itself, a two-character escape, or \u00XX. */
+static Py_ssize_t escaped_length(unsigned char c) {
+    if (c >= 0x20 && c != '"' && c != '\\')
+        return 1;
+    return c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t' ? 2 : 6;
+}
 
 /* A string or key: quoted and escaped as jsonb.quote does (put_escaped's escapes are the same). */
 static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
     if (!utf8_valid(s, n))
         return DECLINE;
-    return put(j, "\"", 1) == DONE && put_escaped(j->out, s, n) == 0 && put(j, "\"", 1) == DONE ? DONE : FAIL;
+    if (j->out == NULL) { /* measured: the escapes' lengths */
+        for (Py_ssize_t i = 0; i < n; i++)
+            j->written += escaped_length(s[i]);
+        j->written += 2;
+        return DONE;
+    }
+    Py_ssize_t before = j->out->len;
+    if (put(j, "\"", 1) != DONE || put_escaped(j->out, s, n) != 0 || put(j, "\"", 1) != DONE)
+        return FAIL;
+    j->written += j->out->len - before - 2; /* the escaped text (the quotes counted by put) */
+    return DONE;
 }
 
 static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
@@ -211,7 +232,7 @@ static int container(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int de
         }
         if (r != DONE)
             return r;
-        if (j->out->len > j->limit)
+        if (j->written > j->limit)
             return DECLINE;
     }
     return put(j, object ? "}" : "]", 1);
@@ -255,8 +276,15 @@ static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int dep
 
 int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out) {
     if (n == 0) /* an empty document is the null literal */
-        return buf_put(out, "null", 4) < 0 ? FAIL : DONE;
-    json_t j = {doc, out, out->len + JSON_GROWTH * n + 64};
+        return out == NULL || buf_put(out, "null", 4) == 0 ? DONE : FAIL;
+    json_t j = {doc, out, 0, JSON_GROWTH * n + 64};
     int r = value_at(&j, doc[0], 1, n, 0);
-    return r == DONE && out->len > j.limit ? DECLINE : r;
+    return r == DONE && j.written > j.limit ? DECLINE : r;
+}
+
+int jsonb_ok(const unsigned char *doc, Py_ssize_t n) {
+    int r = jsonb_text(doc, n, NULL);
+    if (r == FAIL) /* no memory for a double's digits: not taken, and Python's decoding meets it too */
+        PyErr_Clear();
+    return r == DONE;
 }

@@ -159,6 +159,8 @@ SL_INTERNAL int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n);
 /* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
  * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
 SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
+/* Whether jsonb_text takes the document (writing nothing): what it takes, the Python path decodes. */
+SL_INTERNAL int jsonb_ok(const unsigned char *doc, Py_ssize_t n);
 SL_INTERNAL int decimal_width(int precision, int scale);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);

@@ -684,8 +684,9 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
 
 /* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout). */
 int walk_ok(const walk_t *c) {
-    int fixed = c->width > 0 && c->prefix == 0 && c->utf8 == 0;
-    int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 && (c->utf8 == 0 || c->utf8 == 1);
+    int fixed = c->width > 0 && c->prefix == 0 && c->check == WALK_BYTES;
+    int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 &&
+                   (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON);
     return fixed || prefixed;
 }
 
@@ -706,7 +707,8 @@ static int walk_image(const walk_t *cols, Py_ssize_t ncols, const unsigned char 
             n = (Py_ssize_t)le(s + p, cols[i].prefix);
             p += cols[i].prefix;
         }
-        if (n > end - p || (cols[i].utf8 && !utf8_valid(s + p, n)))
+        if (n > end - p || (cols[i].check == WALK_UTF8 && !utf8_valid(s + p, n)) ||
+            (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)))
             return 0;
         p += n;
     }

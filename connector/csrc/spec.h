@@ -28,6 +28,11 @@ enum {
     COL_ASCII = 1,
 };
 enum {
+    WALK_BYTES = 0,
+    WALK_UTF8 = 1,
+    WALK_JSON = 2,
+};
+enum {
     KIND_WRITE = 0,
     KIND_UPDATE = 1,
     KIND_DELETE = 2,
@@ -65,7 +70,7 @@ enum {
 #define MURMUR2_M 0x5bd1e995u
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
-typedef struct { int32_t width, prefix, utf8; } walk_t;
+typedef struct { int32_t width, prefix, check; } walk_t;
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
 #endif
