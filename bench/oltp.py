@@ -44,9 +44,12 @@ STATEMENTS = ("insert",) * 5 + ("update",) * 3 + ("delete",) * 2
 
 class OltpMix:
     def __init__(
-        self, connect: Callable[[], Any], table: str, writers: int = 4, rate: float = 1000.0, first_id: int = 1
-    ) -> None:
-        self.connect, self.table, self.writers, self.rate, self.first_id = connect, table, writers, rate, first_id
+        self, connect: Callable[[], Any], table: str | tuple[str, ...], writers: int = 4, rate: float = 1000.0,
+        first_id: int = 1,
+    ) -> None:  # fmt: skip
+        """`table`: one table, or several, each transaction on one of them at random."""
+        self.tables = (table,) if isinstance(table, str) else table
+        self.connect, self.writers, self.rate, self.first_id = connect, writers, rate, first_id
         self.commits = [0] * writers
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -76,23 +79,25 @@ class OltpMix:
     def _write(self, number: int) -> None:
         conn = self.connect()
         rng = random.Random(number)
-        live: list[int] = []
+        lives: dict[str, list[int]] = {table: [] for table in self.tables}
         next_id = self.first_id + number
         interval = self.writers / self.rate if self.rate > 0 else 0.0
         started = time.monotonic()
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
             while not self._stop.is_set():
+                table = rng.choice(self.tables) if len(self.tables) > 1 else self.tables[0]
+                live = lives[table]
                 kind = rng.choice(STATEMENTS) if len(live) > 10 else "insert"
                 if kind == "insert":
-                    cur.execute(f"INSERT INTO {self.table} VALUES (%s, %s, REPEAT('c', 60), %s, NOW(6))",
+                    cur.execute(f"INSERT INTO {table} VALUES (%s, %s, REPEAT('c', 60), %s, NOW(6))",
                                 (next_id, next_id % 1000, next_id / 100))  # fmt: skip
                     live.append(next_id)
                     next_id += self.writers
                 elif kind == "update":
-                    cur.execute(f"UPDATE {self.table} SET k = k + 1, at = NOW(6) WHERE id = %s", (rng.choice(live),))
+                    cur.execute(f"UPDATE {table} SET k = k + 1, at = NOW(6) WHERE id = %s", (rng.choice(live),))
                 else:
-                    cur.execute(f"DELETE FROM {self.table} WHERE id = %s", (live.pop(rng.randrange(len(live))),))
+                    cur.execute(f"DELETE FROM {table} WHERE id = %s", (live.pop(rng.randrange(len(live))),))
                 self.commits[number] += 1
                 wait = started + self.commits[number] * interval - time.monotonic()
                 if wait > 0:

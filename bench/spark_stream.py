@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try")
     parser.add_argument("--profile", action="store_true", help="the mirror's Spark jobs: seconds per batch, by kind")
+    parser.add_argument("--tables", type=int, default=1, help="the writers' transactions spread over this many tables")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -87,39 +88,45 @@ def main() -> None:
         os.makedirs(os.path.join(tmp, "events"))
         write_spark_config(path, tmp, name, args.profile, args.conf)
         config = load_config(path)
-        fresh_table(DB)
+        names = ("t",) if args.tables == 1 else tuple(f"t{i:03d}" for i in range(args.tables))
+        fresh_table(DB, names)
         Connector(config).run(blocking=False)  # first start: capture and save the position
         sluice = str(ROOT / ".venv" / "bin" / "sluice")
         connector = sluice_run(path, streaming=True)
         mirror = started([sluice, "spark", "mirror", "--config", str(path)], Path(tmp) / "mirror.log")
-        table = Path(tmp) / "lake" / "mirror" / DB / "t"
+        tables = [Path(tmp) / "lake" / "mirror" / DB / n for n in names]
+        table = tables[-1]  # where the sentinel goes
         try:
-            with connect().cursor() as cur:
-                cur.execute(f"INSERT INTO {DB}.t VALUES (0, 0, '', 0, NOW(6))")  # the mirror's table appears
-            wait_until((table / "_delta_log").exists, 300, "the mirror's first batch", every_s=1)
-            load = OltpMix(connect, f"{DB}.t", writers=args.writers, rate=args.rate)
+            with connect().cursor() as cur:  # the mirror's tables appear
+                for n in names:
+                    cur.execute(f"INSERT INTO {DB}.{n} VALUES (0, 0, '', 0, NOW(6))")
+            wait_until(lambda: all((t / "_delta_log").exists() for t in tables), 600, "the mirror's first batch",
+                       every_s=1)  # fmt: skip
+            load = OltpMix(connect, tuple(f"{DB}.{n}" for n in names), writers=args.writers, rate=args.rate)
             begun = time.monotonic()
             load.start()
             time.sleep(args.seconds)
             commits = load.stop()
             rate = commits / (time.monotonic() - begun)
             with connect().cursor() as cur:
-                cur.execute(f"INSERT INTO {DB}.t VALUES ({SENTINEL}, 0, '', 0, NOW(6))")
+                cur.execute(f"INSERT INTO {DB}.{names[-1]} VALUES ({SENTINEL}, 0, '', 0, NOW(6))")
             caught_up(config)
             spark = session(config, "bench")
             wait_until(lambda: spark.read.format("delta").load(str(table)).filter(f"id = {SENTINEL}").count() == 1,
-                       300, "the last change in the mirror", every_s=2)  # fmt: skip
+                       1800, "the last change in the mirror", every_s=2)  # fmt: skip
         finally:
             for process in (mirror, connector):
                 process.send_signal(signal.SIGTERM)
                 process.wait(120)
-        latencies = visible_after(spark, str(table))
+        latencies = sorted(seconds for t in tables for seconds in visible_after(spark, str(t)))
         with connect().cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM {DB}.t")
-            assert spark.read.format("delta").load(str(table)).count() == cur.fetchone()[0]  # the mirror is whole
+            for n, t in zip(names, tables):
+                cur.execute(f"SELECT COUNT(*) FROM {DB}.{n}")
+                assert spark.read.format("delta").load(str(t)).count() == cur.fetchone()[0]  # the mirror is whole
         batches = (Path(tmp) / "mirror.log").read_text(errors="replace").count(": merged ")
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-        print(f"{commits:,} commits by {args.writers} writers in {args.seconds:.0f} s ({rate:,.0f}/s, OLTP mix 5:3:2)")
+        print(f"{commits:,} commits by {args.writers} writers in {args.seconds:.0f} s ({rate:,.0f}/s, OLTP mix 5:3:2)"
+              f" over {len(names)} table(s)")  # fmt: skip
         print(f"mirror (default trigger {SparkSection().trigger_s:g} s, {batches} merges, local[2]): "
               f"{len(latencies):,} changes made visible; commit -> Delta latency median "
               f"{statistics.median(latencies):.1f} s, p99 {p99:.1f} s, max {latencies[-1]:.1f} s")  # fmt: skip
