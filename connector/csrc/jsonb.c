@@ -78,15 +78,22 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
     if (end - pos < size)
         return DECLINE;
     uint64_t u = le(j->doc + pos, size);
-    char text[24];
-    int n;
+    int negative = 0;
     if (kind == JSONB_INT16 || kind == JSONB_INT32 || kind == JSONB_INT64) {
         int shift = 64 - 8 * size;
-        n = snprintf(text, sizeof text, "%lld", (long long)(shift ? (int64_t)(u << shift) >> shift : (int64_t)u));
-    } else {
-        n = snprintf(text, sizeof text, "%llu", (unsigned long long)u);
+        int64_t v = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+        negative = v < 0;
+        u = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN's magnitude too */
     }
-    return put(j, text, n);
+    char text[21]; /* 20 digits and a sign */
+    int at = (int)sizeof text;
+    do {
+        text[--at] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (negative)
+        text[--at] = '-';
+    return put(j, text + at, (Py_ssize_t)sizeof text - at);
 }
 
 /* jsonb.double_text: the shortest digits that read back as the double (repr's), in plain
