@@ -192,6 +192,10 @@ _WALKS_FIXED = frozenset(
 )  # fmt: skip
 
 
+# What the walk checks of each length-prefixed op's bytes (native_spec.WALK_CHECKS).
+_WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}
+
+
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
     column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
@@ -205,8 +209,8 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
         code, width, prefix, _ = op
         if code in _WALKS_FIXED:
             out.append(WALK.pack(width, 0, 0))
-        elif code in (OP_BYTES, OP_UTF8, OP_JSON):
-            out.append(WALK.pack(0, prefix, {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}[code]))
+        elif code in _WALK_CHECK:
+            out.append(WALK.pack(0, prefix, _WALK_CHECK[code]))
         elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation):
             out.append(WALK.pack(0, prefix, WALK_BYTES))
         else:

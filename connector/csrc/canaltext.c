@@ -30,6 +30,14 @@ static int put_format(buf_t *out, const char *format, ...) {
 /* A byte JSON prints as it is inside a string: not the quote, the backslash or a control character. */
 static inline int plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
 
+/* A byte that is not plain as JSON escapes it in two characters, or NULL: as \u00XX. */
+static const char *two_escape(unsigned char c) {
+    return c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t"
+         : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+}
+
+Py_ssize_t escaped_length(unsigned char c) { return plain(c) ? 1 : two_escape(c) != NULL ? 2 : 6; }
+
 /* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: runs of plain bytes
  * copied at once, the others escaped. */
 int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
@@ -42,8 +50,7 @@ int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
         if (buf_put(out, s + run, i - run) < 0)
             return -1;
         run = i + 1;
-        const char *two = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                        : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        const char *two = two_escape(c);
         if (two != NULL) {
             if (buf_put(out, two, 2) < 0)
                 return -1;

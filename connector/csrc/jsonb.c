@@ -49,13 +49,6 @@ static int put(json_t *j, const char *s, Py_ssize_t n) {
     return j->out == NULL || buf_put(j->out, s, n) == 0 ? DONE : FAIL;
 }
 
-/* What put_escaped writes for a byte: itself, a two-character escape, or \u00XX. */
-static Py_ssize_t escaped_length(unsigned char c) {
-    if (c >= 0x20 && c != '"' && c != '\\')
-        return 1;
-    return c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t' ? 2 : 6;
-}
-
 /* A string or key: quoted and escaped as jsonb.quote does (put_escaped's escapes are the same). */
 static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
     if (!utf8_valid(s, n))

@@ -156,6 +156,8 @@ SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
 /* UTF-8 text as a JSON string's inside, escaped as Python's json and MySQL's JSON printer both
  * escape it (canaltext.c); 0, or -1 with a Python error set. */
 SL_INTERNAL int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n);
+/* How many characters put_escaped writes for one byte (canaltext.c). */
+SL_INTERNAL Py_ssize_t escaped_length(unsigned char c);
 /* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
  * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
 SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
