@@ -374,7 +374,7 @@ class FlatMessageBuilder:
             yield from self.feed(event)
 
     def _end_transaction(self) -> None:
-        self._gtid, self._sql = None, ""
+        self._gtid, self._sql, self._last_rows_pos = None, "", -1  # rows are numbered within a payload
 
     def take_over(self, gtid: str | None) -> None:
         """A transaction the compiled kernel began (connector/lane.py) goes on here: its GTID."""
@@ -421,7 +421,8 @@ class FlatMessageBuilder:
         the same messages whenever it is asked to."""
         if rows.table is None or not rows.decoded:
             return None
-        # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them.
+        # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them (the
+        # compiled kernel does too: kernel.c, rows).
         base = self._row_base if event.pos == self._last_rows_pos else 0
         self._last_rows_pos, self._row_base = event.pos, base + len(rows.rows)
         shape = self._shape(rows.table)

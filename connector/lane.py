@@ -4,17 +4,19 @@ A binlog is mostly transactions of a few known shapes: a GTID (and BEGIN), a TAB
 events, an XID. The kernel (connector/csrc/kernel.c) walks the dump's packets where they lie in
 the read buffer and turns such transactions straight into Kafka-ready messages, partitioned, with
 the positions and GTIDs they commit: a `Burst`, which the pipeline produces and closes like any
-transaction end (connector/pipeline.py). It stops at the first packet it does not handle exactly
-as the Python path would, and the Python path (parser, schema tracker, assembler) reads that one;
-an open transaction is handed over first (`release`), and goes on in Python to its end.
+transaction end (connector/pipeline.py). A compressed transaction (MySQL's TRANSACTION_PAYLOAD) is
+inflated by the parser's own decompressor and its events read the same way, the payload taken
+whole or not at all. The kernel stops at the first packet it does not handle exactly as the
+Python path would, and the Python path (parser, schema tracker, assembler) reads that one; an
+open transaction is handed over first (`release`), and goes on in Python to its end.
 
-The kernel is taught only from what the Python path decoded: each TABLE_MAP it parses, with the
-plan the pipeline's Encode step makes for its rows (`Planner`) or that its table is not captured;
-each BEGIN's exact shape. A DDL statement, a new FORMAT_DESCRIPTION or a change of schema forgets
-the tables again. So an event the kernel takes is one whose bytes equal what Python decoded
-before, and its messages are the bytes Python's encoder would write (tests/test_lane.py holds the
-two paths to the same messages and positions on corpus binlogs and live servers; the fuzzer,
-tests/fuzz/, to the same on mutated bytes).
+The kernel is taught only from what the Python path decoded, inside payloads too: each TABLE_MAP
+it parses, with the plan the pipeline's Encode step makes for its rows (`Planner`) or that its
+table is not captured; each BEGIN's exact shape. A DDL statement, a new FORMAT_DESCRIPTION or a
+change of schema forgets the tables again. So an event the kernel takes is one whose bytes equal
+what Python decoded before, and its messages are the bytes Python's encoder would write
+(tests/test_lane.py holds the two paths to the same messages and positions on corpus binlogs and
+live servers; the fuzzer, tests/fuzz/, to the same on mutated bytes).
 
 Whether a session uses the kernel is decided once, when it starts (`Lane.of`): not without the
 compiled module, nor when rows carry their statement's text, nor for side topics (transactions,
@@ -33,8 +35,8 @@ from typing import Any, Protocol
 from connector.avro.binary import varint
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
-from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent
-from connector.binlog.parser import BinlogParser, status_spans
+from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, TransactionPayloadEvent
+from connector.binlog.parser import BinlogParser, inflater, status_spans
 from connector.binlog.tablemap import TableMapEvent
 from connector.native import EventKernel, transcoder
 from connector.native_spec import KINDS, NUMBERS, REASONS
@@ -157,7 +159,9 @@ class Lane:
         carry their statement's text (ROWS_QUERY / ANNOTATE_ROWS are the Python path's)."""
         if transcoder is None or planner is None or statement_text:
             return None
-        return Lane(transcoder.Kernel(), planner, allowed, tracker, parser, assembler, assembler.clock)
+        kernel = transcoder.Kernel()
+        kernel.inflater(inflater())  # compressed transactions: inflated as the parser inflates them
+        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -231,15 +235,23 @@ class Lane:
     def learn(self, event: Event, raw: bytes) -> None:
         """What the Python path just decoded, for the kernel to take when the same bytes come again."""
         body = event.body
+        if isinstance(body, TransactionPayloadEvent):  # a compressed transaction: its events, which have no CRC
+            offset = 0
+            for inner in body.events:
+                end = offset + inner.header.event_length
+                self._learn(inner, body.inner[offset + _HEADER : end])
+                offset = end
+        else:
+            self._learn(event, raw[_HEADER : len(raw) - (_CRC if self.parser.has_checksum() else 0)])
+
+    def _learn(self, event: Event, body_bytes: bytes) -> None:
+        body = event.body
         if isinstance(body, TableMapEvent):
-            self._table(body.table_id, event.pos, self._body(raw))
+            self._table(body.table_id, event.pos, body_bytes)
         elif isinstance(body, QueryEvent):
-            self._query(body, self._body(raw))
+            self._query(body, body_bytes)
         elif isinstance(body, FormatDescriptionEvent):
             self._configure(body)
-
-    def _body(self, raw: bytes) -> bytes:
-        return raw[_HEADER : len(raw) - (_CRC if self.parser.has_checksum() else 0)]
 
     def _table(self, table_id: int, pos: int, body: bytes) -> None:
         self._sync()

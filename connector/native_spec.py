@@ -85,6 +85,7 @@ EVENTS: tuple[str, ...] = (
     "WRITE_ROWS_EVENT_V1", "UPDATE_ROWS_EVENT_V1", "DELETE_ROWS_EVENT_V1",
     "WRITE_ROWS_EVENT", "UPDATE_ROWS_EVENT", "DELETE_ROWS_EVENT",
     "GTID_LOG_EVENT", "ANONYMOUS_GTID_LOG_EVENT", "ANNOTATE_ROWS_EVENT", "GTID_EVENT",  # GTID_EVENT: MariaDB's
+    "TRANSACTION_PAYLOAD_EVENT",  # MySQL's compressed transaction: its inner events, as the parser reads them
 )  # fmt: skip
 
 # Flags and sizes, by MySQL's and MariaDB's names.
@@ -99,6 +100,13 @@ NUMBERS: dict[str, int] = {
     "CRC32_RESIDUE": 0x2144DF1C,  # a CRC-32 over bytes and their own CRC (binlog/parser.verify_crc)
     "MURMUR2_SEED": 0x9747B28C,  # Kafka's murmur2 (sink/partitioning.murmur2)
     "MURMUR2_M": 0x5BD1E995,
+    "OTW_PAYLOAD_HEADER_END_MARK": c.OTW_PAYLOAD_HEADER_END_MARK,  # a TRANSACTION_PAYLOAD's header fields
+    "OTW_PAYLOAD_SIZE_FIELD": c.OTW_PAYLOAD_SIZE_FIELD,
+    "OTW_PAYLOAD_COMPRESSION_TYPE_FIELD": c.OTW_PAYLOAD_COMPRESSION_TYPE_FIELD,
+    "OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD": c.OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD,
+    "PAYLOAD_COMPRESSION_ZSTD": c.PAYLOAD_COMPRESSION_ZSTD,
+    "PAYLOAD_COMPRESSION_NONE": c.PAYLOAD_COMPRESSION_NONE,
+    "MAX_PAYLOAD_UNCOMPRESSED": c.MAX_PAYLOAD_UNCOMPRESSED,
 }
 
 # DECIMAL: bytes of a group of 0-9 digits (decimal.cc, dig2bytes).

@@ -209,7 +209,6 @@ class TransactionAssembler:
         self.uncaptured: set[Xid] = set()  # prepared, not decided, changing no captured table
 
         self.quiet_until = quiet_until.sort_key() if quiet_until is not None else None
-        self.told_compressed = False  # said once that compressed transactions take the Python path
 
     @property
     def file(self) -> str:
@@ -250,10 +249,6 @@ class TransactionAssembler:
 
     def _payload(self, event: Event) -> Iterator[StreamItem]:
         assert isinstance(event.body, TransactionPayloadEvent)
-        if not self.told_compressed:
-            self.told_compressed = True
-            log.info("compressed transactions (binlog_transaction_compression) take the Python path, slower than "
-                     "the compiled kernel (sluice_path_rows counts each table's rows by path)")  # fmt: skip
         for inner in event.body.events:  # a compressed transaction: its events, one by one
             yield from self._feed(inner._replace(header=inner.header._replace(log_pos=event.header.log_pos)))
 
@@ -713,7 +708,8 @@ def _decoded(
 
 
 # What the kernel is taught from (Lane.learn): the tables, BEGIN's shape, the source's format.
-_TAUGHT = frozenset({c.EventType.TABLE_MAP_EVENT, c.EventType.QUERY_EVENT, c.EventType.FORMAT_DESCRIPTION_EVENT})
+_TAUGHT = frozenset({c.EventType.TABLE_MAP_EVENT, c.EventType.QUERY_EVENT, c.EventType.FORMAT_DESCRIPTION_EVENT,
+                     c.EventType.TRANSACTION_PAYLOAD_EVENT})  # fmt: skip
 
 
 def _handed_before(item: StreamItem, handed: tuple[str, int] | None) -> bool:

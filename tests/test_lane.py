@@ -7,8 +7,13 @@ The fuzzer mutates these same sessions under the sanitizers (tests/test_native_f
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from collections.abc import Callable
 
+import pytest
+import zstandard
+
+from connector.binlog import constants as c
 from connector.native import transcoder
 from tests.fuzz import rig, session
 from tests.fuzz.session import Input
@@ -43,7 +48,118 @@ def test_a_stream_cut_into_single_bytes_reads_the_same(cases: list[rig.Case]) ->
         assert inp is not None
         whole = session.check(inp)
         if whole.kernel_rows and cut < 4:
-            bytewise = session.check(Input(inp.case, inp.table_map, inp.rows_type, inp.rows, (1,), inp.before_seed))
+            bytewise = session.check(dataclasses.replace(inp, chunks=(1,)))
             assert bytewise.kernel_rows == whole.kernel_rows and bytewise.same(whole)
             cut += 1
     assert cut == 4
+
+
+def test_compressed_transactions_are_the_kernels_as_the_same_transactions_plain(cases: list[rig.Case]) -> None:
+    """binlog_transaction_compression: each transaction after its GTID in a zstd TRANSACTION_PAYLOAD.
+    The kernel takes the second payload wherever it takes the second plain transaction, and the
+    session ends as the Python path's (its rows numbered across the payload's events, at its position)."""
+    compared = taken = 0
+    for seed in session.seeds(cases):
+        inp = session.decode(cases, seed)
+        assert inp is not None
+        if not inp.compressed:
+            continue
+        compressed = session.check(inp)
+        plain = session.check(dataclasses.replace(inp, compressed=False))
+        assert compressed.kernel_rows == plain.kernel_rows, inp.case.file
+        compared += 1
+        taken += compressed.kernel_rows > 0
+    assert compared >= 30 and taken >= 20, (compared, taken)
+
+
+def _fields(body: bytes) -> tuple[dict[int, int], bytes]:
+    """A TRANSACTION_PAYLOAD body's header fields and the rest (tests/fuzz/session.payload writes
+    every value in one byte or three)."""
+    fields, at = {}, 0
+    while body[at] != c.OTW_PAYLOAD_HEADER_END_MARK:
+        field, size = body[at], body[at + 1]
+        value = body[at + 2 + (size > 1) : at + 2 + size]
+        fields[field] = int.from_bytes(value, "little")
+        at += 2 + size
+    return fields, body[at + 1 :]
+
+
+def _rebuilt(
+    body: bytes, change: Callable[[bytes], bytes], compression: int = c.PAYLOAD_COMPRESSION_ZSTD, more: int = 0
+) -> bytes:  # fmt: skip
+    """The payload with its events' bytes changed, its header made to fit them (but for `more`
+    bytes added to the uncompressed size it gives)."""
+    _, frame = _fields(body)
+    inner = change(zstandard.ZstdDecompressor().decompress(frame))
+    data = zstandard.ZstdCompressor().compress(inner) if compression == c.PAYLOAD_COMPRESSION_ZSTD else inner
+    return session.payload_header(compression, len(inner) + more, len(data)) + data
+
+
+def _events(inner: bytes) -> list[bytes]:
+    out, at = [], 0
+    while at < len(inner):
+        length = int.from_bytes(inner[at + 9 : at + 13], "little")
+        out.append(inner[at : at + length])
+        at += length
+    return out
+
+
+def _retyped(event: bytes, type_code: int) -> bytes:
+    return event[:4] + bytes([type_code]) + event[5:]
+
+
+def _changed(change: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """A fault of the payload's events, the payload made again around them."""
+    return lambda body: _rebuilt(body, change)
+
+
+def _event_too_long(inner: bytes) -> bytes:
+    *first, last = _events(inner)
+    return b"".join(first) + last[:9] + (200).to_bytes(4, "little") + last[13:]
+
+
+# Each turns the second transaction's payload body into one the kernel must read as the Python
+# path does: take it whole, or leave all of it (the parser's error, or its reading of it, decides).
+PAYLOAD_FAULTS: dict[str, Callable[[bytes], bytes]] = {
+    "as written": lambda body: body,
+    "stored, not compressed": lambda body: _rebuilt(body, lambda inner: inner, c.PAYLOAD_COMPRESSION_NONE),
+    "an unknown compression": lambda body: bytes([body[0], body[1], 7]) + body[3:],
+    "frame cut short": lambda body: body[:-1],
+    "bytes after the frame": lambda body: body + b"\x00",
+    "uncompressed size one more": lambda body: _rebuilt(body, lambda inner: inner, more=1),
+    "uncompressed size one less": lambda body: _rebuilt(body, lambda inner: inner, more=-1),
+    "no end mark": lambda body: body[: body.index(b"\x00", 6)],
+    "no XID": _changed(lambda inner: b"".join(_events(inner)[:-1])),
+    "two XIDs": _changed(lambda inner: inner + _events(inner)[-1]),
+    "an event shorter than a header": _changed(lambda inner: inner + bytes(9) + (5).to_bytes(4, "little") + bytes(6)),
+    "an event longer than the rest": _changed(_event_too_long),
+    "a GTID inside": _changed(lambda inner: _retyped(_events(inner)[0], c.EventType.GTID_LOG_EVENT) + inner),
+    "a payload inside": _changed(lambda inner: _retyped(inner, c.EventType.TRANSACTION_PAYLOAD_EVENT)),
+    "the rows event's type unknown": _changed(
+        lambda inner: b"".join(_retyped(e, 0xEE) if e[4] in rig.ROWS_TYPES else e for e in _events(inner))
+    ),
+}
+
+
+def _flipped(at: int, change: int) -> Callable[[bytes], bytes]:
+    return lambda body: body[:at] + bytes([body[at] ^ change]) + body[at + 1 :]
+
+
+def test_a_damaged_payload_reads_as_on_the_python_path(cases: list[rig.Case]) -> None:
+    """Every fault of PAYLOAD_FAULTS, and every header byte changed, on sessions the kernel takes
+    compressed: the same messages, position and error with the kernel as without."""
+    taken: list[Input] = []
+    for seed in session.seeds(cases):
+        inp = session.decode(cases, seed)
+        assert inp is not None
+        if inp.compressed and len(taken) < 3 and session.check(inp).kernel_rows:
+            taken.append(inp)
+    assert len(taken) == 3
+    for inp in taken:
+        kernel_rows = {name: session.check(inp, fault).kernel_rows for name, fault in PAYLOAD_FAULTS.items()}
+        assert kernel_rows["as written"] and kernel_rows["stored, not compressed"] == kernel_rows["as written"]
+        declined = {name for name, rows in kernel_rows.items() if rows < kernel_rows["as written"]}
+        assert declined == set(PAYLOAD_FAULTS) - {"as written", "stored, not compressed"}, declined
+        for at in range(10):  # the header's fields and end mark
+            for change in (1, 0x80, 0xFF):
+                session.check(inp, _flipped(at, change))

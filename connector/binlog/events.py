@@ -238,6 +238,7 @@ class TransactionPayloadEvent:
     payload_size: int
     uncompressed_size: int
     events: tuple[Event, ...] = field(default=())
+    inner: bytes = field(default=b"", repr=False, compare=False)  # the events' bytes, inflated (lane.Lane.learn)
 
 
 # Forward-declared union of every body type; rows and table maps live in their modules.

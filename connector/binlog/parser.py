@@ -72,9 +72,6 @@ DECODE_FAULTS = (
     RecursionError,
 )
 
-# Largest TRANSACTION_PAYLOAD we inflate: the server's own cap is max_allowed_packet (1 GiB).
-MAX_PAYLOAD_UNCOMPRESSED = 1 << 30
-
 
 def parse_header(data: bytes, pos: int = 0) -> EventHeader:
     return EventHeader._make(_HEADER.unpack_from(data, pos))
@@ -151,6 +148,7 @@ class BinlogParser:
         self.undecoded_tables: set[int] = set()
         self.typed_rows = False  # rows events also decoded with numbers for the Avro path (RowsEvent.typed)
         self.raw_rows = False  # rows events' images kept as bytes where they walk, decoded when asked (JSON lines)
+        self.inflate = inflater()  # a TRANSACTION_PAYLOAD's zstd body -> its events' bytes
 
     # -- entry point ---------------------------------------------------------------
 
@@ -349,17 +347,16 @@ class BinlogParser:
             raise FormatError(f"payload header size {size} / compression {compression}; {len(payload)} payload bytes")
         inner = self._inflate(payload, compression, uncompressed)
         events = tuple(self._inner_events(inner, pos))
-        return TransactionPayloadEvent(compression, size, len(inner), events)
+        return TransactionPayloadEvent(compression, size, len(inner), events, inner)
 
-    @staticmethod
-    def _inflate(payload: bytes, compression: int, uncompressed: int | None) -> bytes:
+    def _inflate(self, payload: bytes, compression: int, uncompressed: int | None) -> bytes:
         if compression == c.PAYLOAD_COMPRESSION_NONE:
             return payload
         if compression != c.PAYLOAD_COMPRESSION_ZSTD:
             raise FormatError(f"payload compression type {compression} is unknown (0 zstd, 255 none)")
-        if uncompressed is None or uncompressed > MAX_PAYLOAD_UNCOMPRESSED:
+        if uncompressed is None or uncompressed > c.MAX_PAYLOAD_UNCOMPRESSED:
             raise FormatError(f"payload uncompressed size {uncompressed} is missing or above 1 GiB")
-        inner = zstandard.ZstdDecompressor().decompress(payload, max_output_size=uncompressed)
+        inner = self.inflate(payload, uncompressed)
         if len(inner) != uncompressed:
             raise FormatError(f"payload inflates to {len(inner)} bytes, header says {uncompressed}")
         return inner
@@ -380,6 +377,13 @@ class BinlogParser:
         finally:
             self.checksum = saved
         return events
+
+
+def inflater() -> Callable[[bytes, int], bytes]:
+    """How a TRANSACTION_PAYLOAD's zstd body is inflated, given its uncompressed size: the parser's
+    way and the compiled kernel's (lane.Lane.of), so both read the same bytes and refuse the same.
+    One decompressor each, reused: making one costs more than inflating a small transaction."""
+    return zstandard.ZstdDecompressor().decompress
 
 
 # -- QUERY_EVENT ------------------------------------------------------------------------

@@ -4,7 +4,8 @@
  * numbers, the event header, the CRC-32), and handles what most of a binlog is: GTID events,
  * BEGIN, TABLE_MAPs it was taught, rows events of those tables (written straight to Avro keys and
  * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS when no statement text
- * is wanted, and XID commits, with the transaction's state and the GTIDs it committed. It stops at
+ * is wanted, and XID commits, with the transaction's state and the GTIDs it committed; and MySQL's
+ * compressed transactions (TRANSACTION_PAYLOAD: the same events inside, taken all or none). It stops at
  * the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a DDL, a
  * ROTATE, a TABLE_MAP it was not taught, a value the transcoder declines, an error packet, any
  * malformed byte), before taking anything of it; Python then reads that packet itself.
@@ -15,7 +16,8 @@
  * is Python's. So the kernel cannot decode anything differently from the Python path; it can only
  * decline, and tests/test_lane.py and the fuzzer (tests/fuzz/) hold it to that.
  *
- * Every loop moves on: packets by their length (at least the OK byte and a 19-byte header), rows
+ * Every loop moves on: packets by their length (at least the OK byte and a 19-byte header), a
+ * payload's events by theirs (at least a header), its header fields by at least two bytes, rows
  * by at least their null bitmap (rowimage.c).
  */
 #include "native.h"
@@ -69,6 +71,13 @@ typedef struct {
     uint64_t seq;
 } domain_t; /* MariaDB: the last GTID committed in a domain */
 
+enum { UNDO_OUT, UNDO_ROWS };
+typedef struct {
+    int what;         /* UNDO_OUT: `n` messages at the end of topic `at`; UNDO_ROWS: `n` in row_counts[at] */
+    Py_ssize_t at;
+    long long n;
+} undo_t; /* what an event inside a TRANSACTION_PAYLOAD added to the run's output */
+
 typedef struct {
     PyObject_HEAD
     /* the source */
@@ -102,6 +111,12 @@ typedef struct {
     Py_ssize_t nruns, runs_cap;
     domain_t domains[64];
     int ndomains;
+    /* compressed transactions */
+    PyObject *inflate; /* the parser's zstd decompressor: (body, uncompressed size) -> bytes */
+    int staging;       /* inside a TRANSACTION_PAYLOAD: what its events add is noted, to be undone */
+    long long payload_rows; /* txn_rows where the payload began: its rows are numbered from there */
+    undo_t *undo;
+    Py_ssize_t nundo, undo_cap;
 } Kernel;
 
 /* -- taught: tables and BEGINs ---------------------------------------------------------------- */
@@ -305,6 +320,19 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(inflater_doc, "inflater(decompress)\n--\n\n"
+                           "How a TRANSACTION_PAYLOAD's zstd body is inflated: decompress(body, uncompressed_size) -> bytes,\n"
+                           "the parser's own (binlog/parser.inflater). Without one, every payload is Python's.");
+
+static PyObject *Kernel_inflater(Kernel *k, PyObject *decompress) {
+    if (!PyCallable_Check(decompress)) {
+        PyErr_SetString(PyExc_TypeError, "inflater: a callable");
+        return NULL;
+    }
+    Py_XSETREF(k->inflate, Py_NewRef(decompress));
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(clear_doc, "clear()\n--\n\nForget every table taught (a DDL statement, a new server's events).");
 
 static PyObject *Kernel_clear(Kernel *k, PyObject *unused) {
@@ -420,6 +448,16 @@ static int grow(void **items, Py_ssize_t *cap, Py_ssize_t need, size_t size) {
     return 0;
 }
 
+/* Inside a TRANSACTION_PAYLOAD: note what an event added, so that it can be undone. */
+static int note_undo(Kernel *k, int what, Py_ssize_t at, long long n) {
+    if (!k->staging)
+        return 0;
+    if (grow((void **)&k->undo, &k->undo_cap, k->nundo + 1, sizeof(undo_t)) < 0)
+        return -1;
+    k->undo[k->nundo++] = (undo_t){what, at, n};
+    return 0;
+}
+
 /* One rows event's messages, all or none, to their topics' outputs. */
 static int take_event(Kernel *k, const plan_t *plan) {
     if (plan->topic >= k->nouts) {
@@ -433,7 +471,8 @@ static int take_event(Kernel *k, const plan_t *plan) {
         k->nouts = plan->topic + 1;
     }
     topic_out_t *o = &k->outs[plan->topic];
-    if (grow((void **)&o->items, &o->cap, o->len + k->event_len, sizeof(out_t)) < 0)
+    if (grow((void **)&o->items, &o->cap, o->len + k->event_len, sizeof(out_t)) < 0 ||
+        note_undo(k, UNDO_OUT, plan->topic, k->event_len) < 0)
         return -1;
     memcpy(o->items + o->len, k->event_outs, (size_t)k->event_len * sizeof(out_t));
     o->len += k->event_len;
@@ -670,7 +709,7 @@ static int count_rows(Kernel *k, const plan_t *plan, int kind, long long n) {
         k->nrow_counts = cap;
     }
     k->row_counts[at] += n;
-    return 0;
+    return note_undo(k, UNDO_ROWS, at, n);
 }
 
 typedef struct {
@@ -718,7 +757,8 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
                       {(const unsigned char *)sc->tail.data, sc->tail.len}};
     emit_ctx ctx = {k, plan};
     Py_ssize_t before = k->event_len;
-    int done = transcode_rows(&prog, b + r, n - r, rt.kind, 0, emit_message, &ctx);
+    long long base = k->staging ? k->txn_rows - k->payload_rows : 0; /* `source.row`, as flat.RowBatch's */
+    int done = transcode_rows(&prog, b + r, n - r, rt.kind, base, emit_message, &ctx);
     if (done != DONE) {
         for (Py_ssize_t i = before; i < k->event_len; i++) {
             Py_XDECREF(k->event_outs[i].key);
@@ -784,6 +824,8 @@ static int annotation(Kernel *k, const event_t *e) {
     return k->skip_queries && (e->type != ROWS_QUERY_LOG_EVENT || e->n >= 1) ? TAKEN : PYTHONS;
 }
 
+static int payload(Kernel *k, const event_t *e, scratch_t *sc);
+
 static int handle(Kernel *k, const event_t *e, scratch_t *sc) {
     switch (e->type) {
     case GTID_LOG_EVENT:
@@ -807,8 +849,162 @@ static int handle(Kernel *k, const event_t *e, scratch_t *sc) {
     case ROWS_QUERY_LOG_EVENT:
     case ANNOTATE_ROWS_EVENT:
         return annotation(k, e);
+    case TRANSACTION_PAYLOAD_EVENT:
+        return payload(k, e, sc);
     }
     return PYTHONS;
+}
+
+/* -- compressed transactions ------------------------------------------------------------------- */
+
+/* The transaction's state and the run's totals an event inside a payload may change. */
+typedef struct {
+    int in_txn, began, has_gtid, gtid_len;
+    long long txn_rows, txn_start, handed, commits, commit_pos, commit_server, timestamp;
+    Py_ssize_t nruns;
+    uint64_t run_last;
+} mark_t;
+
+static mark_t mark_of(const Kernel *k) {
+    return (mark_t){k->in_txn, k->began, k->has_gtid, k->gtid_len, k->txn_rows, k->txn_start, k->handed,
+                    k->commits, k->commit_pos, k->commit_server, k->timestamp, k->nruns,
+                    k->nruns ? k->runs[k->nruns - 1].last : 0};
+}
+
+/* Back to the mark: the transaction as it was, and every message and count added since undone. */
+static void undo_to(Kernel *k, const mark_t *m) {
+    for (Py_ssize_t i = k->nundo - 1; i >= 0; i--) {
+        const undo_t *u = &k->undo[i];
+        if (u->what == UNDO_ROWS) {
+            k->row_counts[u->at] -= u->n;
+            continue;
+        }
+        topic_out_t *o = &k->outs[u->at];
+        for (Py_ssize_t j = o->len - (Py_ssize_t)u->n; j < o->len; j++) {
+            Py_XDECREF(o->items[j].key);
+            Py_XDECREF(o->items[j].value);
+        }
+        o->len -= (Py_ssize_t)u->n;
+        k->out_total -= u->n;
+    }
+    k->nundo = 0;
+    k->in_txn = m->in_txn, k->began = m->began, k->has_gtid = m->has_gtid, k->gtid_len = m->gtid_len;
+    k->txn_rows = m->txn_rows, k->txn_start = m->txn_start, k->handed = m->handed;
+    k->commits = m->commits, k->commit_pos = m->commit_pos, k->commit_server = m->commit_server;
+    k->timestamp = m->timestamp;
+    k->nruns = m->nruns;
+    if (k->nruns)
+        k->runs[k->nruns - 1].last = m->run_last;
+}
+
+/* A payload's header fields (BinlogParser._decode_payload): each a length-encoded field number,
+ * then its value, a length-encoded integer inside length-prefixed bytes; up to the end mark.
+ * 0 with the body's offset, or -1 for a header the parser would refuse. */
+static int payload_header(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, uint64_t fields[4], int *have) {
+    Py_ssize_t r = 0;
+    for (;;) { /* each field moves on by at least its number's byte and its length's */
+        uint64_t field, len, value;
+        Py_ssize_t v = 0;
+        if (packed(b, n, &r, &field) < 0)
+            return -1;
+        if (field == OTW_PAYLOAD_HEADER_END_MARK)
+            break;
+        if (packed(b, n, &r, &len) < 0 || len > (uint64_t)(n - r) || packed(b + r, (Py_ssize_t)len, &v, &value) < 0)
+            return -1;
+        r += (Py_ssize_t)len;
+        if (field <= OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD) {
+            fields[field] = value;
+            *have |= 1 << field;
+        }
+    }
+    *at = r;
+    return 0;
+}
+
+/* The payload's events' bytes: the body itself, or inflated by the parser's decompressor (a new
+ * reference in *owner). NULL where the parser would refuse the body (its error is the parser's). */
+static const unsigned char *payload_events(Kernel *k, const unsigned char *body, Py_ssize_t len,
+                                           const uint64_t fields[4], int have, PyObject **owner) {
+    uint64_t compression = fields[OTW_PAYLOAD_COMPRESSION_TYPE_FIELD];
+    uint64_t uncompressed = fields[OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD];
+    int sized = have >> OTW_PAYLOAD_SIZE_FIELD & 1, typed = have >> OTW_PAYLOAD_COMPRESSION_TYPE_FIELD & 1;
+    if (!sized || !typed || fields[OTW_PAYLOAD_SIZE_FIELD] != (uint64_t)len)
+        return NULL;
+    if (compression == PAYLOAD_COMPRESSION_NONE)
+        return body;
+    /* zstd, with the size it inflates to (0: a size no transaction has, which would not bound it) */
+    if (compression != PAYLOAD_COMPRESSION_ZSTD || k->inflate == NULL ||
+        !(have >> OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD & 1) || uncompressed == 0 ||
+        uncompressed > MAX_PAYLOAD_UNCOMPRESSED)
+        return NULL;
+    PyObject *view = PyMemoryView_FromMemory((char *)body, len, PyBUF_READ);
+    PyObject *out = view != NULL ? PyObject_CallFunction(k->inflate, "On", view, (Py_ssize_t)uncompressed) : NULL;
+    Py_XDECREF(view);
+    if (out == NULL || !PyBytes_Check(out) || (uint64_t)PyBytes_GET_SIZE(out) != uncompressed) {
+        PyErr_Clear(); /* the parser reads it again, and says what is wrong with it */
+        Py_XDECREF(out);
+        return NULL;
+    }
+    *owner = out;
+    return (const unsigned char *)PyBytes_AS_STRING(out);
+}
+
+/* A TRANSACTION_PAYLOAD (binlog_transaction_compression): a whole transaction after its GTID,
+ * BEGIN to XID, with no CRC-32 of their own. Each event is handled as any other, at the payload's
+ * position, as the parser gives them (the payload's start and end); their rows are numbered on
+ * from one event to the next, as they share it. All or nothing: when one of them is Python's,
+ * whatever the others added is undone and the whole payload is Python's. */
+static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
+    uint64_t fields[4] = {0};
+    int have = 0;
+    Py_ssize_t at;
+    if (k->mariadb || k->staging || !k->in_txn || k->began || payload_header(e->body, e->n, &at, fields, &have) < 0)
+        return PYTHONS;
+    PyObject *owner = NULL;
+    Py_ssize_t len = e->n - at;
+    const unsigned char *events = payload_events(k, e->body + at, len, fields, have, &owner);
+    if (events == NULL)
+        return PYTHONS;
+    if (owner != NULL)
+        len = PyBytes_GET_SIZE(owner);
+    mark_t mark = mark_of(k);
+    k->staging = 1, k->nundo = 0, k->payload_rows = k->txn_rows;
+    int r = TAKEN;
+    for (Py_ssize_t off = 0; r == TAKEN && off < len;) { /* each event moves on by its length, >= a header */
+        const unsigned char *ev = events + off;
+        event_t inner = {.pos = e->pos, .log_pos = e->log_pos};
+        if (len - off < LOG_EVENT_HEADER_LEN || (inner.length = (uint32_t)le(ev + 9, 4)) < LOG_EVENT_HEADER_LEN ||
+            inner.length > len - off) {
+            r = PYTHONS;
+            break;
+        }
+        inner.timestamp = (uint32_t)le(ev, 4), inner.type = ev[4], inner.server_id = (uint32_t)le(ev + 5, 4);
+        inner.body = ev + LOG_EVENT_HEADER_LEN, inner.n = inner.length - LOG_EVENT_HEADER_LEN;
+        switch (inner.type) { /* what a compressed transaction holds; a GTID or payload in one is Python's */
+        case QUERY_EVENT:
+        case TABLE_MAP_EVENT:
+        case WRITE_ROWS_EVENT_V1:
+        case UPDATE_ROWS_EVENT_V1:
+        case DELETE_ROWS_EVENT_V1:
+        case WRITE_ROWS_EVENT:
+        case UPDATE_ROWS_EVENT:
+        case DELETE_ROWS_EVENT:
+        case XID_EVENT:
+        case ROWS_QUERY_LOG_EVENT:
+            r = handle(k, &inner, sc);
+            break;
+        default:
+            r = PYTHONS;
+        }
+        off += inner.length;
+    }
+    if (r == TAKEN && k->in_txn)
+        r = PYTHONS; /* it did not commit: the parser and assembler say what it was */
+    if (r != TAKEN)
+        undo_to(k, &mark);
+    k->staging = 0, k->nundo = 0;
+    Py_XDECREF(owner);
+    return r;
 }
 
 /* The event in one packet's payload (after the OK byte); 0 if it is not one the kernel reads. */
@@ -1050,6 +1246,8 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->event_outs);
     PyMem_Free(k->row_counts);
     PyMem_Free(k->runs);
+    PyMem_Free(k->undo);
+    Py_XDECREF(k->inflate);
     PyMem_Free(k->file.data);
     for (int i = 0; i < MAX_BEGINS; i++) {
         PyMem_Free(k->begins[i].data);
@@ -1064,6 +1262,7 @@ static PyMethodDef Kernel_methods[] = {
     {"table", (PyCFunction)Kernel_table, METH_VARARGS, table_doc},
     {"begin", (PyCFunction)Kernel_begin, METH_VARARGS, begin_doc},
     {"clear", (PyCFunction)Kernel_clear, METH_NOARGS, clear_doc},
+    {"inflater", (PyCFunction)Kernel_inflater, METH_O, inflater_doc},
     {"release", (PyCFunction)Kernel_release, METH_NOARGS, release_doc},
     {"run", (PyCFunction)Kernel_run, METH_VARARGS, run_doc},
     {NULL, NULL, 0, NULL},

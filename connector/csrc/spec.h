@@ -57,6 +57,7 @@ enum {
     ANONYMOUS_GTID_LOG_EVENT = 34,
     ANNOTATE_ROWS_EVENT = 160,
     GTID_EVENT = 162,
+    TRANSACTION_PAYLOAD_EVENT = 40,
 };
 #define LOG_EVENT_HEADER_LEN 0x13u
 #define BINLOG_CHECKSUM_LEN 0x4u
@@ -68,6 +69,13 @@ enum {
 #define CRC32_RESIDUE 0x2144df1cu
 #define MURMUR2_SEED 0x9747b28cu
 #define MURMUR2_M 0x5bd1e995u
+#define OTW_PAYLOAD_HEADER_END_MARK 0x0u
+#define OTW_PAYLOAD_SIZE_FIELD 0x1u
+#define OTW_PAYLOAD_COMPRESSION_TYPE_FIELD 0x2u
+#define OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD 0x3u
+#define PAYLOAD_COMPRESSION_ZSTD 0x0u
+#define PAYLOAD_COMPRESSION_NONE 0xffu
+#define MAX_PAYLOAD_UNCOMPRESSED 0x40000000u
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check; } walk_t;

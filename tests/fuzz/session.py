@@ -3,19 +3,22 @@
 An input names a corpus case (tests/fuzz/rig.py: a TABLE_MAP and rows event of a real binlog,
 with the schema tracker's state at the end of its file) and carries a TABLE_MAP body and two
 rows event bodies. The session is the case's FORMAT_DESCRIPTION, then two transactions (a GTID,
-BEGIN on MySQL, the TABLE_MAP, a rows event, an XID) in the dump's packets, as a server sends
-them, handed out by a socket twin in chunks of the sizes the input picks (so packets arrive cut
-anywhere). It is read by connector/stream.session_items twice, each time into its own pipeline
-and MemorySink: with the kernel's lane (the first transaction teaches it the TABLE_MAP, so it
-may take the second, as it takes every transaction after the first in production), and on the
-Python path alone. The two must end alike: the same messages on every partition, in order, the
-same saved position, the same error (type and words) or none. tests/test_lane.py runs the
-unmutated cases; tests/fuzz/native_fuzz.py --target=session mutates them under the sanitizers.
+BEGIN on MySQL, the TABLE_MAP, a rows event, an XID; on MySQL, when the input says so, all but
+the GTID in a zstd TRANSACTION_PAYLOAD, as binlog_transaction_compression writes them) in the
+dump's packets, as a server sends them, handed out by a socket twin in chunks of the sizes the
+input picks (so packets arrive cut anywhere). It is read by connector/stream.session_items
+twice, each time into its own pipeline and MemorySink: with the kernel's lane (the first
+transaction teaches it the TABLE_MAP, so it may take the second, as it takes every transaction
+after the first in production), and on the Python path alone. The two must end alike: the same
+messages on every partition, in order, the same saved position, the same error (type and
+words) or none. tests/test_lane.py runs the unmutated cases; tests/fuzz/native_fuzz.py
+--target=session mutates them under the sanitizers.
 
 Input layout: case (1 byte, modulo the cases), flags (1: bits 0-2 the chunk pattern, bit 3 the
-TABLE_MAP older than the tracker's seed, bits 4-7 the rows event type, modulo rig.ROWS_TYPES),
-the TABLE_MAP body's length (2 bytes, little endian), the body, the first rows body's length
-(2), the body, then the second rows body. Bodies exclude the 19-byte header and the CRC.
+TABLE_MAP older than the tracker's seed, bits 4-6 the rows event type, modulo rig.ROWS_TYPES,
+bit 7 the transactions compressed), the TABLE_MAP body's length (2 bytes, little endian), the
+body, the first rows body's length (2), the body, then the second rows body. Bodies exclude the
+19-byte header and the CRC.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+import zstandard
+
+from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
@@ -72,10 +78,14 @@ class Input:
     rows: tuple[bytes, bytes]
     chunks: tuple[int, ...]
     before_seed: bool
+    compressed: bool = False  # MySQL cases: each transaction after its GTID in a TRANSACTION_PAYLOAD
 
 
-def encode(index: int, table_map: bytes, rows_type: int, rows: tuple[bytes, bytes], chunks: int, seed: bool) -> bytes:
-    flags = chunks | seed << 3 | rig.ROWS_TYPES.index(rows_type) << 4
+def encode(
+    index: int, table_map: bytes, rows_type: int, rows: tuple[bytes, bytes], chunks: int, seed: bool,
+    compressed: bool = False,
+) -> bytes:  # fmt: skip
+    flags = chunks | seed << 3 | rig.ROWS_TYPES.index(rows_type) << 4 | compressed << 7
     head = bytes([index, flags]) + struct.pack("<H", len(table_map)) + table_map
     return head + struct.pack("<H", len(rows[0])) + rows[0] + rows[1]
 
@@ -91,20 +101,25 @@ def decode(cases: list[rig.Case], data: bytes) -> Input | None:
     first = struct.unpack_from("<H", rest)[0]
     rows = (rest[2 : 2 + first], rest[2 + first :])
     flags = data[1]
-    rows_type = rig.ROWS_TYPES[(flags >> 4) % len(rig.ROWS_TYPES)]
-    return Input(cases[data[0] % len(cases)], table_map, rows_type, rows, CHUNKS[flags & 7], bool(flags & 8))
+    rows_type = rig.ROWS_TYPES[(flags >> 4 & 7) % len(rig.ROWS_TYPES)]
+    case = cases[data[0] % len(cases)]
+    compressed = bool(flags & 0x80) and not case.mariadb
+    return Input(case, table_map, rows_type, rows, CHUNKS[flags & 7], bool(flags & 8), compressed)
 
 
 FINDINGS = Path(__file__).parent / "session-findings"  # each named for what it found
 
 
 def seeds(cases: list[rig.Case]) -> Iterator[bytes]:
-    """Every case as it is in its file, both rows events the same, read in two cuts of the stream;
-    then the inputs of the findings so far, so that every run tries them again."""
+    """Every case as it is in its file, both rows events the same, read in two cuts of the stream
+    (a MySQL case's also compressed); then the inputs of the findings so far, so that every run
+    tries them again."""
     for index, case in enumerate(cases):
         table_map, rows_type, rows, _ = rig.pieces(case)
         yield encode(index, table_map, rows_type, (rows, rows), 0, False)
         yield encode(index, table_map, rows_type, (rows, rows), 5, True)
+        if not case.mariadb:
+            yield encode(index, table_map, rows_type, (rows, rows), 2, False, compressed=True)
     for found in sorted(FINDINGS.iterdir()):
         yield found.read_bytes()
 
@@ -118,6 +133,33 @@ def _event(case: rig.Case, type_code: int, body: bytes, pos: int) -> bytes:
     length = 19 + len(body) + (4 if case.crc else 0)
     raw = rig.HEADER.pack(head.timestamp, type_code, head.server_id, length, pos + length, 0) + body
     return raw + struct.pack("<I", zlib.crc32(raw)) if case.crc else raw
+
+
+def _packed(value: int) -> bytes:
+    """A length-encoded integer."""
+    if value < 251:
+        return bytes([value])
+    return b"\xfc" + struct.pack("<H", value) if value < 1 << 16 else b"\xfe" + struct.pack("<Q", value)
+
+
+def payload(case: rig.Case, events: Sequence[tuple[int, bytes]]) -> bytes:
+    """A TRANSACTION_PAYLOAD's body as MySQL 9.7 writes it: its header fields (compression type,
+    uncompressed size, size; each value length-prefixed), the end mark, then the zstd frame of the
+    events, whose headers have no next position and which have no CRC-32."""
+    head = parse_header(case.rows[1])
+    inner = b"".join(rig.HEADER.pack(head.timestamp, t, head.server_id, 19 + len(b), 0, 0) + b for t, b in events)
+    data = zstandard.ZstdCompressor().compress(inner)
+    return payload_header(c.PAYLOAD_COMPRESSION_ZSTD, len(inner), len(data)) + data
+
+
+def payload_header(compression: int, uncompressed: int, size: int) -> bytes:
+    fields = (
+        (c.OTW_PAYLOAD_COMPRESSION_TYPE_FIELD, compression),
+        (c.OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD, uncompressed),
+        (c.OTW_PAYLOAD_SIZE_FIELD, size),
+    )
+    header = b"".join(_packed(field) + _packed(len(_packed(value))) + _packed(value) for field, value in fields)
+    return header + _packed(c.OTW_PAYLOAD_HEADER_END_MARK)
 
 
 def _gtid(case: rig.Case, n: int) -> tuple[int, bytes]:
@@ -137,16 +179,22 @@ def _begin(n: int) -> bytes:
     return struct.pack("<IIBHH", 7, 0, 0, 0, len(status)) + status + b"\x00BEGIN"
 
 
-def stream(inp: Input) -> bytes:
-    """The session's packets: the FORMAT_DESCRIPTION, the two transactions, the dump's end."""
+def stream(inp: Input, mangle: Callable[[bytes], bytes] | None = None) -> bytes:
+    """The session's packets: the FORMAT_DESCRIPTION, the two transactions, the dump's end.
+    `mangle`: what becomes of the second transaction's TRANSACTION_PAYLOAD body (its CRC-32 is
+    made after it)."""
     case = inp.case
     events = [case.fde]
     pos = 4 + len(case.fde)
     for n, rows in enumerate(inp.rows, start=7):
         transaction = [_gtid(case, n)]
-        if not case.mariadb:
-            transaction.append((E.QUERY_EVENT, _begin(n)))
-        transaction += [(E.TABLE_MAP_EVENT, inp.table_map), (inp.rows_type, rows), (E.XID_EVENT, struct.pack("<Q", n))]
+        inner: list[tuple[int, bytes]] = [] if case.mariadb else [(E.QUERY_EVENT, _begin(n))]
+        inner += [(E.TABLE_MAP_EVENT, inp.table_map), (inp.rows_type, rows), (E.XID_EVENT, struct.pack("<Q", n))]
+        if inp.compressed:
+            body = payload(case, inner)
+            transaction.append((E.TRANSACTION_PAYLOAD_EVENT, mangle(body) if mangle and n == 8 else body))
+        else:
+            transaction += inner
         for type_code, body in transaction:
             events.append(_event(case, type_code, body, pos))
             pos += len(events[-1])
@@ -174,7 +222,7 @@ class Outcome:
         )  # fmt: skip
 
 
-def read(inp: Input, kernel: bool) -> Outcome:
+def read(inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
     """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path."""
     case = inp.case
     tracker = case.tracker
@@ -189,7 +237,7 @@ def read(inp: Input, kernel: bool) -> Outcome:
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer)
     lane = Lane.of(pipeline.planner(), pipeline.takes_bursts, tracker, parser, assembler, False) if kernel else None
-    chunks = Chunks(stream(inp), inp.chunks)
+    chunks = Chunks(stream(inp, mangle), inp.chunks)
     dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
     error = None
     try:
@@ -206,10 +254,10 @@ def read(inp: Input, kernel: bool) -> Outcome:
     return Outcome(messages, checkpointer.committed, counters.rows, error, counters.kernel_rows)
 
 
-def check(inp: Input) -> Outcome:
+def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
     """Both reads of the input; a finding (AssertionError) unless they end alike. The kernel's outcome."""
     rig.case_encoder(inp.case)  # the case's schema directory, the same for both reads
-    with_kernel, python = read(inp, True), read(inp, False)
+    with_kernel, python = read(inp, True, mangle), read(inp, False, mangle)
     assert python.kernel_rows == 0
     if not with_kernel.same(python):
         raise AssertionError(f"the kernel's session differs from the Python path's:\n{with_kernel}\n{python}")
