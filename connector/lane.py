@@ -36,8 +36,9 @@ from connector.avro.binary import varint
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, TransactionPayloadEvent
-from connector.binlog.parser import BinlogParser, inflater, status_spans
+from connector.binlog.parser import BinlogParser, inflater, parse_header, status_spans
 from connector.binlog.tablemap import TableMapEvent
+from connector.errors import BinlogDecodeError
 from connector.native import EventKernel, transcoder
 from connector.native_spec import KINDS, NUMBERS, REASONS
 from connector.position import Position, binlog_sort_key
@@ -45,7 +46,7 @@ from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.partitioning import Plain, Tail
 
-_CONTROL, _FULL = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"]
+_CONTROL, _FULL, _UNTAUGHT = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"], REASONS["STOP_UNTAUGHT"]
 _HEADER = NUMBERS["LOG_EVENT_HEADER_LEN"]
 _CRC = NUMBERS["BINLOG_CHECKSUM_LEN"]
 _KIND_NAMES = {KINDS["KIND_WRITE"]: "INSERT", KINDS["KIND_UPDATE"]: "UPDATE", KINDS["KIND_DELETE"]: "DELETE"}
@@ -149,6 +150,7 @@ class Lane:
         self._taught: dict[int, bytes] = {}  # table id -> the TABLE_MAP body the kernel was taught
         self._schema: object = None  # the tracker's schema the taught tables were planned against
         self._query_post = 13  # the QUERY post-header's length (the FORMAT_DESCRIPTION's)
+        self._read_ahead: tuple[str, int] | None = None  # the last event taught at a stop (file, log_pos)
 
     @staticmethod
     def of(
@@ -182,13 +184,41 @@ class Lane:
                                      self.assembler.timestamp, MAX_MESSAGES)  # fmt: skip
             consumed, reason, sequence = result[0], result[1], result[2]
             dump.took(consumed, sequence)
-            if consumed or reason == _CONTROL:
+            if consumed or reason in (_CONTROL, _UNTAUGHT):
                 break
             if reason != _FULL and not dump.fill():
                 return None, True  # a packet longer than the buffer: Python's reader takes it
         burst = self._burst(result) if consumed else None
         self.open = bool(result[10][0])
-        return burst, reason == _CONTROL
+        return burst, reason == _CONTROL or (reason == _UNTAUGHT and not self._read_next(dump))
+
+    def _read_next(self, dump: Dump) -> bool:
+        """The kernel stopped at a BEGIN or TABLE_MAP it was not taught (or a payload holding one):
+        whether the Python path has now decoded it and taught the kernel, which goes on with the
+        transaction instead of handing it over (the first of each BEGIN's shape, and each table's
+        first after a start or a DDL statement, would otherwise be the Python path's to its end).
+        Decoding is all the Python path does with a BEGIN or TABLE_MAP before its transaction's
+        rows (the assembler keeps nothing of them), and the kernel counts the event when it takes
+        it. Once an event: if the kernel stops there again (a payload whose rows are Python's),
+        the Python path reads it."""
+        buf = dump.buffer
+        data, start, end = buf.data, buf.start, buf.end
+        length = int.from_bytes(data[start : start + 3], "little") if end - start >= 4 else 0
+        if length < 1 + _HEADER or end - start - 4 < length or data[start + 4] != 0:
+            return False  # the kernel read it whole: not reached
+        raw = bytes(data[start + 5 : start + 4 + length])
+        header = parse_header(raw)
+        if self._read_ahead == (self._file, header.log_pos):
+            return False
+        self._read_ahead = (self._file, header.log_pos)
+        try:
+            event = self.parser.decode(raw, header.log_pos - header.event_length, header)
+        except BinlogDecodeError:
+            return False  # the Python path reads it again, and says what is wrong with it
+        if isinstance(event.body, QueryEvent) and event.body.query.strip().upper() != "BEGIN":
+            return False
+        self.learn(event, raw)
+        return True
 
     def release(self) -> None:
         """Before the Python path reads a packet: an open transaction the kernel holds goes on there."""

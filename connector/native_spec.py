@@ -77,6 +77,7 @@ REASONS: dict[str, int] = {
     "STOP_NEED_BYTES": 0,  # the buffer ends inside a packet (or is empty): read more
     "STOP_CONTROL": 1,  # the next packet is Python's: anything the kernel does not handle exactly
     "STOP_FULL": 2,  # enough messages for one hand-off to Kafka: come back
+    "STOP_UNTAUGHT": 3,  # the next packet is a BEGIN, TABLE_MAP (or a payload holding one) not taught yet
 }
 
 # Event types the kernel handles; every other type is Python's.

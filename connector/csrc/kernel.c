@@ -5,15 +5,16 @@
  * BEGIN, TABLE_MAPs it was taught, rows events of those tables (written straight to Avro keys and
  * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS when no statement text
  * is wanted, and XID commits, with the transaction's state and the GTIDs it committed; and MySQL's
- * compressed transactions (TRANSACTION_PAYLOAD: the same events inside, taken all or none). It stops at
- * the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a DDL, a
- * ROTATE, a TABLE_MAP it was not taught, a value the transcoder declines, an error packet, any
- * malformed byte), before taking anything of it; Python then reads that packet itself.
+ * compressed transactions (TRANSACTION_PAYLOAD: the same events inside, taken all or none). It
+ * stops at the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a
+ * DDL, a ROTATE, a value the transcoder declines, an error packet, any malformed byte), before
+ * taking anything of it; Python then reads that packet itself.
  *
  * What it knows, Python taught it with bytes Python had decoded itself: a TABLE_MAP's body and
  * the plan for its rows (or that its table is not captured), and the exact status variables and
- * schema of a BEGIN. An event whose bytes match is decoded as Python decoded it; one that does not
- * is Python's. So the kernel cannot decode anything differently from the Python path; it can only
+ * schema of a BEGIN. An event whose bytes match is decoded as Python decoded it; a BEGIN or
+ * TABLE_MAP it was not taught stops the run too (STOP_UNTAUGHT), for Python to decode and teach
+ * it before the kernel goes on; anything else is Python's. So the kernel cannot decode anything differently from the Python path; it can only
  * decline, and tests/test_lane.py and the fuzzer (tests/fuzz/) hold it to that.
  *
  * Every loop moves on: packets by their length (at least the OK byte and a 19-byte header), a
@@ -524,7 +525,9 @@ typedef struct {
     Py_ssize_t n; /* body bytes: after the header, before the CRC */
 } event_t;
 
-enum { TAKEN = 1, PYTHONS = 0 }; /* an event's handler: taken whole, or left to Python untouched */
+/* An event's handler: taken whole, or left to Python untouched (UNTAUGHT: a BEGIN or TABLE_MAP
+ * whose bytes Python has not shown it, which Python may decode and teach before the kernel goes on). */
+enum { TAKEN = 1, PYTHONS = 0, UNTAUGHT = 2 };
 
 static int gtid_mysql(Kernel *k, const event_t *e) {
     const unsigned char *b = e->body;
@@ -617,7 +620,7 @@ static int query(Kernel *k, const event_t *e) {
     for (int i = 0; i < k->nbegins && !known; i++)
         known = begin_matches(&k->begins[i], &k->keeps[i], b, e->n);
     if (!known)
-        return PYTHONS;
+        return UNTAUGHT;
     if (!k->in_txn) {
         k->txn_start = e->pos, k->txn_rows = 0, k->handed = -1, k->has_gtid = 0;
     }
@@ -634,7 +637,7 @@ static int table_map(Kernel *k, const event_t *e) {
         return PYTHONS;
     const table_t *t = table_find(k, table_id_at(e->body, k->table_map_post));
     if (t == NULL || t->body_len != e->n || memcmp(t->body, e->body, (size_t)e->n) != 0)
-        return PYTHONS;
+        return UNTAUGHT;
     return TAKEN; /* the parser already holds this very TABLE_MAP for the id */
 }
 
@@ -952,8 +955,8 @@ static const unsigned char *payload_events(Kernel *k, const unsigned char *body,
 /* A TRANSACTION_PAYLOAD (binlog_transaction_compression): a whole transaction after its GTID,
  * BEGIN to XID, with no CRC-32 of their own. Each event is handled as any other, at the payload's
  * position, as the parser gives them (the payload's start and end); their rows are numbered on
- * from one event to the next, as they share it. All or nothing: when one of them is Python's,
- * whatever the others added is undone and the whole payload is Python's. */
+ * from one event to the next, as they share it. All or nothing: when one of them is Python's (or
+ * untaught), whatever the others added is undone and the whole payload is Python's (or untaught). */
 static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
     uint64_t fields[4] = {0};
     int have = 0;
@@ -1200,8 +1203,8 @@ static PyObject *Kernel_run(Kernel *k, PyObject *args) {
             failed = 1;
             break;
         }
-        if (r == PYTHONS) {
-            reason = STOP_CONTROL;
+        if (r == PYTHONS || r == UNTAUGHT) {
+            reason = r == UNTAUGHT ? STOP_UNTAUGHT : STOP_CONTROL;
             break;
         }
         k->event_counts[e.type]++;

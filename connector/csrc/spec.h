@@ -41,6 +41,7 @@ enum {
     STOP_NEED_BYTES = 0,
     STOP_CONTROL = 1,
     STOP_FULL = 2,
+    STOP_UNTAUGHT = 3,
 };
 enum {
     QUERY_EVENT = 2,

@@ -7,9 +7,9 @@ BEGIN on MySQL, the TABLE_MAP, a rows event, an XID; on MySQL, when the input sa
 the GTID in a zstd TRANSACTION_PAYLOAD, as binlog_transaction_compression writes them) in the
 dump's packets, as a server sends them, handed out by a socket twin in chunks of the sizes the
 input picks (so packets arrive cut anywhere). It is read by connector/stream.session_items
-twice, each time into its own pipeline and MemorySink: with the kernel's lane (the first
-transaction teaches it the TABLE_MAP, so it may take the second, as it takes every transaction
-after the first in production), and on the Python path alone. The two must end alike: the same
+twice, each time into its own pipeline and MemorySink: with the kernel's lane (which stops at
+the first BEGIN and TABLE_MAP, untaught, has the Python path decode and teach them, and goes
+on), and on the Python path alone. The two must end alike: the same
 messages on every partition, in order, the same saved position, the same error (type and
 words) or none. tests/test_lane.py runs the unmutated cases; tests/fuzz/native_fuzz.py
 --target=session mutates them under the sanitizers.
