@@ -62,15 +62,17 @@ class RecordingSink:
     def __init__(self, inner: KafkaSink) -> None:
         self.inner = inner
         self.calls: list[tuple[str, tuple[tuple[bytes | None, bytes], ...], int | None]] = []
-        # the kernel's: (key, value, partition); its values are never None (it writes no tombstones)
-        self.routed: list[tuple[str, tuple[tuple[bytes | None, bytes, int], ...]]] = []
+        # the kernel's, as it handed them over: (value, key, partition[, count]) each
+        self.routed: list[tuple[str, list[Plain], list[Tail]]] = []
         self.first_at = 0.0  # perf_counter() of the first message handed on
 
     @property
     def kept(self) -> list[tuple[str, bytes | None, bytes, int | None]]:
         """Every message handed on, with the partition it was given (None: its key's)."""
         kept = [(topic, key, value, partition) for topic, messages, partition in self.calls for key, value in messages]
-        routed = [(topic, key, value, p) for topic, placed in self.routed for key, value, p in placed]
+        # the kernel's values are never None (it writes no tombstones)
+        routed = [(topic, key, value or b"", p) for topic, plain, tails in self.routed
+                  for value, key, p, *_ in (*plain, *tails)]  # fmt: skip
         return [*kept, *routed]
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: object) -> None:
@@ -89,9 +91,7 @@ class RecordingSink:
         """The compiled kernel's messages (connector/lane.py), partitioned already."""
         if not self.calls and not self.routed:
             self.first_at = time.perf_counter()
-        placed = [(key, value or b"", p) for value, key, p in plain]
-        placed += [(key, value or b"", p) for value, key, p, _ in tails]
-        self.routed.append((topic, tuple(placed)))
+        self.routed.append((topic, plain, tails))
         self.inner.produce_routed(topic, plain, tails, done)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> object:

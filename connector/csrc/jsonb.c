@@ -78,15 +78,10 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
         negative = v < 0;
         u = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN's magnitude too */
     }
-    char text[21]; /* 20 digits and a sign */
-    int at = (int)sizeof text;
-    do {
-        text[--at] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
+    char text[21], *at = digits_before(text + sizeof text, u); /* 20 digits and a sign */
     if (negative)
-        text[--at] = '-';
-    return put(j, text + at, (Py_ssize_t)sizeof text - at);
+        *--at = '-';
+    return put(j, at, text + sizeof text - at);
 }
 
 /* jsonb.double_text: the shortest digits that read back as the double (repr's), in plain

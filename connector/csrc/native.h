@@ -52,6 +52,15 @@ static inline int buf_long(buf_t *b, int64_t v) {
     return 0;
 }
 
+/* u's decimal digits (at most 20), written backwards to end at `end`: where they start. */
+static inline char *digits_before(char *end, uint64_t u) {
+    do {
+        *--end = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    return end;
+}
+
 /* -- reading --------------------------------------------------------------------------------- */
 
 static inline uint64_t le(const unsigned char *p, int n) {
