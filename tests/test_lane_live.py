@@ -44,7 +44,7 @@ COVERED = (
     "dtm DATETIME(6), ts TIMESTAMP(3) NULL, y YEAR, vc VARCHAR(40), ch CHAR(5), bn BINARY(4), vb VARBINARY(20), "
     "bl BLOB, tx TEXT, lb LONGBLOB, tm TIME(3), tm0 TIME, b1 BIT(1), b12 BIT(12), b64 BIT(64), "
     "en ENUM('new','paid','shipped'), st SET('a','b','c','d'), l1 VARCHAR(20) CHARACTER SET latin1, "
-    "w1 CHAR(4) CHARACTER SET cp1251, j JSON"
+    "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30)"
 )
 # MySQL's binary JSON as the server writes it (connector/csrc/jsonb.c; MariaDB's JSON is text).
 JSONS = ('{"id": 7, "name": "a\\nb", "tags": [1.5, null, true, "x"], "n": {"deep": [1e300, -2.5e-7, 12345678.9]}}',
@@ -66,6 +66,7 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         rng.choice([0, 2**64 - 1, 2**63, rng.randint(0, 2**64 - 1)]), rng.choice(["new", "paid", "shipped", None]),
         rng.choice(["", "a", "b,d", "a,b,c,d"]), rng.choice(["", "café", "naïve ×÷", "plain"]),
         rng.choice(["", "Дом", "мир"]), rng.choice(JSONS),
+        rng.choice(["-" + "9" * 35 + "." + "9" * 30, f"{rng.randrange(10**35)}.{rng.randrange(10**30):030d}", "-0.5"]),
     )  # fmt: skip
 
 

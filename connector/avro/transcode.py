@@ -8,13 +8,13 @@ the one the operation writes (the tracked column's type and the Avro type the sc
 A table with any column not covered or not matching gets no program and takes the Python path
 (`_RowsPlan`'s generated functions), which stays the reference: tests/test_transcode.py and
 tests/test_lane_live.py hold the two to the same bytes. Covered: the integer types, FLOAT,
-DOUBLE, DECIMAL up to 38 digits, DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT,
+DOUBLE, DECIMAL (all 65 digits), DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT,
 ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, utf8mb4 or a
 single-byte charset (latin1, cp1250, koi8r, ...: each byte's character from a table the
 charset's own decoder makes), and MySQL's binary JSON (as MySQL prints it: connector/csrc/jsonb.c;
 a document with an opaque value, a DECIMAL or a date made by SQL, is declined and its event goes
 to Python). Not covered (Python): geometry, VECTOR, multi-byte charsets other than UTF-8 (gbk,
-sjis, ucs2, ...), pre-5.6 temporal types, wider DECIMALs, and MariaDB's UUID/INET types.
+sjis, ucs2, ...), pre-5.6 temporal types, and MariaDB's UUID/INET types.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
-from connector.native_spec import COLUMN_FLAGS, OPS, WALK_CHECKS, record
+from connector.native_spec import COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, record
 from connector.native_spec import KINDS as SPEC_KINDS
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
@@ -51,7 +51,7 @@ TEMPORALS: dict[int, tuple[int, int]] = {
     T.MYSQL_TYPE_DATETIME2: (OP_DATETIME2, 5), T.MYSQL_TYPE_TIMESTAMP2: (OP_TIMESTAMP2, 4),
     T.MYSQL_TYPE_TIME2: (OP_TIME2, 3),
 }  # fmt: skip
-MAX_DIGITS = 38  # an __int128 holds every unscaled value up to 10^38 - 1
+MAX_DIGITS = NUMBERS["MAX_DECIMAL_DIGITS"]  # every DECIMAL a server makes: 65 digits
 
 
 class Strings:

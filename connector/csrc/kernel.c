@@ -1001,22 +1001,11 @@ static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
         }
         inner.timestamp = (uint32_t)le(ev, 4), inner.type = ev[4], inner.server_id = (uint32_t)le(ev + 5, 4);
         inner.body = ev + LOG_EVENT_HEADER_LEN, inner.n = inner.length - LOG_EVENT_HEADER_LEN;
-        switch (inner.type) { /* what a compressed transaction holds; a GTID or payload in one is Python's */
-        case QUERY_EVENT:
-        case TABLE_MAP_EVENT:
-        case WRITE_ROWS_EVENT_V1:
-        case UPDATE_ROWS_EVENT_V1:
-        case DELETE_ROWS_EVENT_V1:
-        case WRITE_ROWS_EVENT:
-        case UPDATE_ROWS_EVENT:
-        case DELETE_ROWS_EVENT:
-        case XID_EVENT:
-        case ROWS_QUERY_LOG_EVENT:
-            r = handle(k, &inner, sc);
-            break;
-        default:
-            r = PYTHONS;
-        }
+        /* what only comes before or outside a compressed transaction is Python's in one */
+        int outside = inner.type == GTID_LOG_EVENT || inner.type == ANONYMOUS_GTID_LOG_EVENT ||
+                      inner.type == GTID_EVENT || inner.type == ANNOTATE_ROWS_EVENT ||
+                      inner.type == TRANSACTION_PAYLOAD_EVENT;
+        r = outside ? PYTHONS : handle(k, &inner, sc);
         off += inner.length;
     }
     if (r == TAKEN && k->in_txn)

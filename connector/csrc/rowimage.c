@@ -29,20 +29,46 @@ int buf_grow(buf_t *b, Py_ssize_t more) {
     return 0;
 }
 
-/* Avro decimal bytes: the two's complement of v in (bit_length(|v|) + 8) / 8 bytes, as
- * connector/avro/binary.py writes it (so -128 takes two bytes). */
-static int buf_decimal(buf_t *b, __int128 v) {
-    unsigned __int128 magnitude = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
-    uint64_t high = (uint64_t)(magnitude >> 64), low = (uint64_t)magnitude;
-    int bits = high ? 128 - __builtin_clzll(high) : low ? 64 - __builtin_clzll(low) : 0;
-    int n = (bits + 8) / 8;
+/* An unscaled value's magnitude: a DECIMAL's of up to 65 digits (10^65 < 2^216), or an unsigned
+ * 64-bit one; 32-bit limbs, the least significant first, `n` of them in use. */
+typedef struct {
+    uint32_t limb[8];
+    int n;
+} magnitude_t;
+
+static magnitude_t magnitude_of(uint64_t u) {
+    magnitude_t m = {{(uint32_t)u, (uint32_t)(u >> 32)}, 2};
+    return m;
+}
+
+/* m * mul + add; m stays within its limbs as long as its digits do (read_decimal checks them). */
+static void magnitude_mul_add(magnitude_t *m, uint32_t mul, uint32_t add) {
+    uint64_t carry = add;
+    for (int i = 0; i < m->n; i++) {
+        uint64_t t = (uint64_t)m->limb[i] * mul + carry;
+        m->limb[i] = (uint32_t)t;
+        carry = t >> 32;
+    }
+    if (carry && m->n < 8)
+        m->limb[m->n++] = (uint32_t)carry;
+}
+
+/* Avro decimal bytes: the two's complement of -m or m in (bit_length(m) + 8) / 8 bytes, as
+ * connector/avro/binary.py writes it (so -128 takes two bytes, and 0 one). */
+static int buf_decimal(buf_t *b, const magnitude_t *m, int negative) {
+    int top = m->n;
+    while (top > 0 && m->limb[top - 1] == 0)
+        top--;
+    int bits = top ? (top - 1) * 32 + 32 - __builtin_clz(m->limb[top - 1]) : 0, n = (bits + 8) / 8;
     if (buf_long(b, n) < 0 || buf_reserve(b, n) < 0)
         return -1;
-    unsigned __int128 u = (unsigned __int128)v;
     unsigned char *out = (unsigned char *)b->data + b->len;
-    for (int i = n - 1; i >= 0; i--) {
-        out[i] = (unsigned char)u;
-        u >>= 8;
+    for (int i = 0; i < n; i++) /* byte i from the least significant end */
+        out[n - 1 - i] = i / 4 < top ? (unsigned char)(m->limb[i / 4] >> (8 * (i % 4))) : 0;
+    for (int i = n - 1, carry = 1; negative && i >= 0; i--) { /* two's complement: invert, add one */
+        unsigned v = (unsigned char)~out[i] + (unsigned)carry;
+        out[i] = (unsigned char)v;
+        carry = (int)(v >> 8);
     }
     b->len += n;
     return 0;
@@ -103,15 +129,14 @@ int decimal_width(int precision, int scale) {
     return intg / 9 * 4 + DIG2BYTES[intg % 9] + scale / 9 * 4 + DIG2BYTES[scale % 9];
 }
 
-/* NEWDECIMAL (decimal.cc, decimal2bin) as its unscaled value; 0 if a group holds more
- * digits than it should (values.decimal_unscaled_decoder raises NotTyped there). */
-static int read_decimal(const unsigned char *p, int precision, int scale, __int128 *out) {
+/* NEWDECIMAL (decimal.cc, decimal2bin) as its unscaled value's magnitude and sign (1: negative);
+ * -1 if a group holds more digits than it should (values.decimal_unscaled_decoder raises NotTyped
+ * there). Up to MAX_DECIMAL_DIGITS (program_ok), in at most 30 bytes. */
+static int read_decimal(const unsigned char *p, int precision, int scale, magnitude_t *out) {
     unsigned char raw[32];
-    if (precision > 38 || scale > precision || scale < 0)
-        return 0; /* past an __int128: Python's integers take it */
     int negative = decimal_magnitude(p, decimal_width(precision, scale), raw);
     int intg = precision - scale, at = 0;
-    __int128 v = 0;
+    *out = (magnitude_t){{0}, 0};
     int groups[3][2] = {{intg % 9, 0}, {0, 0}, {scale % 9, 0}};
     int full = intg / 9 + scale / 9;
     /* the leading partial group of the integer part, the full groups, the trailing fraction */
@@ -123,12 +148,11 @@ static int read_decimal(const unsigned char *p, int precision, int scale, __int1
             uint32_t group = (uint32_t)be(raw + at, nbytes);
             at += nbytes;
             if (group >= POW10[digits])
-                return 0;
-            v = v * POW10[digits] + group;
+                return -1;
+            magnitude_mul_add(out, POW10[digits], group);
         }
     }
-    *out = negative ? -v : v;
-    return 1;
+    return negative;
 }
 
 /* Days from 1970-01-01 of a valid proleptic Gregorian date (Howard Hinnant's days_from_civil). */
@@ -373,8 +397,10 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
     }
     case OP_UINT:
         return buf_long(out, (int64_t)le(v, c->width)) < 0 ? FAIL : DONE;
-    case OP_UINT64:
-        return buf_decimal(out, (__int128)le(v, 8)) < 0 ? FAIL : DONE;
+    case OP_UINT64: {
+        magnitude_t m = magnitude_of(le(v, 8));
+        return buf_decimal(out, &m, 0) < 0 ? FAIL : DONE;
+    }
     case OP_FLOAT:
     case OP_DOUBLE: {
         /* Inf and NaN: their text does not give these bits back; leave them to Python. */
@@ -385,10 +411,11 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
         return buf_put(out, v, c->width) < 0 ? FAIL : DONE;
     }
     case OP_DECIMAL: {
-        __int128 unscaled;
-        if (!read_decimal(v, c->a, c->b, &unscaled))
+        magnitude_t unscaled;
+        int negative = read_decimal(v, c->a, c->b, &unscaled);
+        if (negative < 0)
             return DECLINE;
-        return buf_decimal(out, unscaled) < 0 ? FAIL : DONE;
+        return buf_decimal(out, &unscaled, negative) < 0 ? FAIL : DONE;
     }
     case OP_DATE:
     case OP_DATETIME2:
@@ -404,8 +431,10 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
             return DECLINE;
         return buf_long(out, (int64_t)bits) < 0 ? FAIL : DONE;
     }
-    case OP_BIT64:
-        return buf_decimal(out, (__int128)be(v, 8)) < 0 ? FAIL : DONE;
+    case OP_BIT64: {
+        magnitude_t m = magnitude_of(be(v, 8));
+        return buf_decimal(out, &m, 0) < 0 ? FAIL : DONE;
+    }
     case OP_ENUM:
         return enum_value(c, strings, v, out);
     case OP_SET:
@@ -636,7 +665,8 @@ static int column_ok(const column_t *c, const strings_t *strings) {
     case OP_FLOAT:
         return c->width == 4;
     case OP_DECIMAL:
-        return c->a >= 1 && c->a <= 38 && c->b >= 0 && c->b <= c->a && c->width == decimal_width(c->a, c->b);
+        return c->a >= 1 && c->a <= (int)MAX_DECIMAL_DIGITS && c->b >= 0 && c->b <= c->a &&
+               c->width == decimal_width(c->a, c->b);
     case OP_DATE:
         return c->width == 3;
     case OP_DATETIME2:

@@ -77,6 +77,7 @@ enum {
 #define PAYLOAD_COMPRESSION_ZSTD 0x0u
 #define PAYLOAD_COMPRESSION_NONE 0xffu
 #define MAX_PAYLOAD_UNCOMPRESSED 0x40000000u
+#define MAX_DECIMAL_DIGITS 0x41u
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check; } walk_t;
