@@ -14,8 +14,9 @@
  * the plan for its rows (or that its table is not captured), and the exact status variables and
  * schema of a BEGIN. An event whose bytes match is decoded as Python decoded it; a BEGIN or
  * TABLE_MAP it was not taught stops the run too (STOP_UNTAUGHT), for Python to decode and teach
- * it before the kernel goes on; anything else is Python's. So the kernel cannot decode anything differently from the Python path; it can only
- * decline, and tests/test_lane.py and the fuzzer (tests/fuzz/) hold it to that.
+ * it before the kernel goes on; anything else is Python's. So the kernel cannot decode anything
+ * differently from the Python path; it can only decline, and tests/test_lane.py and the fuzzer
+ * (tests/fuzz/) hold it to that.
  *
  * Every loop moves on: packets by their length (at least the OK byte and a 19-byte header), a
  * payload's events by theirs (at least a header), its header fields by at least two bytes, rows
@@ -322,8 +323,9 @@ done:
 }
 
 PyDoc_STRVAR(inflater_doc, "inflater(decompress)\n--\n\n"
-                           "How a TRANSACTION_PAYLOAD's zstd body is inflated: decompress(body, uncompressed_size) -> bytes,\n"
-                           "the parser's own (binlog/parser.inflater). Without one, every payload is Python's.");
+                           "How a TRANSACTION_PAYLOAD's zstd body is inflated: decompress(body,\n"
+                           "uncompressed_size) -> bytes, the parser's own (binlog/parser.inflater). Without one,\n"
+                           "every payload is Python's.");
 
 static PyObject *Kernel_inflater(Kernel *k, PyObject *decompress) {
     if (!PyCallable_Check(decompress)) {
