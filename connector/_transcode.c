@@ -219,7 +219,27 @@ static PyObject *route(PyObject *self, PyObject *args) {
     return result;
 }
 
+PyDoc_STRVAR(learn_code_table_doc,
+             "learn_code_table(number, nodes, texts)\n--\n\n"
+             "Learn a multi-byte charset's code table, which OP_TEXTMB columns name by number (see\n"
+             "connector/native_spec.py, CODE_TABLES): once; learning it again with the same bytes does\n"
+             "nothing. ValueError if the bytes are not a code table, or not the one learnt before.");
+
+static PyObject *learn_code_table_py(PyObject *self, PyObject *args) {
+    Py_buffer nodes, texts;
+    int number;
+    if (!PyArg_ParseTuple(args, "iy*y*", &number, &nodes, &texts))
+        return NULL;
+    int r = learn_code_table(number, nodes.buf, nodes.len, texts.buf, texts.len);
+    PyBuffer_Release(&nodes);
+    PyBuffer_Release(&texts);
+    if (r == 0)
+        PyErr_Format(PyExc_ValueError, "code table %d: not a code table, or not the one learnt before", number);
+    return r == 1 ? Py_NewRef(Py_None) : NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"learn_code_table", learn_code_table_py, METH_VARARGS, learn_code_table_doc},
     {"transcode", transcode, METH_VARARGS, transcode_doc},
     {"count_rows", count_rows, METH_VARARGS, count_rows_doc},
     {"render_json", render_json, METH_VARARGS, render_json_doc},

@@ -43,6 +43,9 @@ class Transcoder(Protocol):
         """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined
         (programs: connector/binlog/rowplan.json_program)."""
 
+    def learn_code_table(self, number: int, nodes: bytes, texts: bytes, /) -> None:
+        """A multi-byte charset's code table, learnt once (native_spec.CODE_TABLES; rowplan.code_table)."""
+
     def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:
         """Rows in the images, or -1 if they do not fit the layout (connector/binlog/rowplan.walk_layout)."""
 

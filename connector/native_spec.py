@@ -38,7 +38,19 @@ OPS: dict[str, int] = {
     "OP_SET": 17,  # little-endian bits, width 1-8 -> the labels of the bits set (strings a..), comma-joined
     "OP_TEXT8": 18,  # length-prefixed (a bytes) single-byte charset -> UTF-8 by the 256 strings from b
     "OP_JSON": 19,  # length-prefixed (a bytes) MySQL binary JSON -> its text as MySQL prints it (jsonb.c)
+    "OP_TEXTMB": 20,  # length-prefixed (a bytes) multi-byte charset -> UTF-8 by code table b (CODE_TABLES)
 }
+
+# The multi-byte charsets the compiled code reads, by number (an OP_TEXTMB column's b): those whose
+# table (connector/binlog/charmaps/) both servers share, every code of at most two bytes. Each is
+# handed to the module once, the first time a column needs it (rowplan.code_table_number), and is
+# shared by every program that names it. A code table: nodes of 256 native-endian uint32 entries,
+# node 0 the root, looked up a byte at a time: 0, no code of the charset goes on with this byte;
+# CODE_CHILD | n, the code goes on in node n (n is above the node looked up in, so a look-up ends);
+# any other entry ends the code, its text (UTF-8) the (entry & CODE_TEXT_LENGTH) bytes of the
+# table's texts from (entry >> CODE_TEXT_SHIFT). A byte sequence two codes begin with resolves as
+# the rows decoder's walk resolves it (connector/binlog/charmaps/decoding.py: the shorter code).
+CODE_TABLES: tuple[str, ...] = ("big5", "cp932", "euckr", "gb2312", "gbk", "sjis")
 
 # A program's strings (ENUM and SET labels, single-byte charsets' characters), one bytes object:
 # the count n (int32), n + 1 int32 offsets into what follows (string k: offsets[k] to
@@ -50,7 +62,8 @@ STRINGS_HEADER = "<i"
 RECORDS: dict[str, tuple[str, ...]] = {
     "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "flags"),  # a program's column
     "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
-    "walk_t": ("width", "prefix", "check"),  # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS
+    # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS; table: WALK_CODES's code table
+    "walk_t": ("width", "prefix", "check", "table"),
 }
 
 # A program column's flags (column_t.flags; 0 for every op but these).
@@ -67,6 +80,7 @@ WALK_CHECKS: dict[str, int] = {
     "WALK_BYTES": 0,  # nothing: any bytes
     "WALK_UTF8": 1,  # strict UTF-8
     "WALK_JSON": 2,  # MySQL binary JSON the compiled printer takes (jsonb.c: jsonb_ok)
+    "WALK_CODES": 3,  # codes of code table `table` (CODE_TABLES), one after another
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.
@@ -109,6 +123,10 @@ NUMBERS: dict[str, int] = {
     "PAYLOAD_COMPRESSION_NONE": c.PAYLOAD_COMPRESSION_NONE,
     "MAX_PAYLOAD_UNCOMPRESSED": c.MAX_PAYLOAD_UNCOMPRESSED,
     "MAX_DECIMAL_DIGITS": 65,  # DECIMAL's widest precision (MySQL's and MariaDB's DECIMAL_MAX_PRECISION)
+    "CODE_TABLE_COUNT": len(CODE_TABLES),
+    "CODE_CHILD": 0x80000000,  # a code table's entry that goes on in another node
+    "CODE_TEXT_SHIFT": 4,
+    "CODE_TEXT_LENGTH": 0xF,
 }
 
 # DECIMAL: bytes of a group of 0-9 digits (decimal.cc, dig2bytes).

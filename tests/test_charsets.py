@@ -12,7 +12,9 @@ import functools
 import random
 import re
 import struct
+import sys
 from importlib import resources
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -36,12 +38,24 @@ from connector.binlog.constants import EventType, RowsKind
 from connector.binlog.events import EventHeader
 from connector.binlog.parser import decode_query
 from connector.binlog.reader import Reader
-from connector.binlog.rowplan import COL_ASCII, COLUMN, KINDS, json_program, single_byte_table
+from connector.binlog.rowplan import (
+    COL_ASCII,
+    COLUMN,
+    KINDS,
+    OP_TEXTMB,
+    code_table,
+    code_table_number,
+    json_program,
+    single_byte_table,
+)
 from connector.binlog.rows import RowsDecoderCache
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
 from connector.errors import FormatError
 from connector.flat import table_shape
 from connector.native import transcoder
+from connector.native_spec import CODE_TABLES, NUMBERS
+
+CODE_CHILD = NUMBERS["CODE_CHILD"]
 
 FILES = charmaps.shipped()
 # (charset, MariaDB's table?) of every table shipped: both servers' where one file serves both.
@@ -352,6 +366,91 @@ def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collatio
         kind = KINDS[RowsKind.WRITE]
         assert transcoder.transcode(body, program.columns, kind, b"", program.strings, b"", b"P", b"P", b"N", b"O",
                                     b"T", 0) == avro  # fmt: skip
+
+
+def _compiled(body: bytes, columns: tuple[ColumnMeta, ...]) -> tuple[Any, Any]:
+    """The compiled renderer's and transcoder's rows of a WRITE event's images (None: declined)."""
+    assert transcoder is not None
+    program = json_program(columns)
+    assert program is not None
+    names = tuple(f'"@{i + 1}":'.encode() for i in range(len(columns)))  # as table_shape names them (no names known)
+    kind = KINDS[RowsKind.WRITE]
+    rendered = transcoder.render_json(body, program.columns, kind, program.strings, names)
+    avro = transcoder.transcode(body, program.columns, kind, b"", program.strings, *(b"",) * 6, 0)
+    return rendered, avro
+
+
+def _python_rows(body: bytes, columns: tuple[ColumnMeta, ...], mariadb: bool) -> tuple[list[str], list[bytes], bool]:
+    """The Python path's `data` objects and Avro fields of the same images, and whether it replaced any."""
+    table = TableMapEvent(1, 0, "db", "t", columns, raw=b"t", mariadb=mariadb)
+    rows, replaced = RowsDecoderCache().decode(body, table, RowsKind.WRITE, tuple(range(len(columns))), (), False)
+    shape = table_shape(table)
+    # each row's Avro value with no envelope around its fields: the fields, the array's end, its number
+    fields = [b"".join(map(_avro_string, after or ())) + b"\x00" + varint(i) for i, (_, after) in enumerate(rows)]
+    return [shape.whole_json(after or ()) for _, after in rows], fields, bool(replaced)
+
+
+COMPILED_MULTI_BYTE = [(charset, mariadb) for charset, mariadb in MULTI_BYTE if charset in CODE_TABLES]
+
+
+@pytest.mark.parametrize(("charset", "mariadb"), COMPILED_MULTI_BYTE,
+                         ids=[f"{c}-{flavour(m)}" for c, m in COMPILED_MULTI_BYTE])  # fmt: skip
+def test_compiled_multi_byte_text_is_the_python_path_for_every_code(charset: str, mariadb: bool) -> None:
+    """Every code the server stores, each alone, then all of them in runs (a value holds 255 bytes
+    here), beside ASCII, the JSON escapes and the codes whose text is "?": the compiled code table's
+    text is the rows decoder's, in canal's JSON and in Avro."""
+    collation = collation_id_of_charset(charset)
+    assert collation is not None and code_table_number(charset) == CODE_TABLES.index(charset)
+    columns = (_varchar(0, collation), _varchar(1, collation))
+    codes, _ = _codes(charset, mariadb)
+    values = [*codes, b'a"\\\n\x01z', b""]
+    joined = b"".join(codes)
+    values += [joined[at : at + 240] for at in range(0, len(joined), 240)]  # (those cut inside a code: left out)
+    values = [v for v in values if _python(v, _codec(charset, mariadb)) is not None]
+    assert len(values) > len(codes)
+    body = b"".join(_image(values[i], values[(i * 7) % len(values)]) for i in range(len(values)))
+    expected, fields, replaced = _python_rows(body, columns, mariadb)
+    rendered, avro = _compiled(body, columns)
+    assert not replaced and rendered == expected
+    assert avro == [(None, field) for field in fields]
+
+
+@given(_mixtures())
+@settings(max_examples=300, deadline=None)
+def test_compiled_multi_byte_text_declines_exactly_what_the_decoder_refuses(case: tuple[str, bool, bytes]) -> None:
+    """Any bytes: the compiled text is the decoder's where it reads them strictly; where it raises
+    (and the Python path replaces, and says so), the compiled code declines the event."""
+    charset, mariadb, raw = case
+    collation = collation_id_of_charset(charset)
+    assert collation is not None
+    if charset not in CODE_TABLES:
+        assert json_program((_varchar(0, collation),)) is None  # Python's path, whole
+        return
+    columns = (_varchar(0, collation),)
+    body = _image(raw[:255])
+    expected, fields, replaced = _python_rows(body, columns, mariadb)
+    rendered, avro = _compiled(body, columns)
+    if replaced:
+        assert rendered is None and avro is None
+    else:
+        assert rendered == expected and avro == [(None, field) for field in fields]
+
+
+def test_a_code_table_is_learnt_once_and_checked() -> None:
+    assert transcoder is not None
+    number = code_table_number("gbk")
+    assert number is not None
+    nodes, texts = code_table("gbk") or (b"", b"")
+    transcoder.learn_code_table(number, nodes, texts)  # the same again: nothing changes
+    child = (CODE_CHILD | 0).to_bytes(4, sys.byteorder)  # a node that leads back to itself
+    past = (1 << 4 | 2).to_bytes(4, sys.byteorder) * 256  # every byte's text 2 bytes from 1: not UTF-8
+    for bad in ((number, nodes, texts[:-1]), (number, nodes[:-4], texts), (len(CODE_TABLES), nodes, texts),
+                (number, child + bytes(1020), b""), (number, past, b"\xff\xff\xff")):  # fmt: skip
+        with pytest.raises(ValueError, match="code table"):
+            transcoder.learn_code_table(*bad)
+    column = COLUMN.pack(OP_TEXTMB, 0, 1, len(CODE_TABLES), -1, -1, 0)  # a table never learnt
+    with pytest.raises(ValueError, match="malformed"):
+        transcoder.render_json(_image(b"a"), column, KINDS[RowsKind.WRITE], b"", (b'"c":',))
 
 
 def test_a_column_that_says_it_keeps_ascii_is_refused_where_its_table_does_not() -> None:

@@ -44,7 +44,8 @@ COVERED = (
     "dtm DATETIME(6), ts TIMESTAMP(3) NULL, y YEAR, vc VARCHAR(40), ch CHAR(5), bn BINARY(4), vb VARBINARY(20), "
     "bl BLOB, tx TEXT, lb LONGBLOB, tm TIME(3), tm0 TIME, b1 BIT(1), b12 BIT(12), b64 BIT(64), "
     "en ENUM('new','paid','shipped'), st SET('a','b','c','d'), l1 VARCHAR(20) CHARACTER SET latin1, "
-    "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30)"
+    "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30), gk VARCHAR(20) CHARACTER SET gbk, "
+    "sj CHAR(8) CHARACTER SET sjis, b5 VARCHAR(10) CHARACTER SET big5, kr TINYTEXT CHARACTER SET euckr"
 )
 # MySQL's binary JSON as the server writes it (connector/csrc/jsonb.c; MariaDB's JSON is text).
 JSONS = ('{"id": 7, "name": "a\\nb", "tags": [1.5, null, true, "x"], "n": {"deep": [1e300, -2.5e-7, 12345678.9]}}',
@@ -67,6 +68,9 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         rng.choice(["", "a", "b,d", "a,b,c,d"]), rng.choice(["", "café", "naïve ×÷", "plain"]),
         rng.choice(["", "Дом", "мир"]), rng.choice(JSONS),
         rng.choice(["-" + "9" * 35 + "." + "9" * 30, f"{rng.randrange(10**35)}.{rng.randrange(10**30):030d}", "-0.5"]),
+        # codes whose server text is not Python's codec's: gbk's 0xA140 ("?"), sjis's 0x815F ("\\"), big5's 0xA15A
+        rng.choice(["", "中文 \"q\"", b"\xa1\x40"]), rng.choice(["日本語", b"\x81\x5f\x82\xa0", None]),
+        rng.choice(["繁體", b"\xa1\x5a"]), rng.choice(["한국어", "plain"]),
     )  # fmt: skip
 
 

@@ -50,8 +50,8 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
     caplog.set_level(logging.INFO, logger="sluice")
     db = "metered"
     fresh(db)
-    with connect(db).cursor() as cur:  # text in sjis: its table's rows take the Python path
-        cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc VARCHAR(40) CHARACTER SET sjis)")
+    with connect(db).cursor() as cur:  # text in ujis: its table's rows take the Python path
+        cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc VARCHAR(40) CHARACTER SET ujis)")
     port = free_port()
     config = config_for(f"metrics{uuid.uuid4().hex[:6]}", db, tmp_path)
     config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0))
@@ -67,11 +67,12 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
             cur.execute("DELETE FROM order_lines WHERE order_id >= 40")
             cur.executemany("INSERT INTO notes VALUES (%s, 'メモ')", [(i,) for i in range(7)])
 
-        def deletes_counted() -> bool:
+        def all_counted() -> bool:  # the last statement of each table: notes' rows come after the DELETEs
             text = scrape(port, "/metrics")[1]
-            return metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE") >= 10
+            deletes = metric(text, "sluice_rows_total", database=db, table="order_lines", type="DELETE")
+            return deletes >= 10 and metric(text, "sluice_rows_total", database=db, table="notes", type="INSERT") >= 7
 
-        wait_until(deletes_counted, 30, "the DELETEs in sluice_rows_total", every_s=0.3)
+        wait_until(all_counted, 30, "the DELETEs and notes' INSERTs in sluice_rows_total", every_s=0.3)
         _, text = scrape(port, "/metrics")
         assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="INSERT") == 50
         assert metric(text, "sluice_rows_total", database=db, table="order_lines", type="UPDATE") == 20

@@ -190,9 +190,12 @@ def strings(*texts, count=None):
     return struct.pack(f"<i{len(offsets)}i", n, *offsets) + b"".join(texts)
 assert transcoder.count_rows(b"\\x00\\x01\\x02", b"", 1) == -1  # images of no columns: no bytes fit them
 assert transcoder.count_rows(b"", b"", 1) == 0
-assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", -4, 0, 0), 1) == -1  # a negative width
-assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", 0, -1, 0), 1) == -1  # a negative prefix
-assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<3i", 0, 9, 0), 1) == -1  # a 9-byte prefix
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<4i", -4, 0, 0, 0), 1) == -1  # a negative width
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<4i", 0, -1, 0, 0), 1) == -1  # a negative prefix
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<4i", 0, 9, 0, 0), 1) == -1  # a 9-byte prefix
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<4i", 0, 1, 3, 99), 1) == -1  # codes of no table learnt
+assert transcoder.count_rows(b"\\x00" * 8, struct.pack("<4i", 4, 0, 0, 1), 1) == -1  # a table it does not read
+assert transcoder.count_rows(b"\\x00" * 10, struct.pack("<4i", 4, 0, 0, 0), 1) == 2  # two rows of an INT
 for bad in (
     b"",  # no columns
     program((1, -4)),  # INT of negative width
@@ -208,6 +211,7 @@ for bad in (
     program((18, 0, 1, 0)),  # text in a single-byte charset, with no table of its 256 characters
     program((13, 3, 7)),  # TIME with 7 fraction digits
     program((14, 9)),  # BIT of 9 bytes
+    program((20, 0, 1, 99)),  # text in a multi-byte charset, with no code table learnt as 99
 ):
     try:
         transcoder.transcode(b"\\x00\\x01\\x02\\x03", bad, 0, b"", *empty, 0)

@@ -9,12 +9,15 @@ A table with any column not covered or not matching gets no program and takes th
 (`_RowsPlan`'s generated functions), which stays the reference: tests/test_transcode.py and
 tests/test_lane_live.py hold the two to the same bytes. Covered: the integer types, FLOAT,
 DOUBLE, DECIMAL (all 65 digits), DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT,
-ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, utf8mb4 or a
+ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, utf8mb4, a
 single-byte charset (latin1, cp1250, koi8r, ...: each byte's character from a table the
-charset's own decoder makes), and MySQL's binary JSON (as MySQL prints it: connector/csrc/jsonb.c;
-a document with an opaque value, a DECIMAL or a date made by SQL, is declined and its event goes
-to Python). Not covered (Python): geometry, VECTOR, multi-byte charsets other than UTF-8 (gbk,
-sjis, ucs2, ...), pre-5.6 temporal types, and MariaDB's UUID/INET types.
+charset's own decoder makes) or big5, cp932, euckr, gb2312, gbk or sjis (each code's text from
+the servers' table, a code table the module learns once: native_spec.CODE_TABLES), and MySQL's
+binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
+DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
+charset's server does not store is declined too (the Python path replaces them and says so). Not
+covered (Python): geometry, VECTOR, ujis, eucjpms, gb18030 and the UTF-16/32 and ucs2 charsets,
+pre-5.6 temporal types, and MariaDB's UUID/INET types.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from connector.binlog.rowplan import (
     OP_JSON,
     OP_SET,
     OP_TEXT8,
+    OP_TEXTMB,
     OP_TIME2,
     OP_TIMESTAMP2,
     OP_UINT,
@@ -151,7 +155,7 @@ def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
         return kind in BINARY_TYPES and avro == "bytes"
     if code == OP_JSON:
         return kind == "json" and avro == "string"
-    return code in (OP_UTF8, OP_TEXT8) and kind in _TEXT_TYPES and avro == "string"
+    return code in (OP_UTF8, OP_TEXT8, OP_TEXTMB) and kind in _TEXT_TYPES and avro == "string"
 
 
 def _is_decimal(avro: Any, scale: int) -> bool:

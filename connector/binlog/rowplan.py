@@ -3,7 +3,8 @@
 `column_op` is the one description of a binlog column for the compiled module (connector/csrc/):
 its operation (native_spec.OPS), its width or length prefix, its fraction digits or precision and
 scale, and the strings it names values by (ENUM and SET labels, a single-byte charset's
-characters). Three consumers are derived from it: the Avro transcoder's program
+characters) or the code table of a multi-byte one (the module learns each once, by number).
+Three consumers are derived from it: the Avro transcoder's program
 (connector/avro/transcode.program adds what the table's Avro schema says of each field), the
 canal-JSON renderer of JSON lines (`json_program`, for `sluice decode` and `sluice tail`), and
 the walk `count_rows` checks a rows event's images with before their decoding is deferred
@@ -13,30 +14,36 @@ its table on the Python path, which stays the reference for all three.
 
 from __future__ import annotations
 
+import array
+import functools
 import struct
 from dataclasses import dataclass
 
+from connector import native
+from connector.binlog import charmaps
+from connector.binlog.charmaps import FLAVOURS
 from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, single_byte_texts
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
-from connector.native_spec import COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, record
+from connector.native_spec import CODE_TABLES, COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, record
 from connector.native_spec import KINDS as SPEC_KINDS
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
 OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL"], OPS["OP_DATE"], OPS["OP_DATETIME2"]
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
-OP_SET, OP_TEXT8, OP_JSON = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"]
+OP_SET, OP_TEXT8, OP_JSON, OP_TEXTMB = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"], OPS["OP_TEXTMB"]
 COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 # A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
          RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
-WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS)
+WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS), code table
 WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]
+WALK_CODES = WALK_CHECKS["WALK_CODES"]
 
 Op = tuple[int, int, int, int]  # op, width, a, b
 
@@ -146,7 +153,10 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
     if charset_of(collation) in UTF8_CHARSETS:  # strict UTF-8, as the rows decoder's 'utf-8'
         return OP_UTF8, 0, prefix, 0
     table = single_byte_table(collation)
-    return None if table is None else (OP_TEXT8, 0, prefix, strings.add(table))
+    if table is not None:
+        return OP_TEXT8, 0, prefix, strings.add(table)
+    number = code_table_number(charset_of(collation))
+    return None if number is None else (OP_TEXTMB, 0, prefix, number)
 
 
 _ASCII = [bytes([b]) for b in range(0x80)]
@@ -170,6 +180,61 @@ def single_byte_table(collation: int) -> list[bytes] | None:
     return [b"" if text is None else text.encode("utf-8") for text in texts]
 
 
+@functools.cache
+def code_table_number(charset: str | None) -> int | None:
+    """A multi-byte charset's number among native_spec.CODE_TABLES, its code table handed to the
+    compiled module the first time a column asks; None for the rest (their columns are Python's),
+    and where the module is not built."""
+    if charset not in CODE_TABLES or native.transcoder is None:
+        return None
+    table = code_table(charset)
+    if table is None:
+        return None
+    number = CODE_TABLES.index(charset)
+    native.transcoder.learn_code_table(number, *table)
+    return number
+
+
+def code_table(charset: str) -> tuple[bytes, bytes] | None:
+    """A multi-byte charset's code table as native_spec.CODE_TABLES lays it out (its nodes, its
+    texts), from the servers' own table; None unless both servers have the same one."""
+    tables = {charmaps.load(charset, flavour) for flavour in FLAVOURS}
+    if len(tables) != 1 or None in tables:
+        return None
+    (charmap,) = tables
+    assert charmap is not None
+    nodes, texts = array.array("I", [0] * 256), bytearray()
+    # Shorter codes first: where a code begins a longer one, the decoder's walk reads the shorter.
+    for block, runs in sorted(charmap.blocks, key=lambda item: len(item[0])):
+        codes = charmaps.block_codes(block)
+        for run in runs:
+            for k in range(run.count):
+                text = charmaps.text_of(run, k)
+                _insert(nodes, next(codes), ("?" if text is None else text).encode("utf-8"), texts)
+    return nodes.tobytes(), bytes(texts)
+
+
+_CHILD, _SHIFT, _LENGTH = NUMBERS["CODE_CHILD"], NUMBERS["CODE_TEXT_SHIFT"], NUMBERS["CODE_TEXT_LENGTH"]
+
+
+def _insert(nodes: array.array[int], code: bytes, text: bytes, texts: bytearray) -> None:
+    """One code into a code table: the nodes its bytes but the last go through (made as needed),
+    its text at the last; nothing where a shorter code or one read before it takes those bytes."""
+    node = 0
+    for byte in code[:-1]:
+        entry = nodes[node * 256 + byte]
+        if entry and not entry & _CHILD:
+            return  # a shorter code ends here
+        if not entry:
+            entry = _CHILD | len(nodes) // 256
+            nodes[node * 256 + byte] = entry
+            nodes.extend([0] * 256)
+        node = entry & ~_CHILD
+    if nodes[node * 256 + code[-1]] == 0 and 0 < len(text) <= _LENGTH:
+        nodes[node * 256 + code[-1]] = len(texts) << _SHIFT | len(text)
+        texts += text
+
+
 def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
     """The canal-JSON renderer's program for images of these columns; None if any is not covered."""
     ops, strings = [], Strings()
@@ -183,9 +248,9 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
 
 # The ops whose Python decoding cannot fail once a walk accepted their bytes: fixed widths, and
 # length-prefixed bytes or strict UTF-8; TEXT8 too where its server stores every byte (latin1:
-# every byte is a character). Not ENUM (an index beyond the labels is an error) nor TEXT8 with
-# bytes its server does not store: their images are decoded at once, where a replacement can
-# still say which event it is in.
+# every byte is a character), and TEXTMB, whose codes the walk looks up. Not ENUM (an index
+# beyond the labels is an error) nor TEXT8 with bytes its server does not store: their images are
+# decoded at once, where a replacement can still say which event it is in.
 _WALKS_FIXED = frozenset(
     {OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2,
      OP_YEAR, OP_TIME2, OP_BIT, OP_BIT64, OP_SET}
@@ -199,20 +264,23 @@ _WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
     column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
-    of a charset whose every byte is a character, or OP_JSON (checked by the compiled printer,
-    which takes only documents the Python decoding reads)."""
+    of a charset whose every byte is a character, OP_TEXTMB (each value codes of its code table)
+    or OP_JSON (checked by the compiled printer, which takes only documents the Python decoding
+    reads)."""
     out, strings = [], Strings()
     for meta in columns:
         op = column_op(meta, strings)
         if op is None:
             return None
-        code, width, prefix, _ = op
+        code, width, prefix, b = op
         if code in _WALKS_FIXED:
-            out.append(WALK.pack(width, 0, 0))
+            out.append(WALK.pack(width, 0, 0, 0))
         elif code in _WALK_CHECK:
-            out.append(WALK.pack(0, prefix, _WALK_CHECK[code]))
+            out.append(WALK.pack(0, prefix, _WALK_CHECK[code], 0))
+        elif code == OP_TEXTMB:
+            out.append(WALK.pack(0, prefix, WALK_CODES, b))
         elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation):
-            out.append(WALK.pack(0, prefix, WALK_BYTES))
+            out.append(WALK.pack(0, prefix, WALK_BYTES, 0))
         else:
             return None
     return b"".join(out)

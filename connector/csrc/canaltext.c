@@ -201,7 +201,8 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     bytes_t text;
     int r;
     *used = c->width;
-    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && c->op != OP_JSON && room < c->width)
+    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && c->op != OP_JSON && c->op != OP_TEXTMB &&
+        room < c->width)
         return DECLINE;
     switch (c->op) {
     case OP_INT: {
@@ -303,6 +304,23 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
             run = i + 1;
         }
         return buf_put(out, text.p + run, text.n - run) < 0 ? FAIL : DONE;
+    case OP_TEXTMB: {
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        const code_table_t *t = code_table(c->b);
+        Py_ssize_t start = 0, width; /* as OP_TEXT8's run */
+        for (Py_ssize_t i = 0; i < text.n; i += width) {
+            bytes_t ch;
+            if ((width = code_at(t, text.p + i, text.n - i, &ch)) == 0)
+                return DECLINE; /* no code starts here: its decoder raises */
+            if (width == 1 && ch.n == 1 && ch.p[0] == text.p[i] && plain(text.p[i]))
+                continue;
+            if (buf_put(out, text.p + start, i - start) < 0 || put_string(out, ch) < 0)
+                return FAIL;
+            start = i + width;
+        }
+        return buf_put(out, text.p + start, text.n - start) < 0 ? FAIL : DONE;
+    }
     }
     return DECLINE;
 }

@@ -132,6 +132,32 @@ static inline bytes_t string_at(const strings_t *s, Py_ssize_t k) {
     return (bytes_t){s->area + start, end - start};
 }
 
+/* A multi-byte charset's code table (native_spec.CODE_TABLES), learnt once and checked whole then
+ * (learn_code_table): every child a later node, every text inside the texts and UTF-8. */
+typedef struct {
+    uint32_t *nodes; /* 256 a node */
+    Py_ssize_t nnodes;
+    unsigned char *texts;
+    Py_ssize_t texts_len;
+} code_table_t;
+
+/* The code that starts s[0..n): how many bytes it takes, its text in *text; 0 if none does (the
+ * rows decoder raises there). Each step reads one more byte of s, so it ends within n. */
+static inline Py_ssize_t code_at(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text) {
+    uint32_t node = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t entry = t->nodes[(Py_ssize_t)node * 256 + s[i]];
+        if (entry == 0)
+            return 0;
+        if (!(entry & CODE_CHILD)) {
+            *text = (bytes_t){t->texts + (entry >> CODE_TEXT_SHIFT), entry & CODE_TEXT_LENGTH};
+            return i + 1;
+        }
+        node = entry & ~CODE_CHILD;
+    }
+    return 0;
+}
+
 /* A length-prefixed value at v (a prefix of c->a bytes, then that many): its bytes and how many
  * the column takes; DECLINE if they do not fit in room. */
 static inline int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text,
@@ -173,6 +199,12 @@ SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
 /* Whether jsonb_text takes the document (writing nothing): what it takes, the Python path decodes. */
 SL_INTERNAL int jsonb_ok(const unsigned char *doc, Py_ssize_t n);
 SL_INTERNAL int decimal_width(int precision, int scale);
+/* The code table learnt as `number`, or NULL (rowimage.c). */
+SL_INTERNAL const code_table_t *code_table(int32_t number);
+/* Learn code table `number` from its nodes and texts (copied): 1; 0 if they are not a code table,
+ * or differ from the table learnt as that number before; -1 with a Python error set. */
+SL_INTERNAL int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t nodes_len,
+                                 const unsigned char *texts, Py_ssize_t texts_len);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);

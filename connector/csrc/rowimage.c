@@ -357,6 +357,30 @@ static int text8_value(const column_t *c, const strings_t *strings, const unsign
     return DONE;
 }
 
+/* Text in a multi-byte charset: each code's text from the charset's code table (b), as UTF-8;
+ * bytes that start no code make the rows decoder raise: Python's. */
+static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
+    bytes_t value, ch;
+    Py_ssize_t used, total = 0, width;
+    const code_table_t *t = code_table(c->b);
+    if (prefixed(c, v, room, &value, &used) != DONE)
+        return DECLINE;
+    for (Py_ssize_t i = 0; i < value.n; i += width) {
+        if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
+            return DECLINE;
+        total += ch.n;
+    }
+    *pos += used;
+    if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
+        return FAIL;
+    for (Py_ssize_t i = 0; i < value.n; i += width) {
+        width = code_at(t, value.p + i, value.n - i, &ch);
+        memcpy(out->data + out->len, ch.p, (size_t)ch.n);
+        out->len += ch.n;
+    }
+    return DONE;
+}
+
 /* A binary JSON document's text as an Avro string: rendered aside first, for its length. */
 static int json_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
     bytes_t doc;
@@ -385,6 +409,8 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
         return text8_value(c, strings, v, pos, end - p, out);
     if (c->op == OP_JSON)
         return json_value(c, v, pos, end - p, out);
+    if (c->op == OP_TEXTMB)
+        return textmb_value(c, v, pos, end - p, out);
     if (end - p < c->width)
         return DECLINE;
     *pos = p + c->width;
@@ -629,6 +655,57 @@ int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out) {
     return 1;
 }
 
+/* -- multi-byte charsets' code tables (native_spec.CODE_TABLES) --------------------------------- */
+
+static code_table_t code_tables[CODE_TABLE_COUNT];
+
+const code_table_t *code_table(int32_t number) {
+    return number >= 0 && number < (int32_t)CODE_TABLE_COUNT && code_tables[number].nodes ? &code_tables[number] : NULL;
+}
+
+/* Every entry of every node leads on (a later node) or ends in a text that is there and is UTF-8. */
+static int code_table_ok(const code_table_t *t) {
+    for (Py_ssize_t node = 0; node < t->nnodes; node++)
+        for (int b = 0; b < 256; b++) {
+            uint32_t entry = t->nodes[node * 256 + b];
+            Py_ssize_t child = entry & ~CODE_CHILD, at = entry >> CODE_TEXT_SHIFT, n = entry & CODE_TEXT_LENGTH;
+            if (entry & CODE_CHILD ? child <= node || child >= t->nnodes
+                                   : entry && (n == 0 || at + n > t->texts_len || !utf8_valid(t->texts + at, n)))
+                return 0;
+        }
+    return 1;
+}
+
+int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t nodes_len, const unsigned char *texts,
+                     Py_ssize_t texts_len) {
+    Py_ssize_t node_size = 256 * (Py_ssize_t)sizeof(uint32_t);
+    if (number < 0 || number >= (int32_t)CODE_TABLE_COUNT || nodes_len == 0 || nodes_len % node_size)
+        return 0;
+    const code_table_t *known = code_table(number);
+    if (known != NULL) /* learnt once: the programs that name it keep reading the same table */
+        return known->nnodes * node_size == nodes_len && known->texts_len == texts_len &&
+               memcmp(known->nodes, nodes, (size_t)nodes_len) == 0 &&
+               (texts_len == 0 || memcmp(known->texts, texts, (size_t)texts_len) == 0);
+    code_table_t t = {PyMem_Malloc((size_t)nodes_len), nodes_len / node_size, PyMem_Malloc(texts_len ? (size_t)texts_len : 1),
+                      texts_len};
+    if (t.nodes == NULL || t.texts == NULL) {
+        PyMem_Free(t.nodes);
+        PyMem_Free(t.texts);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(t.nodes, nodes, (size_t)nodes_len);
+    if (texts_len)
+        memcpy(t.texts, texts, (size_t)texts_len);
+    if (!code_table_ok(&t)) {
+        PyMem_Free(t.nodes);
+        PyMem_Free(t.texts);
+        return 0;
+    }
+    code_tables[number] = t;
+    return 1;
+}
+
 /* The strings from `first` to `first + count` are there. */
 static int strings_ok(const strings_t *s, int32_t first, int32_t count) {
     return first >= 0 && count >= 0 && (int64_t)first + count <= s->n;
@@ -690,6 +767,8 @@ static int column_ok(const column_t *c, const strings_t *strings) {
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
     case OP_TEXT8:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && strings_ok(strings, c->b, 256);
+    case OP_TEXTMB:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && code_table(c->b) != NULL;
     }
     return 0;
 }
@@ -712,12 +791,23 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     return 1;
 }
 
-/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout). */
+/* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout);
+   a code table only where it checks codes, and one learnt. */
 int walk_ok(const walk_t *c) {
     int fixed = c->width > 0 && c->prefix == 0 && c->check == WALK_BYTES;
     int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 &&
-                   (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON);
-    return fixed || prefixed;
+                   (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON ||
+                    (c->check == WALK_CODES && code_table(c->table) != NULL));
+    return (fixed || prefixed) && (c->check == WALK_CODES || c->table == 0);
+}
+
+/* n bytes that are codes of a code table, one after another. */
+static int codes_valid(const code_table_t *t, const unsigned char *s, Py_ssize_t n) {
+    bytes_t text;
+    for (Py_ssize_t i = 0, width; i < n; i += width)
+        if ((width = code_at(t, s + i, n - i, &text)) == 0)
+            return 0;
+    return 1;
 }
 
 /* One image of a walk at *p; 0 if it does not fit. Each column moves on by its width or prefix. */
@@ -738,7 +828,8 @@ static int walk_image(const walk_t *cols, Py_ssize_t ncols, const unsigned char 
             p += cols[i].prefix;
         }
         if (n > end - p || (cols[i].check == WALK_UTF8 && !utf8_valid(s + p, n)) ||
-            (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)))
+            (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)) ||
+            (cols[i].check == WALK_CODES && !codes_valid(code_table(cols[i].table), s + p, n)))
             return 0;
         p += n;
     }

@@ -23,6 +23,7 @@ enum {
     OP_SET = 17,
     OP_TEXT8 = 18,
     OP_JSON = 19,
+    OP_TEXTMB = 20,
 };
 enum {
     COL_ASCII = 1,
@@ -31,6 +32,7 @@ enum {
     WALK_BYTES = 0,
     WALK_UTF8 = 1,
     WALK_JSON = 2,
+    WALK_CODES = 3,
 };
 enum {
     KIND_WRITE = 0,
@@ -78,9 +80,13 @@ enum {
 #define PAYLOAD_COMPRESSION_NONE 0xffu
 #define MAX_PAYLOAD_UNCOMPRESSED 0x40000000u
 #define MAX_DECIMAL_DIGITS 0x41u
+#define CODE_TABLE_COUNT 0x6u
+#define CODE_CHILD 0x80000000u
+#define CODE_TEXT_SHIFT 0x4u
+#define CODE_TEXT_LENGTH 0xfu
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
-typedef struct { int32_t width, prefix, check; } walk_t;
+typedef struct { int32_t width, prefix, check, table; } walk_t;
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
 #endif

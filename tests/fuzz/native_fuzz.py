@@ -30,6 +30,7 @@ ValueError (TypeError for a message that is not a pair of bytes), under the sani
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import struct
@@ -80,6 +81,9 @@ def main(argv: list[str]) -> None:
     argv, target = _option(argv, "target")
     if target == "boundary":
         print(f"native_fuzz: the boundary of {path}", file=sys.stderr, flush=True)
+        from connector.binlog.rowplan import code_table_number  # noqa: PLC0415 - after the swap, as below
+
+        assert code_table_number("gbk") == GBK  # GOOD_COLUMNS' and GOOD_WALKS' code table
         atheris.Setup(argv, lambda data: boundary(module, data))
         atheris.Fuzz()
         return
@@ -121,7 +125,7 @@ def boundary(module: ModuleType, data: bytes) -> None:
     """One call of the module with arguments made of `data`: it returns, or refuses them."""
     fdp = atheris.FuzzedDataProvider(data)
     with contextlib.suppress(ValueError):
-        (_transcode, _count_rows, _route, _kernel, _render_json)[fdp.ConsumeIntInRange(0, 4)](module, fdp)
+        (_transcode, _count_rows, _route, _kernel, _render_json, _learn)[fdp.ConsumeIntInRange(0, 5)](module, fdp)
 
 
 def _int(fdp: atheris.FuzzedDataProvider) -> int:
@@ -162,9 +166,34 @@ def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
 
 
 def _count_rows(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
-    layout = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    walks = [fdp.PickValueInList(GOOD_WALKS) if fdp.ConsumeBool() else [_int(fdp) for _ in range(4)]
+             for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
+    layout = b"".join(struct.pack("<4i", *walk) for walk in walks)
     images = fdp.ConsumeIntInRange(-1, 3)
     module.count_rows(fdp.ConsumeBytes(fdp.remaining_bytes()), layout, images)
+
+
+def _learn(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    """A code table of any nodes and texts, or gbk's with a byte changed (refused unless it is the
+    one learnt: a number is learnt once), under any number."""
+    number = fdp.ConsumeIntInRange(-1, 7)
+    if fdp.ConsumeBool():
+        nodes = bytes(fdp.ConsumeBytes(4 * 256 * fdp.ConsumeIntInRange(0, 3)))
+        module.learn_code_table(number, nodes, fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)))
+        return
+    parts = [bytearray(part) for part in _gbk()]
+    part = parts[fdp.ConsumeIntInRange(0, 1)]
+    part[fdp.ConsumeIntInRange(0, len(part) - 1)] = fdp.ConsumeIntInRange(0, 255)
+    module.learn_code_table(number, bytes(parts[0]), bytes(parts[1]))
+
+
+@functools.cache
+def _gbk() -> tuple[bytes, bytes]:
+    from connector.binlog.rowplan import code_table  # noqa: PLC0415 - after the swap
+
+    table = code_table("gbk")
+    assert table is not None
+    return table
 
 
 def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
@@ -187,11 +216,15 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 # Columns the kernel's plans are made of, whole (op, width, a, b, null branch, value branch): an
 # INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4),
 # a TIME(6), a BIT(8), an ENUM and a SET of the strings' first labels, text in a charset table,
-# binary JSON with a 1-byte and a 4-byte length prefix, a DECIMAL(65,30).
+# binary JSON with a 1-byte and a 4-byte length prefix, a DECIMAL(65,30), gbk text (its code table).
+GBK = 4  # native_spec.CODE_TABLES.index("gbk"), learnt when the boundary target starts
 GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6, 5, 10, 2, 0, 1), (7, 3, 0, 0, 0, 1),
                 (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1), (13, 6, 6, 0, 0, 1),
                 (14, 1, 0, 0, 0, 1), (16, 1, 0, 2, 0, 1), (17, 1, 0, 3, 0, 1), (18, 0, 1, 4, 0, 1),
-                (19, 0, 1, 0, 0, 1), (19, 0, 4, 0, -1, -1), (6, 30, 65, 30, 0, 1)]  # fmt: skip
+                (19, 0, 1, 0, 0, 1), (19, 0, 4, 0, -1, -1), (6, 30, 65, 30, 0, 1), (20, 0, 1, GBK, 0, 1),
+                (20, 0, 2, GBK, -1, -1)]  # fmt: skip
+# Walks the parser makes (width, prefix, check, table): an INT, a VARCHAR of UTF-8, gbk text, JSON.
+GOOD_WALKS = [(4, 0, 0, 0), (0, 2, 1, 0), (0, 1, 3, GBK), (0, 2, 3, GBK), (0, 4, 2, 0)]
 # The event types the kernel handles, and two it leaves to Python.
 KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
