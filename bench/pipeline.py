@@ -221,7 +221,7 @@ def oltp_workload(transactions: int, json: bool = False) -> str:
     return file
 
 
-VARIANTS = ("plain", "json", "compressed")
+VARIANTS = ("plain", "json", "compressed", "gbk")
 
 
 def compressed(variant: str, write: Callable[[], str]) -> str:
@@ -291,9 +291,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="only: one cProfile run, kernel on, one off")
     parser.add_argument("--variant", choices=VARIANTS, default="plain",
                         help="json: the table has a JSON column; compressed: binlog_transaction_compression "
-                             "on while the workloads are written (both MySQL's)")  # fmt: skip
+                             "on while the workloads are written (both MySQL's); gbk: the table's text in gbk, "
+                             "its notes Chinese")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
+    charset = "gbk" if args.variant == "gbk" else "utf8mb4"
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -304,7 +306,7 @@ def main() -> None:
             profile(file, tmp, kernel=False)
             return
         runs: list[tuple[str, Callable[[], str]]] = [
-            ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, json=json))),
+            ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, charset, json))),
             ("single-row transactions", lambda: compressed(args.variant, lambda: oltp_workload(args.oltp, json))),
         ]  # fmt: skip
         print(f"variant: {args.variant}")

@@ -139,7 +139,24 @@ typedef struct {
     Py_ssize_t nnodes;
     unsigned char *texts;
     Py_ssize_t texts_len;
+    int ascii; /* each byte 0x00-0x7F a code whose text is itself (found when it is learnt) */
 } code_table_t;
+
+/* How many bytes from s on are ASCII the table keeps as itself (none unless t->ascii): a run
+ * copied as it is, without a look-up a byte. */
+static inline Py_ssize_t ascii_run(const code_table_t *t, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    if (!t->ascii)
+        return 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ULL)
+            break;
+    }
+    while (i < n && s[i] < 0x80)
+        i++;
+    return i;
+}
 
 /* The code that starts s[0..n): how many bytes it takes, its text in *text; 0 if none does (the
  * rows decoder raises there). Each step reads one more byte of s, so it ends within n. */

@@ -365,8 +365,10 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     const code_table_t *t = code_table(c->b);
     if (prefixed(c, v, room, &value, &used) != DONE)
         return DECLINE;
-    for (Py_ssize_t i = 0; i < value.n; i += width) {
-        if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
+    for (Py_ssize_t i = 0; i < value.n; i += width) { /* each step: an ASCII run, or a code */
+        if ((width = ascii_run(t, value.p + i, value.n - i)) > 0)
+            ch.n = width;
+        else if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
             return DECLINE;
         total += ch.n;
     }
@@ -374,7 +376,10 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
         return FAIL;
     for (Py_ssize_t i = 0; i < value.n; i += width) {
-        width = code_at(t, value.p + i, value.n - i, &ch);
+        if ((width = ascii_run(t, value.p + i, value.n - i)) > 0)
+            ch = (bytes_t){value.p + i, width};
+        else
+            width = code_at(t, value.p + i, value.n - i, &ch);
         memcpy(out->data + out->len, ch.p, (size_t)ch.n);
         out->len += ch.n;
     }
@@ -687,7 +692,7 @@ int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t node
                memcmp(known->nodes, nodes, (size_t)nodes_len) == 0 &&
                (texts_len == 0 || memcmp(known->texts, texts, (size_t)texts_len) == 0);
     code_table_t t = {PyMem_Malloc((size_t)nodes_len), nodes_len / node_size, PyMem_Malloc(texts_len ? (size_t)texts_len : 1),
-                      texts_len};
+                      texts_len, 0};
     if (t.nodes == NULL || t.texts == NULL) {
         PyMem_Free(t.nodes);
         PyMem_Free(t.texts);
@@ -701,6 +706,12 @@ int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t node
         PyMem_Free(t.nodes);
         PyMem_Free(t.texts);
         return 0;
+    }
+    t.ascii = 1;
+    for (int b = 0; b < 0x80 && t.ascii; b++) {
+        bytes_t text;
+        unsigned char one = (unsigned char)b;
+        t.ascii = code_at(&t, &one, 1, &text) == 1 && text.n == 1 && text.p[0] == b;
     }
     code_tables[number] = t;
     return 1;
@@ -805,7 +816,7 @@ int walk_ok(const walk_t *c) {
 static int codes_valid(const code_table_t *t, const unsigned char *s, Py_ssize_t n) {
     bytes_t text;
     for (Py_ssize_t i = 0, width; i < n; i += width)
-        if ((width = code_at(t, s + i, n - i, &text)) == 0)
+        if ((width = ascii_run(t, s + i, n - i)) == 0 && (width = code_at(t, s + i, n - i, &text)) == 0)
             return 0;
     return 1;
 }
