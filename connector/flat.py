@@ -376,9 +376,15 @@ class FlatMessageBuilder:
     def _end_transaction(self) -> None:
         self._gtid, self._sql, self._last_rows_pos = None, "", -1  # rows are numbered within a payload
 
-    def take_over(self, gtid: str | None) -> None:
-        """A transaction the compiled kernel began (connector/lane.py) goes on here: its GTID."""
-        self._gtid, self._sql, self._last_rows_pos = gtid, "", -1
+    def take_over(self, gtid: str | None, sql: str = "") -> None:
+        """A transaction the compiled kernel began (connector/lane.py) goes on here: its GTID, and
+        the statement text (cut) its next rows event carries."""
+        self._gtid, self._sql, self._last_rows_pos = gtid, sql, -1
+
+    @property
+    def statement_waiting(self) -> bool:
+        """Whether a statement's text waits for its rows event (the kernel is not to start then)."""
+        return bool(self._sql)
 
     def _shape(self, table: TableMapEvent) -> TableShape:
         # The same TABLE_MAP object comes back for every transaction (the parser decodes each

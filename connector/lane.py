@@ -42,6 +42,7 @@ from connector.errors import BinlogDecodeError
 from connector.native import EventKernel, transcoder
 from connector.native_spec import KINDS, NUMBERS, REASONS
 from connector.position import Position, binlog_sort_key
+from connector.querytext import QueryText
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.partitioning import Plain, Tail
@@ -127,16 +128,19 @@ class Assembler(Protocol):
 
     @property
     def file(self) -> str: ...
-    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None) -> None: ...
+    @property
+    def statement_waiting(self) -> bool: ...
+    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None, sql: str = "") -> None: ...
     def kernel_commit(self, gtids: list[tuple[Any, ...]], log_pos: int, timestamp: int, server_id: int) -> Position: ...
 
 
 class Lane:
     def __init__(
         self, kernel: EventKernel, planner: Planner, allowed: Callable[[], bool], tracker: SchemaTracker,
-        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time,
+        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time, query_max: int = 0,
     ) -> None:  # fmt: skip
         self.kernel = kernel
+        self.query_max = query_max  # the most bytes of a statement's text `sql` carries; 0: none (configure)
         self.planner = planner
         self.allowed = allowed  # the pipeline takes bursts now (no snapshot in progress)
         self.tracker = tracker
@@ -155,15 +159,16 @@ class Lane:
     @staticmethod
     def of(
         planner: Planner | None, allowed: Callable[[], bool], tracker: SchemaTracker, parser: BinlogParser,
-        assembler: Assembler, statement_text: bool,
+        assembler: Assembler, query: QueryText,
     ) -> Lane | None:  # fmt: skip
-        """The session's lane, or None: no compiled module, no planner (side topics), or rows that
-        carry their statement's text (ROWS_QUERY / ANNOTATE_ROWS are the Python path's)."""
-        if transcoder is None or planner is None or statement_text:
+        """The session's lane, or None: no compiled module, or no planner (side topics). `query`: what
+        row messages' `sql` carries of their statement's text, which the kernel cuts as it does."""
+        if transcoder is None or planner is None:
             return None
         kernel = transcoder.Kernel()
         kernel.inflater(inflater())  # compressed transactions: inflated as the parser inflates them
-        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock)
+        query_max = min(query.max_bytes, 2**31 - 1) if query.include else 0
+        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock, query_max)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -172,7 +177,10 @@ class Lane:
         kernel holds), after a reconnect's skipped rows, with the pipeline taking bursts."""
         if self.open:
             return True
-        return not (skipping or self.assembler.in_txn or self.assembler.quiet_until is not None) and self.allowed()
+        # A statement's text the Python path read and its rows event not yet: the kernel could not
+        # give it to that event (the kernel takes such text only inside a transaction it holds).
+        held = self.assembler.in_txn or self.assembler.statement_waiting
+        return not (skipping or held or self.assembler.quiet_until is not None) and self.allowed()
 
     def step(self, dump: Dump) -> tuple[Burst | None, bool]:
         """One kernel run over what the dump has buffered (reading more when it has none): the burst
@@ -224,11 +232,11 @@ class Lane:
         """Before the Python path reads a packet: an open transaction the kernel holds goes on there."""
         if not self.open:
             return
-        in_txn, began, gtid, rows, start, _ = self.kernel.release()
+        in_txn, began, gtid, rows, start, _, sql = self.kernel.release()
         self.open = False
         if in_txn:
             at = Position(self.assembler.file, start) if start >= 0 else None
-            self.assembler.take_over(bool(began), gtid, rows, at)
+            self.assembler.take_over(bool(began), gtid, rows, at, sql)
 
     def _burst(self, result: tuple[Any, ...]) -> Burst:
         _, _, _, topics, (rows, events), nbytes, commits, commit, gtids, last, txn = result
@@ -319,11 +327,11 @@ class Lane:
         self._taught.clear()  # configure() forgets the tables
         self._query_post = post(E.QUERY_EVENT)
         if fde.header_length != _HEADER or len(v1) != 1 or len(v2) != 1:
-            self.kernel.configure(False, False, 0, 0, 0, 0, True)  # a layout the kernel does not read
+            self.kernel.configure(False, False, 0, 0, 0, 0, 0)  # a layout the kernel does not read
             return
         self.kernel.configure(
             self.parser.has_checksum(), "mariadb" in fde.server_version.lower(), post(E.TABLE_MAP_EVENT),
-            v1.pop(), v2.pop(), post(E.QUERY_EVENT), True,
+            v1.pop(), v2.pop(), post(E.QUERY_EVENT), self.query_max,
         )  # fmt: skip
 
 

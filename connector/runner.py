@@ -180,9 +180,6 @@ def _say_slow_path(config: Config) -> None:
         log.warning(NOT_BUILT)
     elif not config.source.compiled_kernel:
         log.info("[source] compiled_kernel = false: every table's rows take the Python path")
-    elif config.source.include_query:  # the statements' text is read by the Python path (lane.Lane.of)
-        log.info("[source] include_query = true: every table's rows take the Python path, slower than the "
-                 "compiled kernel")  # fmt: skip
 
 
 def message_encoder(config: Config) -> MessageEncoder:

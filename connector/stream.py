@@ -214,6 +214,11 @@ class TransactionAssembler:
     def file(self) -> str:
         return self.cursor.file
 
+    @property
+    def statement_waiting(self) -> bool:
+        """A statement's text read, its rows event not yet (FlatMessageBuilder.statement_waiting)."""
+        return self.builder.statement_waiting
+
     def feed(self, event: Event) -> Iterator[StreamItem]:
         if self.quiet_until is not None:
             return self._quiet_feed(event)
@@ -401,11 +406,12 @@ class TransactionAssembler:
         return Position(self.cursor.file, log_pos, str(state) if state is not None else "", server_id, timestamp,
                         xa=self._oldest_prepared())  # fmt: skip
 
-    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None) -> None:
-        """A transaction the kernel began goes on here: the events it read of it are handed on."""
+    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None, sql: str = "") -> None:
+        """A transaction the kernel began goes on here: the events it read of it are handed on (and
+        the statement text its next rows event carries)."""
         self.in_txn, self.began, self.gtid, self.rows, self.txn_start = True, began, gtid, rows, start
         self.xa_open, self.held = False, []
-        self.builder.take_over(gtid)
+        self.builder.take_over(gtid, sql)
 
     def _position(self, pos: int, event: Event, gtids: MariadbGtidState | MysqlGtidSet | None = None) -> Position:
         state = gtids if gtids is not None else self.gtids
@@ -640,7 +646,7 @@ class ChangeStream:
         if self.lanes is None or not self.typed_rows:
             return None
         return Lane.of(self.lanes.planner(), self.lanes.takes_bursts, self.tracker, parser, assembler,
-                       self.query.include)  # fmt: skip
+                       self.query)  # fmt: skip
 
     def _parser(self, cursor: Cursor, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(cursor, checksum=info.checksum)

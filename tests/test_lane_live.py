@@ -24,6 +24,7 @@ from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
 from connector.pipeline import Pipeline
 from connector.position import Position
+from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
@@ -145,8 +146,9 @@ class Read:
     kernel_transactions: int
 
 
-def _read(config: Any, prepared: Prepared, work: Path, kernel: bool) -> Read:
-    """The binlog from the prepared start to its end, as `sluice run` reads it, into a MemorySink."""
+def _read(config: Any, prepared: Prepared, work: Path, kernel: bool, query: QueryText = NO_QUERIES) -> Read:
+    """The binlog from the prepared start to its end, as `sluice run` reads it, into a MemorySink
+    (`query`: what row messages' `sql` carries of their statement's text)."""
     encoder = MessageEncoder(SchemaDirectory(work), SingleObjectFraming())
     sink = MemorySink(partitions=3)
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
@@ -154,6 +156,7 @@ def _read(config: Any, prepared: Prepared, work: Path, kernel: bool) -> Read:
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
                           lanes=pipeline if kernel else None, clock=lambda: 1_700_000_000.5)  # fmt: skip
     stream.typed_rows = True
+    stream.query = query
     pipeline.run(stream.items(prepared.start, blocking=False), prepared.start)
     # Partitions that hold messages: the kernel's plan makes a table's topic at its TABLE_MAP,
     # the Python path at its first message (a rows event that fails leaves an empty topic or none).
@@ -206,3 +209,58 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     assert with_kernel.kernel_transactions >= 60 and python.kernel_transactions == 0, with_kernel
     if not server().mariadb:  # and the compressed ones after the first (the Python path's, which teaches it)
         assert with_kernel.kernel_transactions >= 60 + 40, with_kernel
+
+
+# What `sql` carries here: up to 300 bytes (the configuration's least is 256), so that long
+# statements are cut, some inside a character (the Chinese text is three bytes a character).
+QUERY = QueryText(True, 300)
+
+
+def _statement_workload(rng: random.Random) -> None:
+    """Statements whose text the rows carry: one row and many, cut and whole, in UTF-8 and not (a
+    latin1 client's bytes: the Python path's, escaped), beside an uncaptured table, a key that moves
+    (the kernel hands its transaction over with the text), compressed on MySQL."""
+    conn = connect(DB)
+    with conn.cursor() as cur:
+        if not server().mariadb:  # MariaDB logs each statement's text by default (binlog_annotate_row_events)
+            cur.execute("SET SESSION binlog_rows_query_log_events = ON")
+        cur.execute("CREATE TABLE q (id INT PRIMARY KEY, t VARCHAR(400))")
+        cur.execute(f"CREATE TABLE {OTHER}.o (id INT PRIMARY KEY, v INT)")
+        for key in range(30):  # single rows, the text around the cut
+            cur.execute(f"INSERT INTO q VALUES ({key}, '{'中文' * (key * 4)}')")
+        cur.execute("INSERT INTO q VALUES " + ", ".join(f"({key}, 'many {key}')" for key in range(30, 90)))
+        cur.execute("BEGIN")
+        cur.execute(f"INSERT INTO {OTHER}.o VALUES (1, 1)")  # its text is read, its rows skipped
+        cur.execute("UPDATE q SET t = CONCAT(t, '+') WHERE id < 5")
+        cur.execute("COMMIT")
+        cur.execute("UPDATE q SET id = id + 1000 WHERE id = 7")  # a key that moves: the Python path's
+        if not server().mariadb:
+            cur.execute("SET SESSION binlog_transaction_compression = ON")
+            for key in range(90, 100):
+                cur.execute(f"INSERT INTO q VALUES ({key}, 'packed {rng.random()}')")
+            cur.execute("SET SESSION binlog_transaction_compression = OFF")
+        cur.execute("SET NAMES latin1")
+        conn.query(b"INSERT INTO q VALUES (200, 'caf\xe9')")  # sent as bytes: the statement's text is not UTF-8
+        cur.execute("SET NAMES utf8mb4")
+        cur.execute("DELETE FROM q WHERE id BETWEEN 40 AND 49")
+    conn.close()
+
+
+def test_the_kernel_carries_statement_text_as_the_python_path_does(tmp_path: Path) -> None:
+    fresh_database(DB)
+    fresh_database(OTHER)
+    config = replace(live_config([rf"{DB}\..*"], include_query=True), snapshot=SnapshotSection(mode="never"))
+    history = MemoryHistoryStore()
+    first = prepare(config, history)
+    _statement_workload(random.Random(13))
+    with_kernel = _read(config, first, tmp_path / "kernel", kernel=True, query=QUERY)
+    again = prepare(config, history, resume=first.start)
+    python = _read(config, again, tmp_path / "python", kernel=False, query=QUERY)
+
+    assert with_kernel.rows == python.rows > 100 and with_kernel.committed == python.committed
+    assert with_kernel.messages == python.messages
+    values = [value or b"" for partition in python.messages.values() for _, value in partition]
+    assert any(b"many 30" in v for v in values) and any(b"cut by Sluice" in v for v in values)
+    assert sum(b"INSERT INTO q VALUES (30, 'many 30')" in v for v in values) == 1  # the first row's only
+    # the kernel's: the single rows and the statement of many (not the key move, nor the latin1 text)
+    assert with_kernel.kernel_rows >= 80 and with_kernel.kernel_transactions >= 25, with_kernel

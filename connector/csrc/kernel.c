@@ -3,8 +3,8 @@
  * connector/lane.py drives it. A run walks the dump's packets in a buffer (framing, sequence
  * numbers, the event header, the CRC-32), and handles what most of a binlog is: GTID events,
  * BEGIN, TABLE_MAPs it was taught, rows events of those tables (written straight to Avro keys and
- * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS when no statement text
- * is wanted, and XID commits, with the transaction's state and the GTIDs it committed; and MySQL's
+ * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS (skipped, or the statement
+ * text the next rows event's first row carries), and XID commits, with the transaction's state and the GTIDs it committed; and MySQL's
  * compressed transactions (TRANSACTION_PAYLOAD: the same events inside, taken all or none). It
  * stops at the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a
  * DDL, a ROTATE, a value the transcoder declines, an error packet, any malformed byte), before
@@ -83,7 +83,8 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     /* the source */
-    int configured, checksum, mariadb, skip_queries;
+    int configured, checksum, mariadb;
+    int query_max; /* the most bytes of a statement's text a row message's `sql` carries; 0: none wanted */
     int table_map_post, rows_v1_post, rows_v2_post, query_post;
     buf_t file;            /* the binlog file's name as an Avro string (its length, then UTF-8) */
     long long file_number; /* its numeric extension: message ids are number << 32 | pos */
@@ -99,6 +100,7 @@ typedef struct {
     uint64_t pending_gno;
     uint32_t pending_domain, pending_server;
     long long txn_rows, txn_start, handed;
+    buf_t sql; /* the statement text (ROWS_QUERY / ANNOTATE_ROWS, cut) the next rows event's first row carries */
     /* a run's output */
     topic_out_t *outs;
     Py_ssize_t nouts, out_total; /* out_total: messages in outs */
@@ -344,16 +346,21 @@ static PyObject *Kernel_clear(Kernel *k, PyObject *unused) {
 }
 
 PyDoc_STRVAR(configure_doc,
-             "configure(checksum, mariadb, table_map_post, rows_v1_post, rows_v2_post, query_post, skip_queries)\n"
+             "configure(checksum, mariadb, table_map_post, rows_v1_post, rows_v2_post, query_post, query_max)\n"
              "--\n\n"
              "The source's FORMAT_DESCRIPTION: whether events end with a CRC-32, the post-header lengths the\n"
-             "kernel reads, and whether ROWS_QUERY/ANNOTATE_ROWS are skipped (no statement text wanted).\n"
+             "kernel reads; and the most bytes of a statement's text (ROWS_QUERY/ANNOTATE_ROWS) a row\n"
+             "message's `sql` carries, cut as connector/querytext.py cuts it (0: none wanted, `sql` is \"\").\n"
              "Forgets every table taught.");
 
 static PyObject *Kernel_configure(Kernel *k, PyObject *args) {
-    int checksum, mariadb, tm, v1, v2, q, skip;
-    if (!PyArg_ParseTuple(args, "ppiiiip", &checksum, &mariadb, &tm, &v1, &v2, &q, &skip))
+    int checksum, mariadb, tm, v1, v2, q, query_max;
+    if (!PyArg_ParseTuple(args, "ppiiiii", &checksum, &mariadb, &tm, &v1, &v2, &q, &query_max))
         return NULL;
+    if (query_max < 0) {
+        PyErr_SetString(PyExc_ValueError, "query_max is 0 (no statement text) or more bytes");
+        return NULL;
+    }
     /* the lengths decode_rows_header and decode_query can read: a 4 or 6 byte table id, status vars;
        0 for the rows events a server does not write (MySQL 8 lists no v1 length, 5.5 no v2) */
     if (!((tm == 6 || tm == 8) && (v1 == 0 || v1 == 6 || v1 == 8) && (v2 == 0 || v2 == 10) && q >= 13 && q <= 255)) {
@@ -361,7 +368,7 @@ static PyObject *Kernel_configure(Kernel *k, PyObject *args) {
         tables_clear(k);
         Py_RETURN_FALSE;
     }
-    k->checksum = checksum, k->mariadb = mariadb, k->skip_queries = skip;
+    k->checksum = checksum, k->mariadb = mariadb, k->query_max = query_max;
     k->table_map_post = tm, k->rows_v1_post = v1, k->rows_v2_post = v2, k->query_post = q;
     k->configured = 1;
     tables_clear(k);
@@ -395,6 +402,7 @@ static PyObject *Kernel_file(Kernel *k, PyObject *args) {
 static void txn_reset(Kernel *k) {
     k->in_txn = k->began = k->has_gtid = 0;
     k->gtid_len = 0;
+    k->sql.len = 0;
     k->txn_rows = 0;
     k->txn_start = k->handed = -1;
 }
@@ -403,12 +411,18 @@ static PyObject *txn_state(const Kernel *k) {
     PyObject *gtid = k->has_gtid ? PyUnicode_DecodeASCII(k->gtid, k->gtid_len, NULL) : Py_NewRef(Py_None);
     if (gtid == NULL)
         return NULL;
-    return Py_BuildValue("(iiNLLL)", k->in_txn, k->began, gtid, k->txn_rows, k->txn_start, k->handed);
+    PyObject *sql = PyUnicode_DecodeUTF8(k->sql.data ? k->sql.data : "", k->sql.len, "strict"); /* taken as UTF-8 */
+    if (sql == NULL) {
+        Py_DECREF(gtid);
+        return NULL;
+    }
+    return Py_BuildValue("(iiNLLLN)", k->in_txn, k->began, gtid, k->txn_rows, k->txn_start, k->handed, sql);
 }
 
 PyDoc_STRVAR(release_doc, "release()\n--\n\n"
-                          "The open transaction's state, (in_txn, began, gtid, rows, start, handed), handed to Python,\n"
-                          "which goes on with it; the kernel holds none after.");
+                          "The open transaction's state, (in_txn, began, gtid, rows, start, handed, sql), handed to\n"
+                          "Python, which goes on with it (sql: the statement text its next rows event carries); the\n"
+                          "kernel holds none after.");
 
 static PyObject *Kernel_release(Kernel *k, PyObject *unused) {
     PyObject *state = txn_state(k);
@@ -702,16 +716,17 @@ static rows_type_t rows_type(int type) {
     }
 }
 
-/* The envelope before a row's data, and the `source` fields before its number (encoding._envelope). */
-static int envelope(Kernel *k, const plan_t *plan, const event_t *e, int kind, long long ts_ms, buf_t *open,
-                    buf_t *tail) {
+/* The envelope before a row's data, and the `source` fields before its number (encoding._envelope);
+ * `sql`: the statement text it carries (the first row's: `sql` is "" in the others). */
+static int envelope(Kernel *k, const plan_t *plan, const event_t *e, int kind, long long ts_ms, const buf_t *sql,
+                    buf_t *open, buf_t *tail) {
     static const char none = 0, some = 2; /* gtid: the union's null branch (0) or string (1) */
     open->len = tail->len = 0;
     int bad = buf_put(open, plan->value_prefix.data, plan->value_prefix.len) < 0 ||
               buf_long(open, k->file_number << 32 | (long long)e->pos) < 0 ||
               buf_put(open, plan->heads[kind].data, plan->heads[kind].len) < 0 ||
               buf_long(open, (int64_t)e->timestamp * 1000) < 0 || buf_long(open, ts_ms) < 0 ||
-              buf_long(open, 0) < 0; /* sql: "" */
+              buf_long(open, sql->len) < 0 || buf_put(open, sql->data, sql->len) < 0;
     if (!bad && k->has_gtid)
         bad = buf_put(open, &some, 1) < 0 || buf_long(open, k->gtid_len) < 0 || buf_put(open, k->gtid, k->gtid_len) < 0;
     else if (!bad)
@@ -736,7 +751,7 @@ static int count_rows(Kernel *k, const plan_t *plan, int kind, long long n) {
 }
 
 typedef struct {
-    buf_t open, tail;
+    buf_t open, first, tail; /* first: the first row's envelope, where it carries a statement's text */
     long long ts_ms;
 } scratch_t;
 
@@ -770,11 +785,14 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     if ((Py_ssize_t)count != plan->ncols || !(plan->kinds >> rt.kind & 1) || !all_set(present, plan->ncols) ||
         (images == 2 && !all_set(present_after, plan->ncols)))
         return PYTHONS;
-    if (envelope(k, plan, e, rt.kind, sc->ts_ms, &sc->open, &sc->tail) < 0)
+    static const buf_t no_sql = {NULL, 0, 0};
+    if (envelope(k, plan, e, rt.kind, sc->ts_ms, &no_sql, &sc->open, &sc->tail) < 0 ||
+        (k->sql.len && envelope(k, plan, e, rt.kind, sc->ts_ms, &k->sql, &sc->first, &sc->tail) < 0))
         return -1;
     bytes_t open = {(const unsigned char *)sc->open.data, sc->open.len};
+    bytes_t first = k->sql.len ? (bytes_t){(const unsigned char *)sc->first.data, sc->first.len} : open;
     program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys, plan->strings,
-                      {(const unsigned char *)plan->key_prefix.data, plan->key_prefix.len}, open, open,
+                      {(const unsigned char *)plan->key_prefix.data, plan->key_prefix.len}, first, open,
                       {(const unsigned char *)plan->old_null.data, plan->old_null.len},
                       {(const unsigned char *)plan->old_open.data, plan->old_open.len},
                       {(const unsigned char *)sc->tail.data, sc->tail.len}};
@@ -796,6 +814,7 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     k->txn_rows += made;
     if (made)
         k->handed = e->pos;
+    k->sql.len = 0; /* the statement's text rode on this event (flat.FlatMessageBuilder.batch) */
     return TAKEN;
 }
 
@@ -842,9 +861,32 @@ static int xid(Kernel *k, const event_t *e) {
     return TAKEN;
 }
 
+/* The statement text a row message's `sql` carries (querytext.QueryText.of): all of it, or when it is longer
+ * than query_max bytes, what leaves room for a mark saying so, cut where a character starts. */
+static int take_sql(Kernel *k, const unsigned char *text, Py_ssize_t n) {
+    k->sql.len = 0;
+    if (n <= k->query_max)
+        return buf_put(&k->sql, text, n);
+    char mark[96];
+    int m = snprintf(mark, sizeof mark, " /* cut by Sluice: %zd bytes, query_max_bytes %d */", n, k->query_max);
+    Py_ssize_t keep = k->query_max > m ? k->query_max - m : 0; /* < n: text[keep] is there */
+    while (keep > 0 && (text[keep] & 0xC0) == 0x80) /* a character cut in two is left out */
+        keep--;
+    return buf_put(&k->sql, text, keep) < 0 || buf_put(&k->sql, mark, m) < 0 ? -1 : 0;
+}
+
+/* ROWS_QUERY / ANNOTATE_ROWS: skipped, or the text the next rows event's first row carries. Inside a
+ * transaction only, and strict UTF-8 only (events.text keeps other bytes visible, as escapes: Python's);
+ * Lane.ready keeps the kernel off while the Python path holds a text not yet carried. */
 static int annotation(Kernel *k, const event_t *e) {
-    /* decode_rows_query reads a length byte; ANNOTATE_ROWS is all text */
-    return k->skip_queries && (e->type != ROWS_QUERY_LOG_EVENT || e->n >= 1) ? TAKEN : PYTHONS;
+    Py_ssize_t skip = e->type == ROWS_QUERY_LOG_EVENT; /* decode_rows_query reads a length byte; ANNOTATE_ROWS is all text */
+    if (e->n < skip)
+        return PYTHONS;
+    if (k->query_max == 0)
+        return TAKEN;
+    if (!k->in_txn || !utf8_valid(e->body + skip, e->n - skip))
+        return PYTHONS;
+    return take_sql(k, e->body + skip, e->n - skip) < 0 ? -1 : TAKEN;
 }
 
 static int payload(Kernel *k, const event_t *e, scratch_t *sc);
@@ -911,6 +953,7 @@ static void undo_to(Kernel *k, const mark_t *m) {
         k->out_total -= u->n;
     }
     k->nundo = 0;
+    k->sql.len = 0; /* none at the mark: a payload is not taken while a text waits (payload) */
     k->in_txn = m->in_txn, k->began = m->began, k->has_gtid = m->has_gtid, k->gtid_len = m->gtid_len;
     k->txn_rows = m->txn_rows, k->txn_start = m->txn_start, k->handed = m->handed;
     k->commits = m->commits, k->commit_pos = m->commit_pos, k->commit_server = m->commit_server;
@@ -981,7 +1024,8 @@ static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
     uint64_t fields[4] = {0};
     int have = 0;
     Py_ssize_t at;
-    if (k->mariadb || k->staging || !k->in_txn || k->began || payload_header(e->body, e->n, &at, fields, &have) < 0)
+    if (k->mariadb || k->staging || !k->in_txn || k->began || k->sql.len ||
+        payload_header(e->body, e->n, &at, fields, &have) < 0)
         return PYTHONS;
     PyObject *owner = NULL;
     Py_ssize_t len = e->n - at;
@@ -1194,7 +1238,7 @@ static PyObject *Kernel_run(Kernel *k, PyObject *args) {
     const unsigned char *s = buffer.buf;
     Py_ssize_t p = start;
     int reason = STOP_NEED_BYTES, failed = 0;
-    scratch_t sc = {{0}, {0}, ts_ms};
+    scratch_t sc = {{0}, {0}, {0}, ts_ms};
     while (k->configured) {
         if (end - p < 4)
             break;
@@ -1231,6 +1275,7 @@ static PyObject *Kernel_run(Kernel *k, PyObject *args) {
     if (!k->configured)
         reason = STOP_CONTROL;
     PyMem_Free(sc.open.data);
+    PyMem_Free(sc.first.data);
     PyMem_Free(sc.tail.data);
     PyBuffer_Release(&buffer);
     if (failed) { /* memory: nothing of the run is handed on, and the caller stops */
@@ -1261,6 +1306,7 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->undo);
     Py_XDECREF(k->inflate);
     PyMem_Free(k->file.data);
+    PyMem_Free(k->sql.data);
     for (int i = 0; i < MAX_BEGINS; i++) {
         PyMem_Free(k->begins[i].data);
         PyMem_Free(k->keeps[i].data);

@@ -41,6 +41,7 @@ from connector.errors import SourceError
 from connector.lane import Lane
 from connector.pipeline import Pipeline
 from connector.position import Position
+from connector.querytext import NO_QUERIES
 from connector.replica.client import DumpStream
 from connector.replica.packets import frame
 from connector.sink.kafka import MemorySink
@@ -236,7 +237,8 @@ def read(inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = Non
     sink = MemorySink()
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer)
-    lane = Lane.of(pipeline.planner(), pipeline.takes_bursts, tracker, parser, assembler, False) if kernel else None
+    planner = pipeline.planner()
+    lane = Lane.of(planner, pipeline.takes_bursts, tracker, parser, assembler, NO_QUERIES) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
     dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
     error = None
