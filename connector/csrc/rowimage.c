@@ -360,7 +360,7 @@ static int text8_value(const column_t *c, const strings_t *strings, const unsign
 /* Text in a multi-byte charset: each code's text from the charset's code table (b), as UTF-8;
  * bytes that start no code make the rows decoder raise: Python's. */
 static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
-    bytes_t value, ch;
+    bytes_t value, ch = {v, 0};
     Py_ssize_t used, total = 0, width;
     const code_table_t *t = code_table(c->b);
     if (prefixed(c, v, room, &value, &used) != DONE)
@@ -378,8 +378,8 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     for (Py_ssize_t i = 0; i < value.n; i += width) {
         if ((width = ascii_run(t, value.p + i, value.n - i)) > 0)
             ch = (bytes_t){value.p + i, width};
-        else
-            width = code_at(t, value.p + i, value.n - i, &ch);
+        else if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
+            break; /* not reached: the first pass read these codes */
         memcpy(out->data + out->len, ch.p, (size_t)ch.n);
         out->len += ch.n;
     }
