@@ -19,8 +19,9 @@ what Python decoded before, and its messages are the bytes Python's encoder woul
 live servers; the fuzzer, tests/fuzz/, to the same on mutated bytes).
 
 Whether a session uses the kernel is decided once, when it starts (`Lane.of`): not without the
-compiled module, nor when rows carry their statement's text, nor for side topics (transactions,
-heartbeats); a snapshot in progress pauses it (`Lane.ready`).
+compiled module, nor for side topics (transactions, heartbeats); a snapshot in progress pauses it
+(`Lane.ready`). Rows that carry their statement's text are the kernel's too: it cuts the text as
+connector/querytext.py does and hands a waiting one over with its transaction.
 """
 
 from __future__ import annotations
