@@ -115,8 +115,9 @@ static PyObject *render_json(PyObject *self, PyObject *args) {
 PyDoc_STRVAR(count_rows_doc,
              "count_rows(body, layout, images)\n--\n\n"
              "The number of rows in a rows event's images, or -1 if they do not fit the layout\n"
-             "(int32 triples: fixed width, or 0 and the length prefix's size; 1 where the value must be\n"
-             "strict UTF-8). `images`: 1, or 2 for UPDATE.");
+             "(a walk_t per column, native_spec.RECORDS: a fixed width, or 0 and the length prefix's size;\n"
+             "what is checked of the value, WALK_CHECKS; the code table WALK_CODES reads by).\n"
+             "`images`: 1, or 2 for UPDATE.");
 
 static PyObject *count_rows(PyObject *self, PyObject *args) {
     Py_buffer body, layout;
