@@ -3,12 +3,13 @@
  * connector/lane.py drives it. A run walks the dump's packets in a buffer (framing, sequence
  * numbers, the event header, the CRC-32), and handles what most of a binlog is: GTID events,
  * BEGIN, TABLE_MAPs it was taught, rows events of those tables (written straight to Avro keys and
- * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS (skipped, or the statement
- * text the next rows event's first row carries), and XID commits, with the transaction's state and the GTIDs it committed; and MySQL's
- * compressed transactions (TRANSACTION_PAYLOAD: the same events inside, taken all or none). It
- * stops at the first packet it does not handle exactly as the Python path would (STOP_CONTROL: a
- * DDL, a ROTATE, a value the transcoder declines, an error packet, any malformed byte), before
- * taking anything of it; Python then reads that packet itself.
+ * values by rowimage.c, each given its partition), ROWS_QUERY/ANNOTATE_ROWS (skipped, or the
+ * statement text the next rows event's first row carries), and XID commits, with the transaction's
+ * state and the GTIDs it committed; and MySQL's compressed transactions (TRANSACTION_PAYLOAD: the
+ * same events inside, taken all or none). It stops at the first packet it does not handle exactly
+ * as the Python path would (STOP_CONTROL: a DDL, a ROTATE, a value the transcoder declines, an
+ * error packet, any malformed byte), before taking anything of it; Python then reads that packet
+ * itself.
  *
  * What it knows, Python taught it with bytes Python had decoded itself: a TABLE_MAP's body and
  * the plan for its rows (or that its table is not captured), and the exact status variables and
@@ -879,7 +880,8 @@ static int take_sql(Kernel *k, const unsigned char *text, Py_ssize_t n) {
  * transaction only, and strict UTF-8 only (events.text keeps other bytes visible, as escapes: Python's);
  * Lane.ready keeps the kernel off while the Python path holds a text not yet carried. */
 static int annotation(Kernel *k, const event_t *e) {
-    Py_ssize_t skip = e->type == ROWS_QUERY_LOG_EVENT; /* decode_rows_query reads a length byte; ANNOTATE_ROWS is all text */
+    /* decode_rows_query reads a length byte; ANNOTATE_ROWS is all text */
+    Py_ssize_t skip = e->type == ROWS_QUERY_LOG_EVENT;
     if (e->n < skip)
         return PYTHONS;
     if (k->query_max == 0)

@@ -691,8 +691,8 @@ int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t node
         return known->nnodes * node_size == nodes_len && known->texts_len == texts_len &&
                memcmp(known->nodes, nodes, (size_t)nodes_len) == 0 &&
                (texts_len == 0 || memcmp(known->texts, texts, (size_t)texts_len) == 0);
-    code_table_t t = {PyMem_Malloc((size_t)nodes_len), nodes_len / node_size, PyMem_Malloc(texts_len ? (size_t)texts_len : 1),
-                      texts_len, 0};
+    code_table_t t = {PyMem_Malloc((size_t)nodes_len), nodes_len / node_size,
+                      PyMem_Malloc(texts_len ? (size_t)texts_len : 1), texts_len, 0};
     if (t.nodes == NULL || t.texts == NULL) {
         PyMem_Free(t.nodes);
         PyMem_Free(t.texts);
