@@ -175,6 +175,16 @@ static inline Py_ssize_t code_at(const code_table_t *t, const unsigned char *s, 
     return 0;
 }
 
+/* The next piece of text at s[0..n): a run of ASCII the table keeps as itself, else one code. How
+ * many bytes it takes, its UTF-8 in *text; 0 where no code starts (the rows decoder raises there). */
+static inline Py_ssize_t text_step(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text) {
+    Py_ssize_t run = ascii_run(t, s, n);
+    if (run == 0)
+        return code_at(t, s, n, text);
+    *text = (bytes_t){s, run};
+    return run;
+}
+
 /* A length-prefixed value at v (a prefix of c->a bytes, then that many): its bytes and how many
  * the column takes; DECLINE if they do not fit in room. */
 static inline int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text,

@@ -365,10 +365,8 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     const code_table_t *t = code_table(c->b);
     if (prefixed(c, v, room, &value, &used) != DONE)
         return DECLINE;
-    for (Py_ssize_t i = 0; i < value.n; i += width) { /* each step: an ASCII run, or a code */
-        if ((width = ascii_run(t, value.p + i, value.n - i)) > 0)
-            ch.n = width;
-        else if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
+    for (Py_ssize_t i = 0; i < value.n; i += width) {
+        if ((width = text_step(t, value.p + i, value.n - i, &ch)) == 0)
             return DECLINE;
         total += ch.n;
     }
@@ -376,9 +374,7 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
         return FAIL;
     for (Py_ssize_t i = 0; i < value.n; i += width) {
-        if ((width = ascii_run(t, value.p + i, value.n - i)) > 0)
-            ch = (bytes_t){value.p + i, width};
-        else if ((width = code_at(t, value.p + i, value.n - i, &ch)) == 0)
+        if ((width = text_step(t, value.p + i, value.n - i, &ch)) == 0)
             break; /* not reached: the first pass read these codes */
         memcpy(out->data + out->len, ch.p, (size_t)ch.n);
         out->len += ch.n;
@@ -816,7 +812,7 @@ int walk_ok(const walk_t *c) {
 static int codes_valid(const code_table_t *t, const unsigned char *s, Py_ssize_t n) {
     bytes_t text;
     for (Py_ssize_t i = 0, width; i < n; i += width)
-        if ((width = ascii_run(t, s + i, n - i)) == 0 && (width = code_at(t, s + i, n - i, &text)) == 0)
+        if ((width = text_step(t, s + i, n - i, &text)) == 0)
             return 0;
     return 1;
 }
