@@ -43,7 +43,7 @@ from connector.errors import BinlogDecodeError
 from connector.native import EventKernel, transcoder
 from connector.native_spec import KINDS, NUMBERS, REASONS
 from connector.position import Position, binlog_sort_key
-from connector.querytext import QueryText
+from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.partitioning import Plain, Tail
@@ -138,10 +138,11 @@ class Assembler(Protocol):
 class Lane:
     def __init__(
         self, kernel: EventKernel, planner: Planner, allowed: Callable[[], bool], tracker: SchemaTracker,
-        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time, query_max: int = 0,
+        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time,
+        query: QueryText = NO_QUERIES,
     ) -> None:  # fmt: skip
         self.kernel = kernel
-        self.query_max = query_max  # the most bytes of a statement's text `sql` carries; 0: none (configure)
+        self.query = query  # what `sql` carries of a statement's text, which the kernel cuts by its rule
         self.planner = planner
         self.allowed = allowed  # the pipeline takes bursts now (no snapshot in progress)
         self.tracker = tracker
@@ -168,8 +169,7 @@ class Lane:
             return None
         kernel = transcoder.Kernel()
         kernel.inflater(inflater())  # compressed transactions: inflated as the parser inflates them
-        query_max = min(query.max_bytes, 2**31 - 1) if query.include else 0
-        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock, query_max)
+        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock, query)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -328,12 +328,20 @@ class Lane:
         self._taught.clear()  # configure() forgets the tables
         self._query_post = post(E.QUERY_EVENT)
         if fde.header_length != _HEADER or len(v1) != 1 or len(v2) != 1:
-            self.kernel.configure(False, False, 0, 0, 0, 0, 0)  # a layout the kernel does not read
+            self.kernel.configure(False, False, 0, 0, 0, 0, 0, b"", b"")  # a layout the kernel does not read
             return
         self.kernel.configure(
             self.parser.has_checksum(), "mariadb" in fde.server_version.lower(), post(E.TABLE_MAP_EVENT),
-            v1.pop(), v2.pop(), post(E.QUERY_EVENT), self.query_max,
+            v1.pop(), v2.pop(), post(E.QUERY_EVENT), *self._query_cut(),
         )  # fmt: skip
+
+    def _query_cut(self) -> tuple[int, bytes, bytes]:
+        """configure()'s statement text: the most bytes `sql` carries (0: none), and the parts of the
+        mark a cut text ends in (QueryText's rule, which the kernel executes)."""
+        if not self.query.include:
+            return 0, b"", b""
+        before, after = self.query.mark()
+        return min(self.query.max_bytes, 2**31 - 1), before.encode(), after.encode()
 
 
 # Status variables whose value is the statement's own (its start time's microseconds), which every

@@ -24,9 +24,15 @@ class QueryText:
         raw = text.encode("utf-8", "surrogatepass")
         if len(raw) <= self.max_bytes:
             return text
-        mark = f" /* cut by Sluice: {len(raw)} bytes, query_max_bytes {self.max_bytes} */"
+        before, after = self.mark()
+        mark = f"{before}{len(raw)}{after}"
         keep = max(0, self.max_bytes - len(mark.encode()))
         return raw[:keep].decode("utf-8", "ignore") + mark  # "ignore": a character cut in two is dropped
+
+    def mark(self) -> tuple[str, str]:
+        """What a cut text ends in, before and after the text's size in bytes (`of` writes it, and the
+        compiled kernel from these parts: connector/lane.py)."""
+        return " /* cut by Sluice: ", f" bytes, query_max_bytes {self.max_bytes} */"
 
 
 NO_QUERIES = QueryText()  # the default: `sql` is ""

@@ -86,6 +86,7 @@ typedef struct {
     /* the source */
     int configured, checksum, mariadb;
     int query_max; /* the most bytes of a statement's text a row message's `sql` carries; 0: none wanted */
+    buf_t mark_before, mark_after; /* what a cut text ends in, around its size (QueryText.mark) */
     int table_map_post, rows_v1_post, rows_v2_post, query_post;
     buf_t file;            /* the binlog file's name as an Avro string (its length, then UTF-8) */
     long long file_number; /* its numeric extension: message ids are number << 32 | pos */
@@ -351,12 +352,21 @@ PyDoc_STRVAR(configure_doc,
              "--\n\n"
              "The source's FORMAT_DESCRIPTION: whether events end with a CRC-32, the post-header lengths the\n"
              "kernel reads; and the most bytes of a statement's text (ROWS_QUERY/ANNOTATE_ROWS) a row\n"
-             "message's `sql` carries, cut as connector/querytext.py cuts it (0: none wanted, `sql` is \"\").\n"
+             "message's `sql` carries (0: none wanted, `sql` is \"\"), with the mark a cut text ends in\n"
+             "before and after its size (connector/querytext.py, QueryText.mark).\n"
              "Forgets every table taught.");
 
 static PyObject *Kernel_configure(Kernel *k, PyObject *args) {
     int checksum, mariadb, tm, v1, v2, q, query_max;
-    if (!PyArg_ParseTuple(args, "ppiiiii", &checksum, &mariadb, &tm, &v1, &v2, &q, &query_max))
+    Py_buffer before, after;
+    if (!PyArg_ParseTuple(args, "ppiiiiiy*y*", &checksum, &mariadb, &tm, &v1, &v2, &q, &query_max, &before, &after))
+        return NULL;
+    k->mark_before.len = k->mark_after.len = 0;
+    int kept = buf_put(&k->mark_before, before.buf, before.len) == 0 &&
+               buf_put(&k->mark_after, after.buf, after.len) == 0; /* else no memory, said */
+    PyBuffer_Release(&before);
+    PyBuffer_Release(&after);
+    if (!kept)
         return NULL;
     if (query_max < 0) {
         PyErr_SetString(PyExc_ValueError, "query_max is 0 (no statement text) or more bytes");
@@ -863,17 +873,22 @@ static int xid(Kernel *k, const event_t *e) {
 }
 
 /* The statement text a row message's `sql` carries (querytext.QueryText.of): all of it, or when it is longer
- * than query_max bytes, what leaves room for a mark saying so, cut where a character starts. */
+ * than query_max bytes, what leaves room for the mark (its parts around the text's size), cut where a
+ * character starts. */
 static int take_sql(Kernel *k, const unsigned char *text, Py_ssize_t n) {
     k->sql.len = 0;
     if (n <= k->query_max)
         return buf_put(&k->sql, text, n);
-    char mark[96];
-    int m = snprintf(mark, sizeof mark, " /* cut by Sluice: %zd bytes, query_max_bytes %d */", n, k->query_max);
+    char digits[24], *size = digits_before(digits + sizeof digits, (uint64_t)n);
+    Py_ssize_t size_len = digits + sizeof digits - size;
+    Py_ssize_t m = k->mark_before.len + size_len + k->mark_after.len;
     Py_ssize_t keep = k->query_max > m ? k->query_max - m : 0; /* < n: text[keep] is there */
     while (keep > 0 && (text[keep] & 0xC0) == 0x80) /* a character cut in two is left out */
         keep--;
-    return buf_put(&k->sql, text, keep) < 0 || buf_put(&k->sql, mark, m) < 0 ? -1 : 0;
+    return buf_put(&k->sql, text, keep) < 0 || buf_put(&k->sql, k->mark_before.data, k->mark_before.len) < 0 ||
+                   buf_put(&k->sql, size, size_len) < 0 || buf_put(&k->sql, k->mark_after.data, k->mark_after.len) < 0
+               ? -1
+               : 0;
 }
 
 /* ROWS_QUERY / ANNOTATE_ROWS: skipped, or the text the next rows event's first row carries. Inside a
@@ -1309,6 +1324,8 @@ static void Kernel_dealloc(Kernel *k) {
     Py_XDECREF(k->inflate);
     PyMem_Free(k->file.data);
     PyMem_Free(k->sql.data);
+    PyMem_Free(k->mark_before.data);
+    PyMem_Free(k->mark_after.data);
     for (int i = 0; i < MAX_BEGINS; i++) {
         PyMem_Free(k->begins[i].data);
         PyMem_Free(k->keeps[i].data);

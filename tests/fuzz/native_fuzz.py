@@ -237,7 +237,7 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     checksum = fdp.ConsumeBool()
     lengths = [int(fdp.PickValueInList(choices)) for choices in ([0, 6, 8, 9], [0, 6, 8], [0, 10, 12], [12, 13, 255])]
     query_max = int(fdp.PickValueInList([0, 1, 60, 4096]))  # no statement text; text cut to 1, 60, 4096 bytes
-    kernel.configure(checksum, fdp.ConsumeBool(), *lengths, query_max)
+    kernel.configure(checksum, fdp.ConsumeBool(), *lengths, query_max, b" /* cut: ", b" bytes */")
     kernel.file(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)), fdp.ConsumeIntInRange(0, 2**32 - 1))
     bodies = []
     for _ in range(fdp.ConsumeIntInRange(0, 3)):
