@@ -34,15 +34,15 @@ Gen = Callable[[random.Random], Any]
 
 def _text(rng: random.Random, n: int) -> str:
     alphabet = "abcXYZ 019_'\"\\\n\tßéü中文字💾🚀"
-    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, n)))
+    return "".join(rng.choices(alphabet, k=rng.randint(0, n)))
 
 
 def _latin1(rng: random.Random, n: int) -> str:
-    return "".join(rng.choice("abc XYZ éèàçñü¿") for _ in range(rng.randint(0, n)))
+    return "".join(rng.choices("abc XYZ éèàçñü¿", k=rng.randint(0, n)))
 
 
 def _bytes(rng: random.Random, n: int) -> bytes:
-    return bytes(rng.randrange(256) for _ in range(rng.randint(0, n)))
+    return rng.randbytes(rng.randint(0, n))
 
 
 def _datetime(rng: random.Random, fsp: int) -> str:
