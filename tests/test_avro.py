@@ -360,6 +360,22 @@ def test_messages_from_before_each_rename_read_with_the_newest_schema(tmp_path: 
                                                                                           {"pid": 3}]  # fmt: skip
 
 
+def test_a_long_running_reader_sees_each_version_a_connector_adds(tmp_path: Path) -> None:
+    """The reader keeps each table's newest schema between messages (`sluice consume` read the
+    index once per message), and drops it when a connector writes the index again."""
+    v1, v2, v3 = versions(*RENAMES)
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    _, first = encoder.row({**message({"id": "1", "first name": "ann", "n": "5"}), "pkNames": ["id"]}, v1, "t")
+    reader = MessageReader(SchemaDirectory(tmp_path))
+    assert reader.read_newest(first)[1]["data"] == [{"id": 1, "first_name": "ann", "n": 5}]
+    for number, version, row in ((2, v2, {"id": 1, "full_name": "ann", "n": 5}),
+                                 (3, v3, {"pid": 1, "display": "ann", "n": 5})):  # fmt: skip
+        SchemaDirectory(tmp_path).version_of(version)  # a connector (another process) adds the version
+        schema, record = reader.read_newest(first)
+        assert schema["sluice.version"] == number and record["data"] == [row]
+        assert reader.latest("shop", "t") is schema  # kept, not read again, while the index stands
+
+
 def test_a_value_the_newest_version_cannot_read_comes_as_written(tmp_path: Path) -> None:
     old, new = (
         table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"),

@@ -51,12 +51,19 @@ class MessageReader:
         self.directory = directory
         self.registry = registry  # a confluent_kafka SchemaRegistryClient, for Confluent-framed messages
         self._parsed: dict[bytes, tuple[dict[str, Any], Any]] = {}
+        # Each table's newest schema and its cache key, kept while the directory's index is the
+        # one they were read from (a running connector replaces index.json when a table changes).
+        self._newest: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
+        self._index_seen: object = None
 
     def read(self, data: bytes, reader_schema: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
         """(writer schema, record) of one key or value; resolved to `reader_schema` when given
         (a newer version of the table: columns added since get their defaults)."""
+        return self._read(data, reader_schema, _key_of(reader_schema) if reader_schema is not None else b"")
+
+    def _read(self, data: bytes, reader_schema: dict[str, Any] | None, key: bytes) -> tuple[dict[str, Any], Any]:
         schema, parsed, body = self._writer(data)
-        resolved = self._schema(_key_of(reader_schema), lambda: reader_schema)[1] if reader_schema is not None else None
+        resolved = self._schema(key, lambda: reader_schema)[1] if reader_schema is not None else None
         try:
             return schema, fastavro.schemaless_reader(io.BytesIO(body), parsed, resolved)
         except (ValueError, OverflowError):
@@ -75,9 +82,9 @@ class MessageReader:
         database, table = writer.get("sluice.database"), writer.get("sluice.table")
         if not isinstance(database, str) or not isinstance(table, str):
             return self.read(data)
-        newest = self.latest(database, table)
+        newest, key = self._latest(database, table)
         try:
-            return newest, self.read(data, newest)[1]
+            return newest, self._read(data, newest, key)[1]
         except SchemaResolutionError:
             return self.read(data)
 
@@ -100,8 +107,20 @@ class MessageReader:
         return schema, parsed, body
 
     def latest(self, database: str, table: str) -> dict[str, Any]:
-        """The newest value schema of a table, from the directory's index."""
-        return self.directory.latest_schema(database, table)
+        """The newest value schema of a table, from the directory's index. The reader keeps it
+        (shared, not to be modified) until the index changes."""
+        return self._latest(database, table)[0]
+
+    def _latest(self, database: str, table: str) -> tuple[dict[str, Any], bytes]:
+        seen = self.directory.index_stamp()  # before the read: a change after it is seen next time
+        if seen != self._index_seen:
+            self._newest.clear()
+            self._index_seen = seen
+        hit = self._newest.get((database, table))
+        if hit is None:
+            schema = self.directory.latest_schema(database, table)
+            hit = self._newest[(database, table)] = (schema, _key_of(schema))
+        return hit
 
     def _schema(self, key: bytes, load: Any) -> tuple[dict[str, Any], Any]:
         hit = self._parsed.get(key)

@@ -159,6 +159,15 @@ class SchemaDirectory:
                 index["fingerprints"][fingerprint_of(schema).hex()] = name
         return value, key
 
+    def index_stamp(self) -> tuple[int, int, int] | None:
+        """For readers that keep what they read: changes whenever index.json is written (each
+        write replaces the file); None while there is none."""
+        try:
+            found = os.stat(self.root / "index.json")
+        except OSError:
+            return None
+        return found.st_ino, found.st_mtime_ns, found.st_size
+
     def _index(self) -> dict[str, Any]:
         """For readers: the index, or an UnreadableMessageError that says why there is none."""
         path = self.root / "index.json"
