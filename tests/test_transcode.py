@@ -179,14 +179,16 @@ def test_compiled_bytes_equal_the_flat_message_path(
     assert sorted(declined) == [("cov", "UPDATE", 1), ("cov_python", "WRITE", 2)]
 
 
-def _decode(batch: RowBatch, body: bytes) -> tuple[tuple[Any, ...], tuple[Any, ...] | None] | None:
+def _decode(
+    batch: RowBatch, body: bytes, cache: RowsDecoderCache
+) -> tuple[tuple[Any, ...], tuple[Any, ...] | None] | None:
     """The Python decoders' text and typed images of `body` as this event's images, as the parser
     decodes them (a value Python's codec refuses read again by the server's table); None where
     they refuse the bytes (the parser would raise, naming the event) or replace text that is not
-    exact (the parser would say so)."""
+    exact (the parser would say so). `cache`: the parser's, kept across events as the parser keeps it
+    (a mutant has its event's shape, so its decoder is built once, not per mutant)."""
     rows = batch.rows
     assert rows.table is not None
-    cache = RowsDecoderCache()
     args = (rows.table, rows.kind, rows.present, rows.present_after, False)
     try:
         text, replaced = cache.decode(body, *args)
@@ -204,6 +206,7 @@ def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowB
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     rng = random.Random(3)
     outcomes = {"same": 0, "declined": 0, "walk refused": 0, "walk accepted": 0}
+    cache = RowsDecoderCache()
     for batch, table in captured:
         rows = batch.rows
         assert rows.table is not None
@@ -215,7 +218,7 @@ def test_mutated_images_give_python_s_bytes_or_nothing(captured: list[tuple[RowB
         topic = f"cdc.{DB}.{table.name}"
         for _ in range(60):
             body = mutate(rng, rows.raw)
-            decoded = _decode(batch, body)
+            decoded = _decode(batch, body, cache)
             count = transcoder.count_rows(body, layout, 2 if rows.kind == RowsKind.UPDATE else 1)
             if count < 0:
                 outcomes["walk refused"] += 1
