@@ -41,8 +41,10 @@ OPS: dict[str, int] = {
     "OP_TEXTMB": 20,  # length-prefixed (a bytes) multi-byte charset -> UTF-8 by code table b (CODE_TABLES)
 }
 
-# The multi-byte charsets the compiled code reads, by number (an OP_TEXTMB column's b): those whose
-# table (connector/binlog/charmaps/) both servers share, every code of at most two bytes. Each is
+# The multi-byte charsets the compiled code reads, by number (an OP_TEXTMB column's b): by name
+# those whose table (connector/binlog/charmaps/) both servers share, as `charset.flavour` those whose
+# tables differ (one each; a column's server picks it: ColumnMeta.mariadb). Not gb18030: its
+# four-byte codes would take a node per three-byte prefix, about 160 MB. Each is
 # handed to the module once, the first time a column needs it (rowplan.code_table_number), and is
 # shared by every program that names it. A code table: nodes of 256 native-endian uint32 entries,
 # node 0 the root, looked up a byte at a time: 0, no code of the charset goes on with this byte;
@@ -50,7 +52,9 @@ OPS: dict[str, int] = {
 # any other entry ends the code, its text (UTF-8) the (entry & CODE_TEXT_LENGTH) bytes of the
 # table's texts from (entry >> CODE_TEXT_SHIFT). A byte sequence two codes begin with resolves as
 # the rows decoder's walk resolves it (connector/binlog/charmaps/decoding.py: the shorter code).
-CODE_TABLES: tuple[str, ...] = ("big5", "cp932", "euckr", "gb2312", "gbk", "sjis")
+CODE_TABLES: tuple[str, ...] = (
+    "big5", "cp932", "euckr", "gb2312", "gbk", "sjis", "eucjpms.mariadb", "eucjpms.mysql", "ujis.mariadb", "ujis.mysql",
+)  # fmt: skip
 
 # A program's strings (ENUM and SET labels, single-byte charsets' characters), one bytes object:
 # the count n (int32), n + 1 int32 offsets into what follows (string k: offsets[k] to

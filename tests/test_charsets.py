@@ -47,6 +47,7 @@ from connector.binlog.rowplan import (
     code_table_number,
     json_program,
     single_byte_table,
+    walk_layout,
 )
 from connector.binlog.rows import RowsDecoderCache
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent, decode_table_map
@@ -286,8 +287,9 @@ def test_a_collation_with_no_table_is_read_as_utf8_and_never_exact() -> None:
 # -- the rows decoders ----------------------------------------------------------------------
 
 
-def _varchar(index: int, collation: int | None) -> ColumnMeta:
-    return ColumnMeta(index, T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VARCHAR, 100, True, collation=collation)
+def _varchar(index: int, collation: int | None, mariadb: bool = False) -> ColumnMeta:
+    return ColumnMeta(index, T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VARCHAR, 100, True, collation=collation,
+                      mariadb=mariadb)  # fmt: skip
 
 
 def _image(*values: bytes) -> bytes:
@@ -368,6 +370,25 @@ def test_compiled_text8_is_the_python_path_for_every_byte(charset: str, collatio
                                     b"T", 0) == avro  # fmt: skip
 
 
+@pytest.mark.parametrize("mariadb", [True, False], ids=["mariadb", "mysql"])
+def test_compiled_ascii_is_each_server_s(mariadb: bool) -> None:
+    """ascii, whose tables differ, compiled by the column's server: MariaDB's every byte (0x80-0xff
+    as "?"); MySQL's the bytes below 0x80, and an event with any other declined (the Python path
+    replaces it and says so)."""
+    ascii_collation = collation_id_of_charset("ascii")
+    assert ascii_collation is not None
+    columns = (_varchar(0, ascii_collation, mariadb),)
+    assert (walk_layout(columns) is not None) == mariadb  # a walk where every byte is a character
+    stored = b"".join(_image(bytes([byte])) for byte in range(256 if mariadb else 128)) + _image(bytes(range(100)))
+    expected, fields, replaced = _python_rows(stored, columns, mariadb)
+    assert not replaced and _compiled(stored, columns) == (expected, [(None, field) for field in fields])
+    if mariadb:
+        assert expected[200] == '{"@1":"?"}'
+    else:
+        unstored = stored + _image(b"a\x80")
+        assert _python_rows(unstored, columns, mariadb)[2] and _compiled(unstored, columns) == (None, None)
+
+
 def _compiled(body: bytes, columns: tuple[ColumnMeta, ...]) -> tuple[Any, Any]:
     """The compiled renderer's and transcoder's rows of a WRITE event's images (None: declined)."""
     assert transcoder is not None
@@ -390,7 +411,18 @@ def _python_rows(body: bytes, columns: tuple[ColumnMeta, ...], mariadb: bool) ->
     return [shape.whole_json(after or ()) for _, after in rows], fields, bool(replaced)
 
 
-COMPILED_MULTI_BYTE = [(charset, mariadb) for charset, mariadb in MULTI_BYTE if charset in CODE_TABLES]
+def _code_table_name(charset: str, mariadb: bool) -> str | None:
+    """The CODE_TABLES entry a column of the charset on that server reads by, if any."""
+    return next((n for n in (f"{charset}.{flavour(mariadb)}", charset) if n in CODE_TABLES), None)
+
+
+COMPILED_MULTI_BYTE = [(charset, mariadb) for charset, mariadb in MULTI_BYTE if _code_table_name(charset, mariadb)]
+
+
+def test_the_compiled_multi_byte_charsets_are_all_but_gb18030() -> None:
+    """Every multi-byte table but gb18030's (four-byte codes) is compiled, each server's where theirs differ."""
+    assert {c for c, _ in MULTI_BYTE} - {c for c, _ in COMPILED_MULTI_BYTE} == {"gb18030"}
+    assert _code_table_name("ujis", True) == "ujis.mariadb" and _code_table_name("ujis", False) == "ujis.mysql"
 
 
 @pytest.mark.parametrize(("charset", "mariadb"), COMPILED_MULTI_BYTE,
@@ -399,9 +431,10 @@ def test_compiled_multi_byte_text_is_the_python_path_for_every_code(charset: str
     """Every code the server stores, each alone, then all of them in runs (a value holds 255 bytes
     here), beside ASCII, the JSON escapes and the codes whose text is "?": the compiled code table's
     text is the rows decoder's, in canal's JSON and in Avro."""
-    collation = collation_id_of_charset(charset)
-    assert collation is not None and code_table_number(charset) == CODE_TABLES.index(charset)
-    columns = (_varchar(0, collation), _varchar(1, collation))
+    collation, name = collation_id_of_charset(charset), _code_table_name(charset, mariadb)
+    assert collation is not None and name is not None
+    assert code_table_number(charset, mariadb) == CODE_TABLES.index(name)
+    columns = (_varchar(0, collation, mariadb), _varchar(1, collation, mariadb))
     codes, _ = _codes(charset, mariadb)
     values = [*codes, b'a"\\\n\x01z', b""]
     joined = b"".join(codes)
@@ -423,10 +456,10 @@ def test_compiled_multi_byte_text_declines_exactly_what_the_decoder_refuses(case
     charset, mariadb, raw = case
     collation = collation_id_of_charset(charset)
     assert collation is not None
-    if charset not in CODE_TABLES:
-        assert json_program((_varchar(0, collation),)) is None  # Python's path, whole
+    columns = (_varchar(0, collation, mariadb),)
+    if _code_table_name(charset, mariadb) is None:
+        assert json_program(columns) is None  # Python's path, whole
         return
-    columns = (_varchar(0, collation),)
     body = _image(raw[:255])
     expected, fields, replaced = _python_rows(body, columns, mariadb)
     rendered, avro = _compiled(body, columns)

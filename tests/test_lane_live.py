@@ -46,7 +46,8 @@ COVERED = (
     "bl BLOB, tx TEXT, lb LONGBLOB, tm TIME(3), tm0 TIME, b1 BIT(1), b12 BIT(12), b64 BIT(64), "
     "en ENUM('new','paid','shipped'), st SET('a','b','c','d'), l1 VARCHAR(20) CHARACTER SET latin1, "
     "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30), gk VARCHAR(20) CHARACTER SET gbk, "
-    "sj CHAR(8) CHARACTER SET sjis, b5 VARCHAR(10) CHARACTER SET big5, kr TINYTEXT CHARACTER SET euckr"
+    "sj CHAR(8) CHARACTER SET sjis, b5 VARCHAR(10) CHARACTER SET big5, kr TINYTEXT CHARACTER SET euckr, "
+    "uj VARCHAR(10) CHARACTER SET ujis, ej VARCHAR(10) CHARACTER SET eucjpms, ac VARCHAR(10) CHARACTER SET ascii"
 )
 # MySQL's binary JSON as the server writes it (connector/csrc/jsonb.c; MariaDB's JSON is text).
 JSONS = ('{"id": 7, "name": "a\\nb", "tags": [1.5, null, true, "x"], "n": {"deep": [1e300, -2.5e-7, 12345678.9]}}',
@@ -72,6 +73,8 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         # codes whose server text is not Python's codec's: gbk's 0xA140 ("?"), sjis's 0x815F ("\\"), big5's 0xA15A
         rng.choice(["", "中文 \"q\"", b"\xa1\x40"]), rng.choice(["日本語", b"\x81\x5f\x82\xa0", None]),
         rng.choice(["繁體", b"\xa1\x5a"]), rng.choice(["한국어", "plain"]),
+        # ujis and eucjpms (each server's own table), with JIS X 0212's three-byte codes; ascii (the same)
+        rng.choice(["日本語", "丂", "ｶﾅ", None]), rng.choice(["①②", "丂", ""]), rng.choice(["plain \\", ""]),
     )  # fmt: skip
 
 

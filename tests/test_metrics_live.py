@@ -50,8 +50,8 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
     caplog.set_level(logging.INFO, logger="sluice")
     db = "metered"
     fresh(db)
-    with connect(db).cursor() as cur:  # text in ujis: its table's rows take the Python path
-        cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc VARCHAR(40) CHARACTER SET ujis)")
+    with connect(db).cursor() as cur:  # text in ucs2: its table's rows take the Python path
+        cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc VARCHAR(40) CHARACTER SET ucs2)")
     port = free_port()
     config = config_for(f"metrics{uuid.uuid4().hex[:6]}", db, tmp_path)
     config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0))

@@ -10,13 +10,14 @@ A table with any column not covered or not matching gets no program and takes th
 tests/test_lane_live.py hold the two to the same bytes. Covered: the integer types, FLOAT,
 DOUBLE, DECIMAL (all 65 digits), DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT,
 ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, utf8mb4, a
-single-byte charset (latin1, cp1250, koi8r, ...: each byte's character from a table the
-charset's own decoder makes) or big5, cp932, euckr, gb2312, gbk or sjis (each code's text from
-the servers' table, a code table the module learns once: native_spec.CODE_TABLES), and MySQL's
+single-byte charset (latin1, cp1250, koi8r, ascii, ...: each byte's character from the server's
+table) or big5, cp932, euckr, gb2312, gbk, sjis, ujis or eucjpms (each code's text from the
+server's table, a code table the module learns once: native_spec.CODE_TABLES; where MariaDB's
+and MySQL's tables differ, the column's server's, ColumnMeta.mariadb), and MySQL's
 binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
 DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
 charset's server does not store is declined too (the Python path replaces them and says so). Not
-covered (Python): geometry, VECTOR, ujis, eucjpms, gb18030 and the UTF-16/32 and ucs2 charsets,
+covered (Python): geometry, VECTOR, gb18030 and the UTF-16/32 and ucs2 charsets,
 pre-5.6 temporal types, and MariaDB's UUID/INET types.
 """
 

@@ -391,15 +391,16 @@ def charmap(charset: str, mariadb: bool) -> Charmap | None:
     return charmaps.load(charset, ours) or charmaps.load(charset, flavour(not mariadb))
 
 
-def single_byte_texts(collation_id: int) -> tuple[str | None, ...] | None:
-    """Each byte's text in a single-byte charset whose table both servers share (None where
-    the server stores no such byte); None for any other charset (MariaDB's ascii stores
-    0x80-0xff as "?", MySQL's none of them: such a column is decoded knowing its server)."""
+def single_byte_texts(collation_id: int, mariadb: bool | None = None) -> tuple[str | None, ...] | None:
+    """Each byte's text in a single-byte charset (None where the server stores no such byte):
+    MariaDB's table or MySQL's, or with `mariadb` None the table both servers share; None for
+    any other charset, and where there is no shared table (MariaDB's ascii stores 0x80-0xff as
+    "?", MySQL's none of them)."""
     charset = charset_of(collation_id)
     if charset is None or charset in _UNICODE:
         return None
-    tables = [charmap(charset, mariadb) for mariadb in (True, False)]
-    if tables[0] is None or tables[0] != tables[1] or tables[0].widths != {1}:
+    tables = [charmap(charset, server) for server in ((True, False) if mariadb is None else (mariadb,))]
+    if tables[0] is None or len(set(tables)) != 1 or tables[0].widths != {1}:
         return None
     texts: list[str | None] = [None] * 256
     for code, text in tables[0].items():

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from connector import native
 from connector.binlog import charmaps
 from connector.binlog.charmaps import FLAVOURS
-from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, single_byte_texts
+from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, flavour, single_byte_texts
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
@@ -152,10 +152,10 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
         return OP_BYTES, 0, prefix, pad
     if charset_of(collation) in UTF8_CHARSETS:  # strict UTF-8, as the rows decoder's 'utf-8'
         return OP_UTF8, 0, prefix, 0
-    table = single_byte_table(collation)
+    table = single_byte_table(collation, meta.mariadb)
     if table is not None:
         return OP_TEXT8, 0, prefix, strings.add(table)
-    number = code_table_number(charset_of(collation))
+    number = code_table_number(charset_of(collation), meta.mariadb)
     return None if number is None else (OP_TEXTMB, 0, prefix, number)
 
 
@@ -169,36 +169,43 @@ def packed_column(op: Op, strings: Strings, null_branch: int = -1, value_branch:
     return COLUMN.pack(*op, null_branch, value_branch, COL_ASCII if ascii_kept else 0)
 
 
-def single_byte_table(collation: int) -> list[bytes] | None:
-    """A single-byte charset's text of each byte as UTF-8, from the servers' own table (the one
-    the rows decoder reads: connector/binlog/charsets.py); b"" where the server stores no such
-    byte (the compiled code declines it, and the Python path replaces it). None for charsets of
-    wider characters, and where MariaDB's table and MySQL's differ."""
-    texts = single_byte_texts(collation)
+def single_byte_table(collation: int, mariadb: bool | None = None) -> list[bytes] | None:
+    """A single-byte charset's text of each byte as UTF-8, from the server's own table (the one
+    the rows decoder reads: connector/binlog/charsets.py; `mariadb` None: the table both servers
+    share); b"" where the server stores no such byte (the compiled code declines it, and the
+    Python path replaces it). None for charsets of wider characters."""
+    texts = single_byte_texts(collation, mariadb)
     if texts is None:
         return None
     return [b"" if text is None else text.encode("utf-8") for text in texts]
 
 
+def code_table_number(charset: str | None, mariadb: bool = False) -> int | None:
+    """The number among native_spec.CODE_TABLES of a multi-byte charset's table as a column of
+    that server reads it, the table handed to the compiled module the first time a column asks;
+    None for the rest (their columns are Python's), and where the module is not built."""
+    own = f"{charset}.{flavour(mariadb)}"
+    return _learnt(own if own in CODE_TABLES else charset)
+
+
 @functools.cache
-def code_table_number(charset: str | None) -> int | None:
-    """A multi-byte charset's number among native_spec.CODE_TABLES, its code table handed to the
-    compiled module the first time a column asks; None for the rest (their columns are Python's),
-    and where the module is not built."""
-    if charset not in CODE_TABLES or native.transcoder is None:
+def _learnt(name: str | None) -> int | None:
+    if name not in CODE_TABLES or native.transcoder is None:
         return None
-    table = code_table(charset)
+    table = code_table(name)
     if table is None:
         return None
-    number = CODE_TABLES.index(charset)
+    number = CODE_TABLES.index(name)
     native.transcoder.learn_code_table(number, *table)
     return number
 
 
-def code_table(charset: str) -> tuple[bytes, bytes] | None:
-    """A multi-byte charset's code table as native_spec.CODE_TABLES lays it out (its nodes, its
-    texts), from the servers' own table; None unless both servers have the same one."""
-    tables = {charmaps.load(charset, flavour) for flavour in FLAVOURS}
+def code_table(name: str) -> tuple[bytes, bytes] | None:
+    """The code table of native_spec.CODE_TABLES's `name` as it lays them out (its nodes, its
+    texts), from the servers' own table: `charset.flavour`'s, or for a bare charset the one both
+    servers have (None unless they have the same)."""
+    charset, _, server = name.partition(".")
+    tables = {charmaps.load(charset, f) for f in ((server,) if server else FLAVOURS)}
     if len(tables) != 1 or None in tables:
         return None
     (charmap,) = tables
@@ -279,14 +286,14 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
             out.append(WALK.pack(0, prefix, _WALK_CHECK[code], 0))
         elif code == OP_TEXTMB:
             out.append(WALK.pack(0, prefix, WALK_CODES, b))
-        elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation):
+        elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation, meta.mariadb):
             out.append(WALK.pack(0, prefix, WALK_BYTES, 0))
         else:
             return None
     return b"".join(out)
 
 
-def _every_byte(collation: int) -> bool:
+def _every_byte(collation: int, mariadb: bool) -> bool:
     """Is every byte a character of the collation's single-byte charset (its server stores any)?"""
-    table = single_byte_table(collation)
+    table = single_byte_table(collation, mariadb)
     return table is not None and all(table)

@@ -49,6 +49,9 @@ class ColumnMeta:
     element_type: int | None = None  # element type of a typed array (multi-valued index)
     dimensions: int | None = None  # VECTOR
     compressed: bool = False  # MariaDB's COMPRESSED: logged as 140/141, read as BLOB/VARCHAR (real_type)
+    # Logged by MariaDB: where the servers' tables of a charset differ (ascii, ujis, eucjpms), its
+    # text is MariaDB's (connector/binlog/charsets.py); the compiled code picks its table by it.
+    mariadb: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +192,7 @@ def decode_table_map(
     null_bits = int.from_bytes(r.take((count + 7) // 8, "null bitmap"), "little")
     columns = [
         ColumnMeta(i, types[i], real, meta, bool(null_bits >> i & 1), element_type=element,
-                   compressed=types[i] in COMPRESSED_TYPES)
+                   compressed=types[i] in COMPRESSED_TYPES, mariadb=mariadb)
         for i, (real, meta, element) in enumerate(metas)
     ]  # fmt: skip
     numeric = WITH_YEAR if (mariadb if year_signed is None else year_signed) else NUMERIC_TYPES
