@@ -23,8 +23,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench.pipeline import _rss_mib
 from bench.sequence import choose_server, fresh_table, insert, write_config
+from connector.checkpoint import checkpoint_stores
 from connector.replica.server import master_position
-from connector.runner import checkpoint_stores
 from tests.live import KAFKA, ROOT, connect, live_config
 
 DB = "sluice_backlog"

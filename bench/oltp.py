@@ -31,11 +31,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server, fresh_table, write_config
+from connector.checkpoint import checkpoint_stores
 from connector.position import Position
 from connector.replica.server import master_position
-from connector.runner import checkpoint_stores
 from tests.live import ROOT, connect, live_config
-from tests.test_pipeline_live import sluice_run
+from tests.pipelines import sluice_run
 
 DB = "sluice_bench_oltp"
 

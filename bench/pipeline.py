@@ -34,16 +34,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, DOC, workload
 from bench.sequence import choose_server, write_config
+from connector.checkpoint import checkpoint_stores
 from connector.config import AvroSection, Config
 from connector.position import Position
 from connector.replica.server import master_position
-from connector.runner import Connector, checkpoint_stores, kafka_sink
+from connector.runner import Connector, kafka_sink
 from connector.sink.kafka import KafkaSink
 from connector.sink.partitioning import Plain, Tail
 from tests.live import (
@@ -71,8 +72,10 @@ class RecordingSink:
         """Every message handed on, with the partition it was given (None: its key's)."""
         kept = [(topic, key, value, partition) for topic, messages, partition in self.calls for key, value in messages]
         # the kernel's values are never None (it writes no tombstones)
-        routed = [(topic, key, value or b"", p) for topic, plain, tails in self.routed
-                  for value, key, p, *_ in (*plain, *tails)]  # fmt: skip
+        routed: list[tuple[str, bytes | None, bytes, int | None]] = []
+        for topic, plain, tails in self.routed:  # in the order they were routed
+            routed += [(topic, key, value or b"", p) for value, key, p in plain]
+            routed += [(topic, key, value or b"", p) for value, key, p, _ in tails]
         return [*kept, *routed]
 
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None, done: object) -> None:
@@ -207,7 +210,7 @@ def oltp_workload(transactions: int, json: bool = False) -> str:
         file, _ = current_binlog(conn)
         for i in range(transactions):  # autocommit: one transaction each
             if i % 10 < 7 or i < 100:
-                row = (i, rng.randrange(10**6), "c" * 119, "p" * 59, rng.randrange(10**8) / 100)
+                row: tuple[Any, ...] = (i, rng.randrange(10**6), "c" * 119, "p" * 59, rng.randrange(10**8) / 100)
                 if json:
                     row += (DOC.format(i, i % 10**5, i / 100, i % 9),)
                 values = "%s, %s, %s, %s, %s, NOW(6), NULL" + (", %s" if json else "")

@@ -35,7 +35,7 @@ from connector.config import SparkSection, load_config
 from connector.runner import Connector
 from spark.jobs import session
 from tests.live import ROOT, connect, wait_until
-from tests.test_pipeline_live import caught_up, sluice_run
+from tests.pipelines import caught_up, sluice_run
 
 DB = "sluice_bench_stream"
 SENTINEL = 2_000_000_000  # an id the writers never reach: written last, its arrival ends the run
@@ -122,7 +122,8 @@ def main() -> None:
         with connect().cursor() as cur:
             for n, t in zip(names, tables):
                 cur.execute(f"SELECT COUNT(*) FROM {DB}.{n}")
-                assert spark.read.format("delta").load(str(t)).count() == cur.fetchone()[0]  # the mirror is whole
+                counted = cur.fetchone()
+                assert counted is not None and spark.read.format("delta").load(str(t)).count() == counted[0]  # whole
         batches = (Path(tmp) / "mirror.log").read_text(errors="replace").count(": merged ")
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         print(f"{commits:,} commits by {args.writers} writers in {args.seconds:.0f} s ({rate:,.0f}/s, OLTP mix 5:3:2)"
