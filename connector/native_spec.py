@@ -39,7 +39,13 @@ OPS: dict[str, int] = {
     "OP_TEXT8": 18,  # length-prefixed (a bytes) single-byte charset -> UTF-8 by the 256 strings from b
     "OP_JSON": 19,  # length-prefixed (a bytes) MySQL binary JSON -> its text as MySQL prints it (jsonb.c)
     "OP_TEXTMB": 20,  # length-prefixed (a bytes) multi-byte charset -> UTF-8 by code table b (CODE_TABLES)
+    "OP_WIDE": 21,  # length-prefixed (a bytes) UTF-16, UTF-32 or UCS-2 text (WIDE_FORMS b) -> UTF-8
 }
+
+# The Unicode charsets of more than one byte a unit, as an OP_WIDE column's b (and a WALK_WIDE walk's
+# table) names them; each read as the rows decoder reads it (connector/binlog/charsets.py): Python's
+# UTF-16/UTF-32 codecs, and ucs2's own (two bytes a character, a surrogate has no text).
+WIDE_FORMS: dict[str, int] = {"WIDE_UTF16": 0, "WIDE_UTF16LE": 1, "WIDE_UTF32": 2, "WIDE_UCS2": 3}
 
 # The multi-byte charsets the compiled code reads, by number (an OP_TEXTMB column's b): by name
 # those whose table (connector/binlog/charmaps/) both servers share, as `charset.flavour` those whose
@@ -66,7 +72,8 @@ STRINGS_HEADER = "<i"
 RECORDS: dict[str, tuple[str, ...]] = {
     "column_t": ("op", "width", "a", "b", "null_branch", "value_branch", "flags"),  # a program's column
     "key_t_": ("column", "null_branch", "value_branch"),  # a key field: the program column it copies
-    # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS; table: WALK_CODES's code table
+    # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS; table: WALK_CODES's code table,
+    # WALK_WIDE's form
     "walk_t": ("width", "prefix", "check", "table"),
 }
 
@@ -85,6 +92,7 @@ WALK_CHECKS: dict[str, int] = {
     "WALK_UTF8": 1,  # strict UTF-8
     "WALK_JSON": 2,  # MySQL binary JSON the compiled printer takes (jsonb.c: jsonb_ok)
     "WALK_CODES": 3,  # codes of code table `table` (CODE_TABLES), one after another
+    "WALK_WIDE": 4,  # characters of WIDE_FORMS's `table`, one after another
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.
@@ -128,6 +136,7 @@ NUMBERS: dict[str, int] = {
     "MAX_PAYLOAD_UNCOMPRESSED": c.MAX_PAYLOAD_UNCOMPRESSED,
     "MAX_DECIMAL_DIGITS": 65,  # DECIMAL's widest precision (MySQL's and MariaDB's DECIMAL_MAX_PRECISION)
     "CODE_TABLE_COUNT": len(CODE_TABLES),
+    "WIDE_FORM_COUNT": len(WIDE_FORMS),
     "CODE_CHILD": 0x80000000,  # a code table's entry that goes on in another node
     "CODE_TEXT_SHIFT": 4,
     "CODE_TEXT_LENGTH": 0xF,
@@ -151,7 +160,7 @@ def header() -> str:
         "#include <stdint.h>",
         "",
     ]
-    for group in (OPS, COLUMN_FLAGS, WALK_CHECKS, KINDS, REASONS):
+    for group in (OPS, WIDE_FORMS, COLUMN_FLAGS, WALK_CHECKS, KINDS, REASONS):
         lines.append("enum {")
         lines.extend(f"    {name} = {value}," for name, value in group.items())
         lines.append("};")

@@ -14,7 +14,7 @@ import re
 import struct
 import sys
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -467,6 +467,76 @@ def test_compiled_multi_byte_text_declines_exactly_what_the_decoder_refuses(case
         assert rendered is None and avro is None
     else:
         assert rendered == expected and avro == [(None, field) for field in fields]
+
+
+# The Unicode charsets of wider units (OP_WIDE), as Python's codecs write them; ucs2 holds the BMP only.
+WIDE_CODECS = {"utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "ucs2": "utf-16-be"}
+WIDE_CASES = [(charset, mariadb) for charset in WIDE_CODECS for mariadb in (True, False)]
+
+
+def _wide_text(charset: str) -> list[str]:
+    """Characters of every UTF-8 width, the JSON escapes and those around the surrogates, beyond the
+    BMP but for ucs2; alone and in runs."""
+    chars = ["a", '"', "\\", "\n", "\x00", "\x7f", "é", "\u2028", "中", "\ud7ff", "\ue000", "\uffff",
+             "\ufeff"]  # fmt: skip
+    if charset != "ucs2":
+        chars += ["😀", "\U00010000", "\U0010ffff"]
+    return [*chars, "".join(chars), "plain ascii", ""]
+
+
+@pytest.mark.parametrize(("charset", "mariadb"), WIDE_CASES, ids=[f"{c}-{flavour(m)}" for c, m in WIDE_CASES])
+def test_compiled_wide_text_is_the_python_path(charset: str, mariadb: bool) -> None:
+    """UTF-16 (both byte orders), UTF-32 and UCS-2 text compiled (OP_WIDE): each character's text
+    is the rows decoder's, in canal's JSON and in Avro, and a walk takes the values whole."""
+    assert transcoder is not None
+    collation = collation_id_of_charset(charset)
+    assert collation is not None
+    columns = (_varchar(0, collation, mariadb), _varchar(1, collation, mariadb))
+    values = [text.encode(WIDE_CODECS[charset]) for text in _wide_text(charset)]
+    body = b"".join(_image(values[i], values[-1 - i]) for i in range(len(values)))
+    expected, fields, replaced = _python_rows(body, columns, mariadb)
+    assert not replaced and _compiled(body, columns) == (expected, [(None, field) for field in fields])
+    layout = walk_layout(columns)
+    assert layout is not None and transcoder.count_rows(body, layout, 1) == len(values)
+
+
+@st.composite
+def _wide_mixtures(draw: st.DrawFn) -> tuple[str, bool, bytes]:
+    """Characters of a wide charset, surrogates alone and in pairs of any order, units past
+    U+10FFFF, half units, any bytes."""
+    charset, mariadb = draw(st.sampled_from(WIDE_CASES))
+    codec, unit = WIDE_CODECS[charset], 4 if charset == "utf32" else 2
+    order: Literal["little", "big"] = "little" if charset == "utf16le" else "big"
+    pieces = st.one_of(
+        st.text(max_size=3).map(lambda t: t.encode(codec, "surrogatepass")),
+        st.integers(0xD800, 0xDFFF).map(lambda n: n.to_bytes(unit, order)),
+        st.integers(0x10FFFF, 0xFFFFFFFF).map(lambda n: n.to_bytes(4, "big")),
+        st.binary(min_size=1, max_size=3),
+    )
+    return charset, mariadb, b"".join(draw(st.lists(pieces, max_size=12)))
+
+
+@given(_wide_mixtures())
+@settings(max_examples=400, deadline=None)
+def test_compiled_wide_text_declines_exactly_what_the_decoder_refuses(case: tuple[str, bool, bytes]) -> None:
+    """Any bytes in a wide charset: the compiled text is the decoder's where it reads them strictly;
+    where it raises (the Python path replaces, and says so), the compiled code declines the event
+    and the walk refuses it."""
+    assert transcoder is not None
+    charset, mariadb, raw = case
+    collation = collation_id_of_charset(charset)
+    assert collation is not None
+    columns = (_varchar(0, collation, mariadb),)
+    body = _image(raw[:255])
+    expected, fields, replaced = _python_rows(body, columns, mariadb)
+    rendered, avro = _compiled(body, columns)
+    layout = walk_layout(columns)
+    assert layout is not None
+    if replaced:
+        assert rendered is None and avro is None and transcoder.count_rows(body, layout, 1) < 0
+    else:
+        assert rendered == expected and avro == [(None, field) for field in fields]
+        assert transcoder.count_rows(body, layout, 1) == 1
 
 
 def test_a_code_table_is_learnt_once_and_checked() -> None:

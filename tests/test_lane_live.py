@@ -47,7 +47,8 @@ COVERED = (
     "en ENUM('new','paid','shipped'), st SET('a','b','c','d'), l1 VARCHAR(20) CHARACTER SET latin1, "
     "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30), gk VARCHAR(20) CHARACTER SET gbk, "
     "sj CHAR(8) CHARACTER SET sjis, b5 VARCHAR(10) CHARACTER SET big5, kr TINYTEXT CHARACTER SET euckr, "
-    "uj VARCHAR(10) CHARACTER SET ujis, ej VARCHAR(10) CHARACTER SET eucjpms, ac VARCHAR(10) CHARACTER SET ascii"
+    "uj VARCHAR(10) CHARACTER SET ujis, ej VARCHAR(10) CHARACTER SET eucjpms, ac VARCHAR(10) CHARACTER SET ascii, "
+    "u16 VARCHAR(10) CHARACTER SET utf16, u32 TEXT CHARACTER SET utf32, u2 CHAR(3) CHARACTER SET ucs2"
 )
 # MySQL's binary JSON as the server writes it (connector/csrc/jsonb.c; MariaDB's JSON is text).
 JSONS = ('{"id": 7, "name": "a\\nb", "tags": [1.5, null, true, "x"], "n": {"deep": [1e300, -2.5e-7, 12345678.9]}}',
@@ -75,6 +76,8 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         rng.choice(["繁體", b"\xa1\x5a"]), rng.choice(["한국어", "plain"]),
         # ujis and eucjpms (each server's own table), with JIS X 0212's three-byte codes; ascii (the same)
         rng.choice(["日本語", "丂", "ｶﾅ", None]), rng.choice(["①②", "丂", ""]), rng.choice(["plain \\", ""]),
+        # UTF-16, UTF-32 and UCS-2 (beyond the BMP but in ucs2)
+        rng.choice(["a😀", "", None]), rng.choice(["💾" * 30, "x"]), rng.choice(["中", "\ue000", ""]),
     )  # fmt: skip
 
 

@@ -13,12 +13,13 @@ ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, u
 single-byte charset (latin1, cp1250, koi8r, ascii, ...: each byte's character from the server's
 table) or big5, cp932, euckr, gb2312, gbk, sjis, ujis or eucjpms (each code's text from the
 server's table, a code table the module learns once: native_spec.CODE_TABLES; where MariaDB's
-and MySQL's tables differ, the column's server's, ColumnMeta.mariadb), and MySQL's
+and MySQL's tables differ, the column's server's, ColumnMeta.mariadb) or ucs2, utf16, utf16le or
+utf32 (each character's code point: native_spec.WIDE_FORMS), and MySQL's
 binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
 DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
 charset's server does not store is declined too (the Python path replaces them and says so). Not
-covered (Python): geometry, VECTOR, gb18030 and the UTF-16/32 and ucs2 charsets,
-pre-5.6 temporal types, and MariaDB's UUID/INET types.
+covered (Python): geometry, VECTOR, gb18030, pre-5.6 temporal types, and MariaDB's UUID/INET
+types.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from connector.binlog.rowplan import (
     OP_UINT,
     OP_UINT64,
     OP_UTF8,
+    OP_WIDE,
     OP_YEAR,
     Op,
     Program,
@@ -156,7 +158,7 @@ def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
         return kind in BINARY_TYPES and avro == "bytes"
     if code == OP_JSON:
         return kind == "json" and avro == "string"
-    return code in (OP_UTF8, OP_TEXT8, OP_TEXTMB) and kind in _TEXT_TYPES and avro == "string"
+    return code in (OP_UTF8, OP_TEXT8, OP_TEXTMB, OP_WIDE) and kind in _TEXT_TYPES and avro == "string"
 
 
 def _is_decimal(avro: Any, scale: int) -> bool:

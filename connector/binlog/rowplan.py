@@ -28,7 +28,7 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.binlog.values import decimal_size, frac_size
-from connector.native_spec import CODE_TABLES, COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, record
+from connector.native_spec import CODE_TABLES, COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, WIDE_FORMS, record
 from connector.native_spec import KINDS as SPEC_KINDS
 
 OP_INT, OP_UINT, OP_UINT64, OP_FLOAT = OPS["OP_INT"], OPS["OP_UINT"], OPS["OP_UINT64"], OPS["OP_FLOAT"]
@@ -36,6 +36,10 @@ OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8, OP_JSON, OP_TEXTMB = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"], OPS["OP_TEXTMB"]
+OP_WIDE = OPS["OP_WIDE"]
+# The Unicode charsets of wider units, by the form OP_WIDE reads them in (charsets.py's codecs for them).
+WIDE = {"utf16": WIDE_FORMS["WIDE_UTF16"], "utf16le": WIDE_FORMS["WIDE_UTF16LE"], "utf32": WIDE_FORMS["WIDE_UTF32"],
+        "ucs2": WIDE_FORMS["WIDE_UCS2"]}  # fmt: skip
 COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 # A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
@@ -43,7 +47,7 @@ KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
 WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS), code table
 WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]
-WALK_CODES = WALK_CHECKS["WALK_CODES"]
+WALK_CODES, WALK_WIDE = WALK_CHECKS["WALK_CODES"], WALK_CHECKS["WALK_WIDE"]
 
 Op = tuple[int, int, int, int]  # op, width, a, b
 
@@ -152,6 +156,9 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
         return OP_BYTES, 0, prefix, pad
     if charset_of(collation) in UTF8_CHARSETS:  # strict UTF-8, as the rows decoder's 'utf-8'
         return OP_UTF8, 0, prefix, 0
+    form = WIDE.get(charset_of(collation) or "")
+    if form is not None:  # UTF-16, UTF-32, UCS-2: each character's code point as UTF-8
+        return OP_WIDE, 0, prefix, form
     table = single_byte_table(collation, meta.mariadb)
     if table is not None:
         return OP_TEXT8, 0, prefix, strings.add(table)
@@ -255,9 +262,9 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
 
 # The ops whose Python decoding cannot fail once a walk accepted their bytes: fixed widths, and
 # length-prefixed bytes or strict UTF-8; TEXT8 too where its server stores every byte (latin1:
-# every byte is a character), and TEXTMB, whose codes the walk looks up. Not ENUM (an index
-# beyond the labels is an error) nor TEXT8 with bytes its server does not store: their images are
-# decoded at once, where a replacement can still say which event it is in.
+# every byte is a character), TEXTMB, whose codes the walk looks up, and WIDE, whose characters it
+# reads. Not ENUM (an index beyond the labels is an error) nor TEXT8 with bytes its server does not
+# store: their images are decoded at once, where a replacement can still say which event it is in.
 _WALKS_FIXED = frozenset(
     {OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2,
      OP_YEAR, OP_TIME2, OP_BIT, OP_BIT64, OP_SET}
@@ -271,7 +278,8 @@ _WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
     column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
-    of a charset whose every byte is a character, OP_TEXTMB (each value codes of its code table)
+    of a charset whose every byte is a character, OP_TEXTMB (each value codes of its code table),
+    OP_WIDE (each value characters of its form)
     or OP_JSON (checked by the compiled printer, which takes only documents the Python decoding
     reads)."""
     out, strings = [], Strings()
@@ -286,6 +294,8 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
             out.append(WALK.pack(0, prefix, _WALK_CHECK[code], 0))
         elif code == OP_TEXTMB:
             out.append(WALK.pack(0, prefix, WALK_CODES, b))
+        elif code == OP_WIDE:
+            out.append(WALK.pack(0, prefix, WALK_WIDE, b))
         elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation, meta.mariadb):
             out.append(WALK.pack(0, prefix, WALK_BYTES, 0))
         else:

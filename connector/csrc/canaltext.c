@@ -202,7 +202,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     int r;
     *used = c->width;
     if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && c->op != OP_JSON && c->op != OP_TEXTMB &&
-        room < c->width)
+        c->op != OP_WIDE && room < c->width)
         return DECLINE;
     switch (c->op) {
     case OP_INT: {
@@ -320,6 +320,19 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
             start = i + width;
         }
         return buf_put(out, text.p + start, text.n - start) < 0 ? FAIL : DONE;
+    }
+    case OP_WIDE: {
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        uint32_t cp;
+        unsigned char utf8[4];
+        for (Py_ssize_t i = 0, width; i < text.n; i += width) {
+            if ((width = wide_step(c->b, text.p + i, text.n - i, &cp)) == 0)
+                return DECLINE; /* where the rows decoder raises */
+            if (put_escaped(out, utf8, utf8_of(cp, utf8)) < 0)
+                return FAIL;
+        }
+        return DONE;
     }
     }
     return DECLINE;

@@ -185,6 +185,57 @@ static inline Py_ssize_t text_step(const code_table_t *t, const unsigned char *s
     return run;
 }
 
+/* One character of text in a WIDE_FORMS form at s[0..n): its code point in *cp and how many bytes
+ * it takes (2 or 4); 0 where the rows decoder raises: half a unit at the end, in UTF-16 a surrogate
+ * not in a high-low pair, in UCS-2 any surrogate (ucs2's own decoder: it has no text), in UTF-32 a
+ * surrogate or a unit past U+10FFFF (Python's codecs). Each step reads at most four bytes of s. */
+static inline Py_ssize_t wide_step(int form, const unsigned char *s, Py_ssize_t n, uint32_t *cp) {
+    if (form == WIDE_UTF32) {
+        if (n < 4)
+            return 0;
+        *cp = (uint32_t)s[0] << 24 | (uint32_t)s[1] << 16 | (uint32_t)s[2] << 8 | s[3];
+        return *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF) ? 0 : 4;
+    }
+    if (n < 2)
+        return 0;
+    int le16 = form == WIDE_UTF16LE;
+    uint32_t unit = le16 ? (uint32_t)s[1] << 8 | s[0] : (uint32_t)s[0] << 8 | s[1];
+    *cp = unit;
+    if (unit < 0xD800 || unit > 0xDFFF)
+        return 2;
+    if (form == WIDE_UCS2 || unit > 0xDBFF || n < 4)
+        return 0; /* a low surrogate first, or a high one with nothing after it */
+    uint32_t low = le16 ? (uint32_t)s[3] << 8 | s[2] : (uint32_t)s[2] << 8 | s[3];
+    if (low < 0xDC00 || low > 0xDFFF)
+        return 0;
+    *cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+    return 4;
+}
+
+/* A code point's UTF-8 (it is no surrogate and at most U+10FFFF: wide_step's): its bytes in out. */
+static inline int utf8_of(uint32_t cp, unsigned char out[4]) {
+    if (cp < 0x80) {
+        out[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | cp >> 12);
+        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | cp >> 18);
+    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 /* A length-prefixed value at v (a prefix of c->a bytes, then that many): its bytes and how many
  * the column takes; DECLINE if they do not fit in room. */
 static inline int prefixed(const column_t *c, const unsigned char *v, Py_ssize_t room, bytes_t *text,

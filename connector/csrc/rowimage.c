@@ -382,6 +382,30 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     return DONE;
 }
 
+/* UTF-16, UTF-32 or UCS-2 text (form b) as UTF-8; where the rows decoder raises: Python's. */
+static int wide_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
+    bytes_t value;
+    Py_ssize_t used, total = 0, width;
+    uint32_t cp;
+    unsigned char utf8[4];
+    if (prefixed(c, v, room, &value, &used) != DONE)
+        return DECLINE;
+    for (Py_ssize_t i = 0; i < value.n; i += width) {
+        if ((width = wide_step(c->b, value.p + i, value.n - i, &cp)) == 0)
+            return DECLINE;
+        total += utf8_of(cp, utf8);
+    }
+    *pos += used;
+    if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
+        return FAIL;
+    for (Py_ssize_t i = 0; i < value.n; i += width) {
+        if ((width = wide_step(c->b, value.p + i, value.n - i, &cp)) == 0)
+            break; /* not reached: the first pass read these characters */
+        out->len += utf8_of(cp, (unsigned char *)out->data + out->len);
+    }
+    return DONE;
+}
+
 /* A binary JSON document's text as an Avro string: rendered aside first, for its length. */
 static int json_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
     bytes_t doc;
@@ -412,6 +436,8 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
         return json_value(c, v, pos, end - p, out);
     if (c->op == OP_TEXTMB)
         return textmb_value(c, v, pos, end - p, out);
+    if (c->op == OP_WIDE)
+        return wide_value(c, v, pos, end - p, out);
     if (end - p < c->width)
         return DECLINE;
     *pos = p + c->width;
@@ -776,6 +802,8 @@ static int column_ok(const column_t *c, const strings_t *strings) {
         return c->width == 0 && c->a >= 1 && c->a <= 4 && strings_ok(strings, c->b, 256);
     case OP_TEXTMB:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && code_table(c->b) != NULL;
+    case OP_WIDE:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b < (int)WIDE_FORM_COUNT;
     }
     return 0;
 }
@@ -799,13 +827,23 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
 }
 
 /* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout);
-   a code table only where it checks codes, and one learnt. */
+   a table only where it checks codes (one learnt) or wide characters (a form). */
 int walk_ok(const walk_t *c) {
     int fixed = c->width > 0 && c->prefix == 0 && c->check == WALK_BYTES;
     int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 &&
                    (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON ||
-                    (c->check == WALK_CODES && code_table(c->table) != NULL));
-    return (fixed || prefixed) && (c->check == WALK_CODES || c->table == 0);
+                    (c->check == WALK_CODES && code_table(c->table) != NULL) ||
+                    (c->check == WALK_WIDE && c->table >= 0 && c->table < (int)WIDE_FORM_COUNT));
+    return (fixed || prefixed) && (c->check == WALK_CODES || c->check == WALK_WIDE || c->table == 0);
+}
+
+/* n bytes that are characters of a WIDE_FORMS form, one after another. */
+static int wide_valid(int form, const unsigned char *s, Py_ssize_t n) {
+    uint32_t cp;
+    for (Py_ssize_t i = 0, width; i < n; i += width)
+        if ((width = wide_step(form, s + i, n - i, &cp)) == 0)
+            return 0;
+    return 1;
 }
 
 /* n bytes that are codes of a code table, one after another. */
@@ -836,7 +874,8 @@ static int walk_image(const walk_t *cols, Py_ssize_t ncols, const unsigned char 
         }
         if (n > end - p || (cols[i].check == WALK_UTF8 && !utf8_valid(s + p, n)) ||
             (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)) ||
-            (cols[i].check == WALK_CODES && !codes_valid(code_table(cols[i].table), s + p, n)))
+            (cols[i].check == WALK_CODES && !codes_valid(code_table(cols[i].table), s + p, n)) ||
+            (cols[i].check == WALK_WIDE && !wide_valid(cols[i].table, s + p, n)))
             return 0;
         p += n;
     }

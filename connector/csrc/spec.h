@@ -24,6 +24,13 @@ enum {
     OP_TEXT8 = 18,
     OP_JSON = 19,
     OP_TEXTMB = 20,
+    OP_WIDE = 21,
+};
+enum {
+    WIDE_UTF16 = 0,
+    WIDE_UTF16LE = 1,
+    WIDE_UTF32 = 2,
+    WIDE_UCS2 = 3,
 };
 enum {
     COL_ASCII = 1,
@@ -33,6 +40,7 @@ enum {
     WALK_UTF8 = 1,
     WALK_JSON = 2,
     WALK_CODES = 3,
+    WALK_WIDE = 4,
 };
 enum {
     KIND_WRITE = 0,
@@ -81,6 +89,7 @@ enum {
 #define MAX_PAYLOAD_UNCOMPRESSED 0x40000000u
 #define MAX_DECIMAL_DIGITS 0x41u
 #define CODE_TABLE_COUNT 0xau
+#define WIDE_FORM_COUNT 0x4u
 #define CODE_CHILD 0x80000000u
 #define CODE_TEXT_SHIFT 0x4u
 #define CODE_TEXT_LENGTH 0xfu

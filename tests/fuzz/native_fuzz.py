@@ -218,16 +218,19 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 # INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4),
 # a TIME(6), a BIT(8), an ENUM and a SET of the strings' first labels, text in a charset table,
 # binary JSON with a 1-byte and a 4-byte length prefix, a DECIMAL(65,30), gbk text (its code table),
-# MySQL's ujis text (codes of up to three bytes).
+# MySQL's ujis text (codes of up to three bytes), UTF-16 and UTF-32 text (OP_WIDE's forms 0 and 2).
 GBK = 4  # native_spec.CODE_TABLES.index("gbk"), learnt when the boundary target starts
 UJIS = 9  # native_spec.CODE_TABLES.index("ujis.mysql"), learnt then too
 GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6, 5, 10, 2, 0, 1), (7, 3, 0, 0, 0, 1),
                 (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1), (13, 6, 6, 0, 0, 1),
                 (14, 1, 0, 0, 0, 1), (16, 1, 0, 2, 0, 1), (17, 1, 0, 3, 0, 1), (18, 0, 1, 4, 0, 1),
                 (19, 0, 1, 0, 0, 1), (19, 0, 4, 0, -1, -1), (6, 30, 65, 30, 0, 1), (20, 0, 1, GBK, 0, 1),
-                (20, 0, 2, GBK, -1, -1), (20, 0, 1, UJIS, 0, 1)]  # fmt: skip
-# Walks the parser makes (width, prefix, check, table): an INT, a VARCHAR of UTF-8, gbk text, JSON, ujis.
-GOOD_WALKS = [(4, 0, 0, 0), (0, 2, 1, 0), (0, 1, 3, GBK), (0, 2, 3, GBK), (0, 4, 2, 0), (0, 1, 3, UJIS)]
+                (20, 0, 2, GBK, -1, -1), (20, 0, 1, UJIS, 0, 1), (21, 0, 1, 0, 0, 1),
+                (21, 0, 2, 2, -1, -1)]  # fmt: skip
+# Walks the parser makes (width, prefix, check, table): an INT, a VARCHAR of UTF-8, gbk text, JSON, ujis,
+# UCS-2 and UTF-16LE text.
+GOOD_WALKS = [(4, 0, 0, 0), (0, 2, 1, 0), (0, 1, 3, GBK), (0, 2, 3, GBK), (0, 4, 2, 0), (0, 1, 3, UJIS), (0, 1, 4, 3),
+              (0, 2, 4, 1)]  # fmt: skip
 # The event types the kernel handles, and two it leaves to Python.
 KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
