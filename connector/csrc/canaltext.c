@@ -201,8 +201,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     bytes_t text;
     int r;
     *used = c->width;
-    if (c->op != OP_UTF8 && c->op != OP_BYTES && c->op != OP_TEXT8 && c->op != OP_JSON && c->op != OP_TEXTMB &&
-        c->op != OP_WIDE && room < c->width)
+    if (room < c->width) /* a length-prefixed op's width is 0 (column_ok): its prefix is checked below */
         return DECLINE;
     switch (c->op) {
     case OP_INT: {
