@@ -39,7 +39,7 @@ unit: install
 	$(BIN)/pytest -m "not live" -q
 
 test: install services lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 bench: install services
 	$(BIN)/python bench/startup.py
