@@ -44,7 +44,7 @@ DOC = (
 
 # A note's words in a charset: ASCII but where the charset is one of Asian text (the peer reads
 # MINIMAL text as UTF-8, so the decode bench's charsets keep to ASCII).
-NOTES = {"gbk": "备注：订单已发货 "}
+NOTES = {"gbk": "备注：订单已发货 ", "gb18030": "备注：订单已发货 📦 "}
 
 
 def workload(rows: int, charset: str = "utf8mb4", json: bool = False) -> str:

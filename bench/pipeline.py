@@ -224,7 +224,7 @@ def oltp_workload(transactions: int, json: bool = False) -> str:
     return file
 
 
-VARIANTS = ("plain", "json", "compressed", "gbk")
+VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030")
 
 
 def compressed(variant: str, write: Callable[[], str]) -> str:
@@ -295,10 +295,11 @@ def main() -> None:
     parser.add_argument("--variant", choices=VARIANTS, default="plain",
                         help="json: the table has a JSON column; compressed: binlog_transaction_compression "
                              "on while the workloads are written (both MySQL's); gbk: the table's text in gbk, "
-                             "its notes Chinese")  # fmt: skip
+                             "its notes Chinese; gb18030 (MySQL's): the same in gb18030, an emoji in each note "
+                             "(four-byte codes)")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
-    charset = "gbk" if args.variant == "gbk" else "utf8mb4"
+    charset = args.variant if args.variant in ("gbk", "gb18030") else "utf8mb4"
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:

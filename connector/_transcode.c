@@ -221,19 +221,21 @@ static PyObject *route(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(learn_code_table_doc,
-             "learn_code_table(number, nodes, texts)\n--\n\n"
+             "learn_code_table(number, nodes, texts, range=b'')\n--\n\n"
              "Learn a multi-byte charset's code table, which OP_TEXTMB columns name by number (see\n"
              "connector/native_spec.py, CODE_TABLES): once; learning it again with the same bytes does\n"
              "nothing. ValueError if the bytes are not a code table, or not the one learnt before.");
 
 static PyObject *learn_code_table_py(PyObject *self, PyObject *args) {
-    Py_buffer nodes, texts;
+    Py_buffer nodes, texts, range = {0};
     int number;
-    if (!PyArg_ParseTuple(args, "iy*y*", &number, &nodes, &texts))
+    if (!PyArg_ParseTuple(args, "iy*y*|y*", &number, &nodes, &texts, &range))
         return NULL;
-    int r = learn_code_table(number, nodes.buf, nodes.len, texts.buf, texts.len);
+    int r = learn_code_table(number, nodes.buf, nodes.len, texts.buf, texts.len, range.buf, range.len);
     PyBuffer_Release(&nodes);
     PyBuffer_Release(&texts);
+    if (range.obj != NULL)
+        PyBuffer_Release(&range);
     if (r == 0)
         PyErr_Format(PyExc_ValueError, "code table %d: not a code table, or not the one learnt before", number);
     return r == 1 ? Py_NewRef(Py_None) : NULL;

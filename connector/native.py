@@ -43,7 +43,7 @@ class Transcoder(Protocol):
         """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined
         (programs: connector/binlog/rowplan.json_program)."""
 
-    def learn_code_table(self, number: int, nodes: bytes, texts: bytes, /) -> None:
+    def learn_code_table(self, number: int, nodes: bytes, texts: bytes, range_: bytes = b"", /) -> None:
         """A multi-byte charset's code table, learnt once (native_spec.CODE_TABLES; rowplan.code_table)."""
 
     def count_rows(self, body: bytes, layout: bytes, images: int, /) -> int:

@@ -49,17 +49,25 @@ WIDE_FORMS: dict[str, int] = {"WIDE_UTF16": 0, "WIDE_UTF16LE": 1, "WIDE_UTF32": 
 
 # The multi-byte charsets the compiled code reads, by number (an OP_TEXTMB column's b): by name
 # those whose table (connector/binlog/charmaps/) both servers share, as `charset.flavour` those whose
-# tables differ (one each; a column's server picks it: ColumnMeta.mariadb). Not gb18030: its
-# four-byte codes would take a node per three-byte prefix, about 160 MB. Each is
-# handed to the module once, the first time a column needs it (rowplan.code_table_number), and is
-# shared by every program that names it. A code table: nodes of 256 native-endian uint32 entries,
-# node 0 the root, looked up a byte at a time: 0, no code of the charset goes on with this byte;
-# CODE_CHILD | n, the code goes on in node n (n is above the node looked up in, so a look-up ends);
-# any other entry ends the code, its text (UTF-8) the (entry & CODE_TEXT_LENGTH) bytes of the
-# table's texts from (entry >> CODE_TEXT_SHIFT). A byte sequence two codes begin with resolves as
-# the rows decoder's walk resolves it (connector/binlog/charmaps/decoding.py: the shorter code).
+# tables differ or that one server lacks (one each; a column's server picks it: ColumnMeta.mariadb).
+# Each is handed to the module once, the first time a column needs it (rowplan.code_table_number),
+# and is shared by every program that names it. A code table: nodes of 256 native-endian uint32
+# entries, node 0 the root, looked up a byte at a time: 0, no code of the charset goes on with this
+# byte; CODE_CHILD | n, the code goes on in node n (n is above the node looked up in, so a look-up
+# ends); CODE_RANGE, the code is one of the table's range (below); any other entry (below
+# CODE_RANGE) ends the code, its text (UTF-8) the (entry & CODE_TEXT_LENGTH) bytes of the table's
+# texts from (entry >> CODE_TEXT_SHIFT). A byte sequence two codes begin with resolves as the rows
+# decoder's walk resolves it (connector/binlog/charmaps/decoding.py: the shorter code).
+# A range: a block of codes too many for nodes (gb18030's 1,587,600 four-byte codes would take a
+# node per three-byte prefix, about 160 MB), read by arithmetic: native-endian uint32s, its width
+# (CODE_RANGE_WIDTHS bytes at most), then for each of CODE_RANGE_WIDTHS positions the lowest and
+# highest byte there (the block: every code whose bytes are each within theirs), then runs, each
+# (place, code point): the block's codes from that place on (the last byte counting fastest) are
+# that code point and the next ones, up to the next run's place; CODE_RANGE_NO_TEXT for the code
+# point: the server shows them as "?". A table without a range has none (b"").
 CODE_TABLES: tuple[str, ...] = (
     "big5", "cp932", "euckr", "gb2312", "gbk", "sjis", "eucjpms.mariadb", "eucjpms.mysql", "ujis.mariadb", "ujis.mysql",
+    "gb18030.mysql",
 )  # fmt: skip
 
 # A program's strings (ENUM and SET labels, single-byte charsets' characters), one bytes object:
@@ -140,6 +148,9 @@ NUMBERS: dict[str, int] = {
     "CODE_CHILD": 0x80000000,  # a code table's entry that goes on in another node
     "CODE_TEXT_SHIFT": 4,
     "CODE_TEXT_LENGTH": 0xF,
+    "CODE_RANGE": 0x40000000,  # a code table's entry: the code is one of its range's (CODE_TABLES)
+    "CODE_RANGE_WIDTHS": 4,
+    "CODE_RANGE_NO_TEXT": 0xFFFFFFFF,
 }
 
 # DECIMAL: bytes of a group of 0-9 digits (decimal.cc, dig2bytes).

@@ -8,10 +8,12 @@ byte of every single-byte charset the Python path's text; the files read back as
 
 from __future__ import annotations
 
+import array
 import functools
 import random
 import re
 import struct
+import subprocess
 import sys
 from importlib import resources
 from typing import Any, Literal
@@ -56,7 +58,7 @@ from connector.flat import table_shape
 from connector.native import transcoder
 from connector.native_spec import CODE_TABLES, NUMBERS
 
-CODE_CHILD = NUMBERS["CODE_CHILD"]
+CODE_CHILD, CODE_RANGE, CODE_RANGE_WIDTHS = NUMBERS["CODE_CHILD"], NUMBERS["CODE_RANGE"], NUMBERS["CODE_RANGE_WIDTHS"]
 
 FILES = charmaps.shipped()
 # (charset, MariaDB's table?) of every table shipped: both servers' where one file serves both.
@@ -419,16 +421,21 @@ def _code_table_name(charset: str, mariadb: bool) -> str | None:
 COMPILED_MULTI_BYTE = [(charset, mariadb) for charset, mariadb in MULTI_BYTE if _code_table_name(charset, mariadb)]
 
 
-def test_the_compiled_multi_byte_charsets_are_all_but_gb18030() -> None:
-    """Every multi-byte table but gb18030's (four-byte codes) is compiled, each server's where theirs differ."""
-    assert {c for c, _ in MULTI_BYTE} - {c for c, _ in COMPILED_MULTI_BYTE} == {"gb18030"}
+def test_every_multi_byte_table_is_compiled() -> None:
+    """Every multi-byte table is compiled, each server's where theirs differ; gb18030's four-byte
+    codes as a range (MariaDB has no gb18030)."""
+    assert COMPILED_MULTI_BYTE == MULTI_BYTE and ("gb18030", False) in MULTI_BYTE
     assert _code_table_name("ujis", True) == "ujis.mariadb" and _code_table_name("ujis", False) == "ujis.mysql"
+    assert _code_table_name("gb18030", False) == "gb18030.mysql" and code_table_number("gb18030", True) is None
+    ranges = {name: (code_table(name) or (b"", b"", b""))[2] for name in CODE_TABLES}
+    assert [name for name, range_ in ranges.items() if range_] == ["gb18030.mysql"]
 
 
 @pytest.mark.parametrize(("charset", "mariadb"), COMPILED_MULTI_BYTE,
                          ids=[f"{c}-{flavour(m)}" for c, m in COMPILED_MULTI_BYTE])  # fmt: skip
 def test_compiled_multi_byte_text_is_the_python_path_for_every_code(charset: str, mariadb: bool) -> None:
-    """Every code the server stores, each alone, then all of them in runs (a value holds 255 bytes
+    """Every code the server stores, each alone (of gb18030's 1.6 million four-byte codes: each
+    run's first and last, and 20,000 more), then all of them in runs (a value holds 255 bytes
     here), beside ASCII, the JSON escapes and the codes whose text is "?": the compiled code table's
     text is the rows decoder's, in canal's JSON and in Avro."""
     collation, name = collation_id_of_charset(charset), _code_table_name(charset, mariadb)
@@ -436,16 +443,37 @@ def test_compiled_multi_byte_text_is_the_python_path_for_every_code(charset: str
     assert code_table_number(charset, mariadb) == CODE_TABLES.index(name)
     columns = (_varchar(0, collation, mariadb), _varchar(1, collation, mariadb))
     codes, _ = _codes(charset, mariadb)
-    values = [*codes, b'a"\\\n\x01z', b""]
+    alone = _alone(charset, mariadb, codes)
+    values = [*alone, b'a"\\\n\x01z', b""]
     joined = b"".join(codes)
     values += [joined[at : at + 240] for at in range(0, len(joined), 240)]  # (those cut inside a code: left out)
     values = [v for v in values if _python(v, _codec(charset, mariadb)) is not None]
-    assert len(values) > len(codes)
+    assert len(values) > len(alone)
     body = b"".join(_image(values[i], values[(i * 7) % len(values)]) for i in range(len(values)))
     expected, fields, replaced = _python_rows(body, columns, mariadb)
     rendered, avro = _compiled(body, columns)
     assert not replaced and rendered == expected
     assert avro == [(None, field) for field in fields]
+
+
+def _alone(charset: str, mariadb: bool, codes: list[bytes]) -> list[bytes]:
+    """The codes to try one a value: all of them, but in a block of more than 100,000 (gb18030's
+    four-byte codes) each run's first and last and 20,000 seeded others."""
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    picked, at = [], 0
+    for _, runs in table.blocks:
+        size = sum(run.count for run in runs)
+        if size <= 100_000:
+            picked += codes[at : at + size]
+        else:
+            place = at
+            for run in runs:
+                picked += [codes[place], codes[place + run.count - 1]]
+                place += run.count
+            picked += [codes[i] for i in random.Random(charset).sample(range(at, at + size), 20_000)]
+        at += size
+    return picked
 
 
 @given(_mixtures())
@@ -539,21 +567,107 @@ def test_compiled_wide_text_declines_exactly_what_the_decoder_refuses(case: tupl
         assert transcoder.count_rows(body, layout, 1) == 1
 
 
+def _near_misses(charset: str, mariadb: bool) -> list[bytes]:
+    """Each block's first, middle and last code, with each byte in turn the one next to a byte
+    that position takes (below the lowest, above the highest, either side of a gap), and cut
+    short; between ASCII."""
+    table = charmaps.load(charset, flavour(mariadb))
+    assert table is not None
+    out = []
+    for block, runs in table.blocks:
+        size = sum(run.count for run in runs)
+        for place in (0, size // 2, size - 1):
+            code = charmaps.code_at(block, place)
+            for k, values in enumerate(block):
+                edges = {v + d for v in values for d in (-1, 1)} - set(values)
+                out += [b"a" + code[:k] + bytes([e]) + code[k + 1 :] + b"z" for e in sorted(edges) if 0 <= e <= 255]
+            out += [b"a" + code[:cut] for cut in range(1, len(code))]
+    return out
+
+
+@pytest.mark.parametrize(("charset", "mariadb"), COMPILED_MULTI_BYTE,
+                         ids=[f"{c}-{flavour(m)}" for c, m in COMPILED_MULTI_BYTE])  # fmt: skip
+def test_compiled_multi_byte_text_at_the_edges_of_its_codes(charset: str, mariadb: bool) -> None:
+    """Codes with a byte just outside what its position takes, and codes cut short: the compiled
+    text is the rows decoder's, or the event is declined where the decoder refuses the bytes (and
+    the walk refuses them too); a value a row, each its own event. The next column's length, 48,
+    is 0x30, a byte a code's later positions take: a look-up that reads past its value meets it."""
+    assert transcoder is not None
+    collation = collation_id_of_charset(charset)
+    assert collation is not None
+    columns = (_varchar(0, collation, mariadb), _varchar(1, collation, mariadb))
+    layout = walk_layout(columns)
+    assert layout is not None
+    declined = 0
+    for value in _near_misses(charset, mariadb):
+        body = _image(value, b"0" * 48)
+        expected, fields, replaced = _python_rows(body, columns, mariadb)
+        rendered, avro = _compiled(body, columns)
+        if replaced:
+            declined += 1
+            assert (rendered, avro) == (None, None) and transcoder.count_rows(body, layout, 1) < 0, value.hex()
+        else:
+            assert (rendered, avro) == (expected, [(None, field) for field in fields]), value.hex()
+            assert transcoder.count_rows(body, layout, 1) == 1, value.hex()
+    assert declined > 0
+
+
 def test_a_code_table_is_learnt_once_and_checked() -> None:
     assert transcoder is not None
     number = code_table_number("gbk")
     assert number is not None
-    nodes, texts = code_table("gbk") or (b"", b"")
+    nodes, texts, no_range = code_table("gbk") or (b"", b"", b"")
     transcoder.learn_code_table(number, nodes, texts)  # the same again: nothing changes
     child = (CODE_CHILD | 0).to_bytes(4, sys.byteorder)  # a node that leads back to itself
     past = (1 << 4 | 2).to_bytes(4, sys.byteorder) * 256  # every byte's text 2 bytes from 1: not UTF-8
+    ranged = CODE_RANGE.to_bytes(4, sys.byteorder) * 256  # every byte a code of the range
     for bad in ((number, nodes, texts[:-1]), (number, nodes[:-4], texts), (len(CODE_TABLES), nodes, texts),
-                (number, child + bytes(1020), b""), (number, past, b"\xff\xff\xff")):  # fmt: skip
+                (number, child + bytes(1020), b""), (number, past, b"\xff\xff\xff"),
+                (number, nodes, texts, _range(2, [(0, 0x41)])),  # gbk's own, and a range: not the one learnt
+                (number, ranged, b"")):  # fmt: skip
         with pytest.raises(ValueError, match="code table"):
             transcoder.learn_code_table(*bad)
+    assert no_range == b""
     column = COLUMN.pack(OP_TEXTMB, 0, 1, len(CODE_TABLES), -1, -1, 0)  # a table never learnt
     with pytest.raises(ValueError, match="malformed"):
         transcoder.render_json(_image(b"a"), column, KINDS[RowsKind.WRITE], b"", (b'"c":',))
+
+
+def _range(width: int, runs: list[tuple[int, int]], spans: tuple[int, int] = (0x30, 0x39)) -> bytes:
+    """A range (native_spec.CODE_TABLES) of `width` positions, each byte in `spans`."""
+    words = [width, *spans * width, *(0, 0) * (CODE_RANGE_WIDTHS - width)]
+    return array.array("I", words + [n for run in runs for n in run]).tobytes()
+
+
+def test_a_range_is_checked_when_learnt() -> None:
+    """A range is learnt only as native_spec says one is: a range that is not one never reads a
+    code (a fresh module each time: a table is learnt once)."""
+    no_text = NUMBERS["CODE_RANGE_NO_TEXT"]
+    good = _range(2, [(0, 0x41), (50, no_text), (60, 0x10FFFF - 39)])  # 100 codes: 30-39 30-39
+    bad = {
+        "a width of 0": _range(0, [(0, 0x41)]),
+        "a width of 5": array.array("I", [5, *(0x30, 0x39) * 5, 0, 0x41]).tobytes(),
+        "a low byte above its high one": _range(2, [(0, 0x41)], (0x39, 0x30)),
+        "a byte past 0xff": _range(2, [(0, 0x41)], (0x30, 0x100)),
+        "no run": _range(2, []),
+        "a half run": _range(2, [(0, 0x41)]) + bytes(4),
+        "a first run after place 0": _range(2, [(1, 0x41)]),
+        "runs out of order": _range(2, [(0, 0x41), (50, 0x61), (40, 0x71)]),
+        "a run past the block": _range(2, [(0, 0x41), (100, 0x61)]),
+        "a run into the surrogates": _range(2, [(0, 0xD7FF)]),
+        "a run past U+10FFFF": _range(2, [(0, 0x10FFFF - 98)]),
+        "bytes not of uint32s": _range(2, [(0, 0x41)])[:-1],
+    }
+    root = array.array("I", [0] * 512)
+    root[0x30] = CODE_CHILD | 1
+    for second in range(0x30, 0x3A):
+        root[256 + second] = CODE_RANGE
+    learn = "from connector.native import transcoder as t; import sys; t.learn_code_table(0, *eval(sys.argv[1]))"
+    for why, range_ in [("good", good), *bad.items()]:
+        done = subprocess.run([sys.executable, "-c", learn, repr((root.tobytes(), b"", range_))],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert (done.returncode == 0) == (why == "good"), (why, done.stderr[-500:])
+        assert why == "good" or "not a code table" in done.stderr, (why, done.stderr[-500:])
 
 
 def test_a_column_that_says_it_keeps_ascii_is_refused_where_its_table_does_not() -> None:

@@ -109,8 +109,18 @@ def _covered_workload(rng: random.Random) -> None:
             cur.execute(f"INSERT INTO {TYPED_DB}.pair VALUES (%s, %s, %s)", (key, "z", 0.5))
             cur.execute("UPDATE k SET vc = 'moved' WHERE id = %s", (key - 400,))
             cur.execute("COMMIT")
+        if not server().mariadb:  # gb18030, MySQL's alone: two- and four-byte codes, beyond the BMP, a "?" one
+            cur.execute("CREATE TABLE g (id INT PRIMARY KEY, gb VARCHAR(10) CHARACTER SET gb18030,"
+                        " gt TEXT CHARACTER SET gb18030)")  # fmt: skip
+            rows = [(key, rng.choice(["中文", "€\u0080", "😀", b"\x84\x31\xa5\x30", None]),
+                     rng.choice(["\U0010ffff" * 9, "x", ""])) for key in range(30)]  # fmt: skip
+            for row in rows[:10]:
+                cur.execute("INSERT INTO g VALUES (%s, %s, %s)", row)
+            cur.executemany("INSERT INTO g VALUES (%s, %s, %s)", rows[10:20])
         if not server().mariadb:  # MySQL's compressed transactions: the same kinds, each in a TRANSACTION_PAYLOAD
             cur.execute("SET SESSION binlog_transaction_compression = ON")
+            for row in rows[20:]:
+                cur.execute("INSERT INTO g VALUES (%s, %s, %s)", row)
             for key in range(600, 640):
                 cur.execute(insert, _covered_row(rng, key))
             cur.executemany(insert, [_covered_row(rng, key) for key in range(640, 740)])

@@ -11,15 +11,14 @@ tests/test_lane_live.py hold the two to the same bytes. Covered: the integer typ
 DOUBLE, DECIMAL (all 65 digits), DATE, DATETIME(0-6), TIMESTAMP(0-6), TIME(0-6), YEAR, BIT,
 ENUM and SET (by their labels), binary strings and BLOBs, and text in utf8mb3, utf8mb4, a
 single-byte charset (latin1, cp1250, koi8r, ascii, ...: each byte's character from the server's
-table) or big5, cp932, euckr, gb2312, gbk, sjis, ujis or eucjpms (each code's text from the
+table) or big5, cp932, euckr, gb2312, gbk, gb18030, sjis, ujis or eucjpms (each code's text from the
 server's table, a code table the module learns once: native_spec.CODE_TABLES; where MariaDB's
 and MySQL's tables differ, the column's server's, ColumnMeta.mariadb) or ucs2, utf16, utf16le or
 utf32 (each character's code point: native_spec.WIDE_FORMS), and MySQL's
 binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
 DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
 charset's server does not store is declined too (the Python path replaces them and says so). Not
-covered (Python): geometry, VECTOR, gb18030, pre-5.6 temporal types, and MariaDB's UUID/INET
-types.
+covered (Python): geometry, VECTOR, pre-5.6 temporal types, and MariaDB's UUID/INET types.
 """
 
 from __future__ import annotations

@@ -207,10 +207,11 @@ def _learnt(name: str | None) -> int | None:
     return number
 
 
-def code_table(name: str) -> tuple[bytes, bytes] | None:
+def code_table(name: str) -> tuple[bytes, bytes, bytes] | None:
     """The code table of native_spec.CODE_TABLES's `name` as it lays them out (its nodes, its
-    texts), from the servers' own table: `charset.flavour`'s, or for a bare charset the one both
-    servers have (None unless they have the same)."""
+    texts, its range), from the servers' own table: `charset.flavour`'s, or for a bare charset the
+    one both servers have (None unless they have the same). None too where the module could not
+    read it as the rows decoder does: a block too wide for nodes that is not a range (below)."""
     charset, _, server = name.partition(".")
     tables = {charmaps.load(charset, f) for f in ((server,) if server else FLAVOURS)}
     if len(tables) != 1 or None in tables:
@@ -218,17 +219,24 @@ def code_table(name: str) -> tuple[bytes, bytes] | None:
     (charmap,) = tables
     assert charmap is not None
     nodes, texts = array.array("I", [0] * 256), bytearray()
+    range_ = b""
     # Shorter codes first: where a code begins a longer one, the decoder's walk reads the shorter.
     for block, runs in sorted(charmap.blocks, key=lambda item: len(item[0])):
+        if len(block) >= _RANGE_FROM:
+            if range_ or (range_ := _range(block, runs)) == b"" or not _insert_range(nodes, block):
+                return None
+            continue
         codes = charmaps.block_codes(block)
         for run in runs:
             for k in range(run.count):
                 text = charmaps.text_of(run, k)
                 _insert(nodes, next(codes), ("?" if text is None else text).encode("utf-8"), texts)
-    return nodes.tobytes(), bytes(texts)
+    return nodes.tobytes(), bytes(texts), range_
 
 
 _CHILD, _SHIFT, _LENGTH = NUMBERS["CODE_CHILD"], NUMBERS["CODE_TEXT_SHIFT"], NUMBERS["CODE_TEXT_LENGTH"]
+_RANGE, _RANGE_WIDTHS, _NO_TEXT = NUMBERS["CODE_RANGE"], NUMBERS["CODE_RANGE_WIDTHS"], NUMBERS["CODE_RANGE_NO_TEXT"]
+_RANGE_FROM = 4  # codes this wide are a range: as nodes, gb18030's would take about 160 MB
 
 
 def _insert(nodes: array.array[int], code: bytes, text: bytes, texts: bytearray) -> None:
@@ -247,6 +255,45 @@ def _insert(nodes: array.array[int], code: bytes, text: bytes, texts: bytearray)
     if nodes[node * 256 + code[-1]] == 0 and 0 < len(text) <= _LENGTH:
         nodes[node * 256 + code[-1]] = len(texts) << _SHIFT | len(text)
         texts += text
+
+
+def _range(block: charmaps.Block, runs: tuple[charmaps.Run, ...]) -> bytes:
+    """A block as a code table's range (native_spec.CODE_TABLES); b"" if it cannot be one: a
+    position whose bytes are not one span, a run of more than one code point a code."""
+    spans = [(values[0], values[-1]) for values in block]
+    if len(block) > _RANGE_WIDTHS or any(hi - lo + 1 != len(v) for (lo, hi), v in zip(spans, block, strict=True)):
+        return b""
+    words, place = [len(block)], 0
+    for lo, hi in spans + [(0, 0)] * (_RANGE_WIDTHS - len(block)):
+        words += [lo, hi]
+    for run in runs:
+        if run.text is not None and len(run.text) != 1:
+            return b""
+        words += [place, _NO_TEXT if run.text is None else run.text[0]]
+        place += run.count
+    return array.array("I", words).tobytes()
+
+
+def _insert_range(nodes: array.array[int], block: charmaps.Block) -> bool:
+    """The range's entry at each of its codes' first two bytes (made as needed), where no shorter
+    code ends first; False where a longer code goes on through them: the walk reads that one
+    first, the nodes could not say so."""
+    for first in block[0]:
+        entry = nodes[first]
+        if entry and not entry & _CHILD:
+            continue  # a one-byte code
+        if not entry:
+            entry = _CHILD | len(nodes) // 256
+            nodes[first] = entry
+            nodes.extend([0] * 256)
+        node = entry & ~_CHILD
+        for second in block[1]:
+            entry = nodes[node * 256 + second]
+            if entry & _CHILD:
+                return False
+            if not entry:
+                nodes[node * 256 + second] = _RANGE
+    return True
 
 
 def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:

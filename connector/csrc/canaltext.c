@@ -310,7 +310,8 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
         Py_ssize_t start = 0, width; /* as OP_TEXT8's run */
         for (Py_ssize_t i = 0; i < text.n; i += width) {
             bytes_t ch;
-            if ((width = code_at(t, text.p + i, text.n - i, &ch)) == 0)
+            unsigned char own[4];
+            if ((width = code_at(t, text.p + i, text.n - i, &ch, own)) == 0)
                 return DECLINE; /* no code starts here: its decoder raises */
             if (width == 1 && ch.n == 1 && ch.p[0] == text.p[i] && plain(text.p[i]))
                 continue;

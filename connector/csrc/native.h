@@ -132,15 +132,74 @@ static inline bytes_t string_at(const strings_t *s, Py_ssize_t k) {
     return (bytes_t){s->area + start, end - start};
 }
 
+/* A code point's UTF-8 (it is no surrogate and at most U+10FFFF: wide_step's, a range's): its bytes in out. */
+static inline int utf8_of(uint32_t cp, unsigned char out[4]) {
+    if (cp < 0x80) {
+        out[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | cp >> 12);
+        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | cp >> 18);
+    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 /* A multi-byte charset's code table (native_spec.CODE_TABLES), learnt once and checked whole then
- * (learn_code_table): every child a later node, every text inside the texts and UTF-8. */
+ * (learn_code_table): every child a later node, every text inside the texts and UTF-8, a range's
+ * runs in order, inside it, and each a run of code points that have a UTF-8 form. */
 typedef struct {
     uint32_t *nodes; /* 256 a node */
     Py_ssize_t nnodes;
     unsigned char *texts;
     Py_ssize_t texts_len;
     int ascii; /* each byte 0x00-0x7F a code whose text is itself (found when it is learnt) */
+    uint32_t *range; /* the range as learnt (NULL: none), its runs from range + 1 + 2 * CODE_RANGE_WIDTHS */
+    Py_ssize_t range_len, nruns; /* its uint32s, its runs */
 } code_table_t;
+
+/* The code of the table's range that starts s[0..n): its width, its text in *text (written in
+ * own: a code point's UTF-8, or "?"); 0 if none does (too few bytes, a byte outside its range). */
+static inline Py_ssize_t range_code_at(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text,
+                                       unsigned char own[4]) {
+    const uint32_t *range = t->range, *runs = t->range + 1 + 2 * CODE_RANGE_WIDTHS;
+    Py_ssize_t width = range[0], lo = 0, hi = t->nruns - 1;
+    if (n < width)
+        return 0;
+    uint32_t place = 0;
+    for (Py_ssize_t k = 0; k < width; k++) {
+        uint32_t low = range[1 + 2 * k], high = range[2 + 2 * k];
+        if (s[k] < low || s[k] > high)
+            return 0;
+        place = place * (high - low + 1) + (s[k] - low);
+    }
+    while (lo < hi) { /* the last run that starts at or before place: runs[0] starts at 0 */
+        Py_ssize_t mid = lo + (hi - lo + 1) / 2;
+        if (runs[2 * mid] <= place)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    uint32_t first = runs[2 * lo + 1];
+    if (first == CODE_RANGE_NO_TEXT) {
+        own[0] = '?';
+        *text = (bytes_t){own, 1};
+    } else {
+        *text = (bytes_t){own, utf8_of(first + (place - runs[2 * lo]), own)};
+    }
+    return width;
+}
 
 /* How many bytes from s on are ASCII the table keeps as itself (none unless t->ascii): a run
  * copied as it is, without a look-up a byte. */
@@ -158,14 +217,18 @@ static inline Py_ssize_t ascii_run(const code_table_t *t, const unsigned char *s
     return i;
 }
 
-/* The code that starts s[0..n): how many bytes it takes, its text in *text; 0 if none does (the
- * rows decoder raises there). Each step reads one more byte of s, so it ends within n. */
-static inline Py_ssize_t code_at(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text) {
+/* The code that starts s[0..n): how many bytes it takes, its text in *text (in the table's texts,
+ * or written in own); 0 if none does (the rows decoder raises there). Each step reads one more
+ * byte of s, or the range's width of them, so it ends within n. */
+static inline Py_ssize_t code_at(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text,
+                                 unsigned char own[4]) {
     uint32_t node = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t entry = t->nodes[(Py_ssize_t)node * 256 + s[i]];
         if (entry == 0)
             return 0;
+        if (entry == CODE_RANGE)
+            return range_code_at(t, s, n, text, own);
         if (!(entry & CODE_CHILD)) {
             *text = (bytes_t){t->texts + (entry >> CODE_TEXT_SHIFT), entry & CODE_TEXT_LENGTH};
             return i + 1;
@@ -176,11 +239,13 @@ static inline Py_ssize_t code_at(const code_table_t *t, const unsigned char *s, 
 }
 
 /* The next piece of text at s[0..n): a run of ASCII the table keeps as itself, else one code. How
- * many bytes it takes, its UTF-8 in *text; 0 where no code starts (the rows decoder raises there). */
-static inline Py_ssize_t text_step(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text) {
+ * many bytes it takes, its UTF-8 in *text (own: as code_at); 0 where no code starts (the rows
+ * decoder raises there). */
+static inline Py_ssize_t text_step(const code_table_t *t, const unsigned char *s, Py_ssize_t n, bytes_t *text,
+                                   unsigned char own[4]) {
     Py_ssize_t run = ascii_run(t, s, n);
     if (run == 0)
-        return code_at(t, s, n, text);
+        return code_at(t, s, n, text, own);
     *text = (bytes_t){s, run};
     return run;
 }
@@ -209,30 +274,6 @@ static inline Py_ssize_t wide_step(int form, const unsigned char *s, Py_ssize_t 
     if (low < 0xDC00 || low > 0xDFFF)
         return 0;
     *cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-    return 4;
-}
-
-/* A code point's UTF-8 (it is no surrogate and at most U+10FFFF: wide_step's): its bytes in out. */
-static inline int utf8_of(uint32_t cp, unsigned char out[4]) {
-    if (cp < 0x80) {
-        out[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (unsigned char)(0xC0 | cp >> 6);
-        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (unsigned char)(0xE0 | cp >> 12);
-        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (unsigned char)(0xF0 | cp >> 18);
-    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
     return 4;
 }
 
@@ -282,7 +323,8 @@ SL_INTERNAL const code_table_t *code_table(int32_t number);
 /* Learn code table `number` from its nodes and texts (copied): 1; 0 if they are not a code table,
  * or differ from the table learnt as that number before; -1 with a Python error set. */
 SL_INTERNAL int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t nodes_len,
-                                 const unsigned char *texts, Py_ssize_t texts_len);
+                                 const unsigned char *texts, Py_ssize_t texts_len, const unsigned char *range,
+                                 Py_ssize_t range_len);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);

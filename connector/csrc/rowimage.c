@@ -362,11 +362,12 @@ static int text8_value(const column_t *c, const strings_t *strings, const unsign
 static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
     bytes_t value, ch = {v, 0};
     Py_ssize_t used, total = 0, width;
+    unsigned char own[4];
     const code_table_t *t = code_table(c->b);
     if (prefixed(c, v, room, &value, &used) != DONE)
         return DECLINE;
     for (Py_ssize_t i = 0; i < value.n; i += width) {
-        if ((width = text_step(t, value.p + i, value.n - i, &ch)) == 0)
+        if ((width = text_step(t, value.p + i, value.n - i, &ch, own)) == 0)
             return DECLINE;
         total += ch.n;
     }
@@ -374,7 +375,7 @@ static int textmb_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     if (buf_long(out, total) < 0 || buf_reserve(out, total) < 0)
         return FAIL;
     for (Py_ssize_t i = 0; i < value.n; i += width) {
-        if ((width = text_step(t, value.p + i, value.n - i, &ch)) == 0)
+        if ((width = text_step(t, value.p + i, value.n - i, &ch, own)) == 0)
             break; /* not reached: the first pass read these codes */
         memcpy(out->data + out->len, ch.p, (size_t)ch.n);
         out->len += ch.n;
@@ -690,50 +691,88 @@ const code_table_t *code_table(int32_t number) {
     return number >= 0 && number < (int32_t)CODE_TABLE_COUNT && code_tables[number].nodes ? &code_tables[number] : NULL;
 }
 
-/* Every entry of every node leads on (a later node) or ends in a text that is there and is UTF-8. */
+/* The range (range_len uint32s) is one (native_spec.CODE_TABLES): a width of 1 to CODE_RANGE_WIDTHS,
+ * a low byte at most its high one at each position, runs in order of place from place 0, inside the
+ * block, each a run of code points with a UTF-8 form (no surrogate, none past U+10FFFF) or "?". */
+static int range_ok(const uint32_t *range, Py_ssize_t range_len, Py_ssize_t *nruns) {
+    Py_ssize_t head = 1 + 2 * CODE_RANGE_WIDTHS;
+    if (range_len < head + 2 || (range_len - head) % 2 || range[0] < 1 || range[0] > CODE_RANGE_WIDTHS)
+        return 0;
+    uint64_t places = 1;
+    for (uint32_t k = 0; k < range[0]; k++) {
+        if (range[1 + 2 * k] > range[2 + 2 * k] || range[2 + 2 * k] > 0xFF)
+            return 0;
+        places *= range[2 + 2 * k] - range[1 + 2 * k] + 1;
+    }
+    const uint32_t *runs = range + head;
+    *nruns = (range_len - head) / 2;
+    for (Py_ssize_t r = 0; r < *nruns; r++) {
+        uint64_t start = runs[2 * r], end = r + 1 < *nruns ? runs[2 * r + 2] : places, first = runs[2 * r + 1];
+        if ((r == 0 ? start != 0 : start <= runs[2 * r - 2]) || end <= start || end > places)
+            return 0;
+        uint64_t last = first + (end - start - 1);
+        if (first != CODE_RANGE_NO_TEXT && (last > 0x10FFFF || (first <= 0xDFFF && last >= 0xD800)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Every entry of every node leads on (a later node), is the range's (where there is one) or ends
+ * in a text that is there and is UTF-8. */
 static int code_table_ok(const code_table_t *t) {
     for (Py_ssize_t node = 0; node < t->nnodes; node++)
         for (int b = 0; b < 256; b++) {
             uint32_t entry = t->nodes[node * 256 + b];
             Py_ssize_t child = entry & ~CODE_CHILD, at = entry >> CODE_TEXT_SHIFT, n = entry & CODE_TEXT_LENGTH;
-            if (entry & CODE_CHILD ? child <= node || child >= t->nnodes
-                                   : entry && (n == 0 || at + n > t->texts_len || !utf8_valid(t->texts + at, n)))
+            if (entry == CODE_RANGE ? t->range == NULL
+                : entry & CODE_CHILD ? child <= node || child >= t->nnodes
+                                     : entry && (entry > CODE_RANGE || n == 0 || at + n > t->texts_len ||
+                                                 !utf8_valid(t->texts + at, n)))
                 return 0;
         }
     return 1;
 }
 
+static void code_table_free(code_table_t *t) {
+    PyMem_Free(t->nodes);
+    PyMem_Free(t->texts);
+    PyMem_Free(t->range);
+}
+
 int learn_code_table(int32_t number, const unsigned char *nodes, Py_ssize_t nodes_len, const unsigned char *texts,
-                     Py_ssize_t texts_len) {
-    Py_ssize_t node_size = 256 * (Py_ssize_t)sizeof(uint32_t);
-    if (number < 0 || number >= (int32_t)CODE_TABLE_COUNT || nodes_len == 0 || nodes_len % node_size)
+                     Py_ssize_t texts_len, const unsigned char *range, Py_ssize_t range_len) {
+    Py_ssize_t node_size = 256 * (Py_ssize_t)sizeof(uint32_t), word = (Py_ssize_t)sizeof(uint32_t);
+    if (number < 0 || number >= (int32_t)CODE_TABLE_COUNT || nodes_len == 0 || nodes_len % node_size ||
+        range_len % word)
         return 0;
     const code_table_t *known = code_table(number);
     if (known != NULL) /* learnt once: the programs that name it keep reading the same table */
         return known->nnodes * node_size == nodes_len && known->texts_len == texts_len &&
-               memcmp(known->nodes, nodes, (size_t)nodes_len) == 0 &&
-               (texts_len == 0 || memcmp(known->texts, texts, (size_t)texts_len) == 0);
+               known->range_len * word == range_len && memcmp(known->nodes, nodes, (size_t)nodes_len) == 0 &&
+               (texts_len == 0 || memcmp(known->texts, texts, (size_t)texts_len) == 0) &&
+               (range_len == 0 || memcmp(known->range, range, (size_t)range_len) == 0);
     code_table_t t = {PyMem_Malloc((size_t)nodes_len), nodes_len / node_size,
-                      PyMem_Malloc(texts_len ? (size_t)texts_len : 1), texts_len, 0};
-    if (t.nodes == NULL || t.texts == NULL) {
-        PyMem_Free(t.nodes);
-        PyMem_Free(t.texts);
+                      PyMem_Malloc(texts_len ? (size_t)texts_len : 1), texts_len, 0,
+                      range_len ? PyMem_Malloc((size_t)range_len) : NULL, range_len / word, 0};
+    if (t.nodes == NULL || t.texts == NULL || (range_len && t.range == NULL)) {
+        code_table_free(&t);
         PyErr_NoMemory();
         return -1;
     }
     memcpy(t.nodes, nodes, (size_t)nodes_len);
     if (texts_len)
         memcpy(t.texts, texts, (size_t)texts_len);
-    if (!code_table_ok(&t)) {
-        PyMem_Free(t.nodes);
-        PyMem_Free(t.texts);
+    if (range_len)
+        memcpy(t.range, range, (size_t)range_len);
+    if ((range_len && !range_ok(t.range, t.range_len, &t.nruns)) || !code_table_ok(&t)) {
+        code_table_free(&t);
         return 0;
     }
     t.ascii = 1;
     for (int b = 0; b < 0x80 && t.ascii; b++) {
         bytes_t text;
-        unsigned char one = (unsigned char)b;
-        t.ascii = code_at(&t, &one, 1, &text) == 1 && text.n == 1 && text.p[0] == b;
+        unsigned char one = (unsigned char)b, own[4];
+        t.ascii = code_at(&t, &one, 1, &text, own) == 1 && text.n == 1 && text.p[0] == b;
     }
     code_tables[number] = t;
     return 1;
@@ -849,8 +888,9 @@ static int wide_valid(int form, const unsigned char *s, Py_ssize_t n) {
 /* n bytes that are codes of a code table, one after another. */
 static int codes_valid(const code_table_t *t, const unsigned char *s, Py_ssize_t n) {
     bytes_t text;
+    unsigned char own[4];
     for (Py_ssize_t i = 0, width; i < n; i += width)
-        if ((width = text_step(t, s + i, n - i, &text)) == 0)
+        if ((width = text_step(t, s + i, n - i, &text, own)) == 0)
             return 0;
     return 1;
 }

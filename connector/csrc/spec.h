@@ -88,11 +88,14 @@ enum {
 #define PAYLOAD_COMPRESSION_NONE 0xffu
 #define MAX_PAYLOAD_UNCOMPRESSED 0x40000000u
 #define MAX_DECIMAL_DIGITS 0x41u
-#define CODE_TABLE_COUNT 0xau
+#define CODE_TABLE_COUNT 0xbu
 #define WIDE_FORM_COUNT 0x4u
 #define CODE_CHILD 0x80000000u
 #define CODE_TEXT_SHIFT 0x4u
 #define CODE_TEXT_LENGTH 0xfu
+#define CODE_RANGE 0x40000000u
+#define CODE_RANGE_WIDTHS 0x4u
+#define CODE_RANGE_NO_TEXT 0xffffffffu
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check, table; } walk_t;

@@ -85,6 +85,7 @@ def main(argv: list[str]) -> None:
 
         assert code_table_number("gbk") == GBK  # GOOD_COLUMNS' and GOOD_WALKS' code tables
         assert code_table_number("ujis", mariadb=False) == UJIS
+        assert code_table_number("gb18030", mariadb=False) == GB18030
         atheris.Setup(argv, lambda data: boundary(module, data))
         atheris.Fuzz()
         return
@@ -175,24 +176,26 @@ def _count_rows(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 
 
 def _learn(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
-    """A code table of any nodes and texts, or gbk's with a byte changed (refused unless it is the
-    one learnt: a number is learnt once), under any number."""
+    """A code table of any nodes, texts and range, or gbk's or gb18030's with a byte changed
+    (refused unless it is the one learnt: a number is learnt once), under any number."""
     number = fdp.ConsumeIntInRange(-1, 7)
     if fdp.ConsumeBool():
         nodes = bytes(fdp.ConsumeBytes(4 * 256 * fdp.ConsumeIntInRange(0, 3)))
-        module.learn_code_table(number, nodes, fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40)))
+        texts = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40))
+        module.learn_code_table(number, nodes, texts, fdp.ConsumeBytes(4 * fdp.ConsumeIntInRange(0, 16)))
         return
-    parts = [bytearray(part) for part in _gbk()]
-    part = parts[fdp.ConsumeIntInRange(0, 1)]
-    part[fdp.ConsumeIntInRange(0, len(part) - 1)] = fdp.ConsumeIntInRange(0, 255)
-    module.learn_code_table(number, bytes(parts[0]), bytes(parts[1]))
+    parts = [bytearray(part) for part in _table(str(fdp.PickValueInList(["gbk", "gb18030.mysql"])))]
+    part = parts[fdp.ConsumeIntInRange(0, 2)]
+    if part:
+        part[fdp.ConsumeIntInRange(0, len(part) - 1)] = fdp.ConsumeIntInRange(0, 255)
+    module.learn_code_table(number, *map(bytes, parts))
 
 
 @functools.cache
-def _gbk() -> tuple[bytes, bytes]:
+def _table(name: str) -> tuple[bytes, bytes, bytes]:
     from connector.binlog.rowplan import code_table  # noqa: PLC0415 - after the swap
 
-    table = code_table("gbk")
+    table = code_table(name)
     assert table is not None
     return table
 
@@ -218,19 +221,21 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 # INT, a BIGINT UNSIGNED, a DOUBLE, a DECIMAL(10,2), a DATE, a DATETIME(6), a VARCHAR, a BINARY(4),
 # a TIME(6), a BIT(8), an ENUM and a SET of the strings' first labels, text in a charset table,
 # binary JSON with a 1-byte and a 4-byte length prefix, a DECIMAL(65,30), gbk text (its code table),
-# MySQL's ujis text (codes of up to three bytes), UTF-16 and UTF-32 text (OP_WIDE's forms 0 and 2).
+# MySQL's ujis text (codes of up to three bytes), UTF-16 and UTF-32 text (OP_WIDE's forms 0 and 2),
+# gb18030 text (four-byte codes: its range).
 GBK = 4  # native_spec.CODE_TABLES.index("gbk"), learnt when the boundary target starts
 UJIS = 9  # native_spec.CODE_TABLES.index("ujis.mysql"), learnt then too
+GB18030 = 10  # native_spec.CODE_TABLES.index("gb18030.mysql"), and this one
 GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6, 5, 10, 2, 0, 1), (7, 3, 0, 0, 0, 1),
                 (8, 8, 6, 0, 0, 1), (11, 0, 2, 0, 0, 1), (12, 0, 1, 4, -1, -1), (13, 6, 6, 0, 0, 1),
                 (14, 1, 0, 0, 0, 1), (16, 1, 0, 2, 0, 1), (17, 1, 0, 3, 0, 1), (18, 0, 1, 4, 0, 1),
                 (19, 0, 1, 0, 0, 1), (19, 0, 4, 0, -1, -1), (6, 30, 65, 30, 0, 1), (20, 0, 1, GBK, 0, 1),
                 (20, 0, 2, GBK, -1, -1), (20, 0, 1, UJIS, 0, 1), (21, 0, 1, 0, 0, 1),
-                (21, 0, 2, 2, -1, -1)]  # fmt: skip
+                (21, 0, 2, 2, -1, -1), (20, 0, 2, GB18030, 0, 1)]  # fmt: skip
 # Walks the parser makes (width, prefix, check, table): an INT, a VARCHAR of UTF-8, gbk text, JSON, ujis,
-# UCS-2 and UTF-16LE text.
+# UCS-2 and UTF-16LE text, gb18030 text.
 GOOD_WALKS = [(4, 0, 0, 0), (0, 2, 1, 0), (0, 1, 3, GBK), (0, 2, 3, GBK), (0, 4, 2, 0), (0, 1, 3, UJIS), (0, 1, 4, 3),
-              (0, 2, 4, 1)]  # fmt: skip
+              (0, 2, 4, 1), (0, 1, 3, GB18030)]  # fmt: skip
 # The event types the kernel handles, and two it leaves to Python.
 KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
