@@ -26,7 +26,7 @@ from tests.fuzz.native_fuzz import MODULE
 
 # How many inputs each run executes: libFuzzer's runs of the seeds (up to its INITED line, about
 # twice as many runs as seeds here), then mutated inputs. A count, not a time:
-# a busy machine takes longer, it does not test less. About 220 inputs a second here on the
+# a busy machine takes longer, it does not test less. About 160-220 inputs a second here on the
 # production path, 15-20 a second for whole sessions (two reads each, the connector's Python under
 # atheris' instrumentation), 15,000 for the direct calls.
 RUNS = {"events": 10_000, "session": 1_000}

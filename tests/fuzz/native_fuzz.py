@@ -100,6 +100,15 @@ def main(argv: list[str]) -> None:
     cases = rig.load_cases(Path(work or tempfile.mkdtemp(prefix="sluice-fuzz-")))
     print(f"native_fuzz: {len(cases)} cases, module {path}, {target or 'events'}", file=sys.stderr, flush=True)
     seeds = session.seeds(cases) if target == "session" else rig.seeds(cases)
+    # Every code table learnt before the first input, as a long run has them: building one is a
+    # hundred thousand codes of instrumented Python, longer than an input may take (-timeout), so
+    # the first input to name a charset would be reported as a hang.
+    from connector.binlog.rowplan import code_table_number  # noqa: PLC0415 - instrumented, as above
+    from connector.native_spec import CODE_TABLES  # noqa: PLC0415
+
+    for name in CODE_TABLES:
+        charset, _, server = name.partition(".")
+        assert code_table_number(charset, mariadb=server == "mariadb") == CODE_TABLES.index(name), name
     if seeds_dir is not None:
         Path(seeds_dir).mkdir(parents=True, exist_ok=True)
         for n, seed in enumerate(seeds):

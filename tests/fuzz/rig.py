@@ -7,8 +7,10 @@ compiled module is reached where production reaches it: `count_rows` when the pa
 rows event's images (connector/binlog/rows._deferred), `transcode` when the encoder writes them
 (connector/avro/encoding._transcode), `route` when the sink places the messages.
 
-The cases are real TABLE_MAP + rows event pairs from ../shared/binlog-corpus (one per column
-layout and event type of a file; most of them written by the compiled transcoder as they are),
+The cases are real TABLE_MAP + rows event pairs from ../shared/binlog-corpus and from the
+project's own servers' files of text in every compiled charset (tests/fuzz/binlogs/, made by
+tests/fuzz/charset_binlogs.py), one per column layout and event type of a file; most of them
+written by the compiled transcoder as they are,
 each with the parser's and the schema tracker's state at the end of its file. A fuzz input
 names a case and carries both events' bodies (the fuzzer mutates them); the harness frames
 them as events again (length and CRC32 as a server would send them).
@@ -69,6 +71,10 @@ FILES = [
     "mysql-server/mysql-test/std_data-zip-members/datadir_tablespace_linux__db1__binlog.000001",
     "mysql-server/mysql-test/suite/binlog/std_data/bug32407.001",
     "rust-mysql-binlog/bin-log.000001",
+    # text in gbk, big5, sjis, euckr, ujis, eucjpms, gb18030 (MySQL's), utf16, utf16le, utf32,
+    # ucs2, latin1 and cp1251: absolute, so CORPUS / it is itself
+    str(Path(__file__).parent / "binlogs" / "charsets-mariadb.bin"),
+    str(Path(__file__).parent / "binlogs" / "charsets-mysql.bin"),
 ]
 FINDINGS = Path(__file__).parent / "findings"  # each named for what it found
 PER_FILE = 16  # cases kept of a file, each of its own column layout or rows event type
