@@ -92,7 +92,8 @@ static PyObject *render_json(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; names_ok && i < ncols; i++)
         names_ok = PyBytes_Check(PyTuple_GET_ITEM(names, i));
     if (program.len % (Py_ssize_t)sizeof(column_t) || kind < 0 || kind > 2 ||
-        !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table) || !names_ok) {
+        !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table) || !names_ok ||
+        program_shapes(cols, ncols)) {
         PyErr_SetString(PyExc_ValueError, "malformed JSON program (or not a name, as bytes, per column)");
     } else {
         program_t prog = {cols, ncols, NULL, 0, table, {0}, {0}, {0}, {0}, {0}, {0}};

@@ -180,7 +180,7 @@ class CanalJsonEncoder:
     def registry(self) -> None:
         return None
 
-    def kernel_rows(self, table_map: object, table: Table, topic: str) -> None:
+    def kernel_rows(self, table_map: object, table: Table, topic: str, shaping: object = None) -> None:
         """None: the compiled kernel writes Avro, so canal's JSON takes the Python path (connector/lane.py)."""
         return None
 
@@ -228,9 +228,12 @@ class CanalJsonEncoder:
     def row(self, message: FlatMessage, table: Table, topic: str) -> tuple[bytes | None, bytes]:
         return self.key(message, table), _dumps(self.document([message], table)).encode()
 
-    def rows(self, batch: RowBatch, table: Table, topic: str) -> list[tuple[bytes | None, bytes]] | None:
-        """A rows event's messages; None where the pipeline takes them one by one (a row whose key changes)."""
-        if len(batch.rows.present) != len(table.columns):
+    def rows(
+        self, batch: RowBatch, table: Table, topic: str, shaping: object = None
+    ) -> list[tuple[bytes | None, bytes]] | None:
+        """A rows event's messages; None where the pipeline takes them one by one (a row whose key
+        changes, a table a [[kafka.columns]] rule shapes)."""
+        if shaping is not None or len(batch.rows.present) != len(table.columns):
             return None  # MINIMAL/NOBLOB images: flat.py fills them per message
         messages = list(batch.messages())
         if self.per_event:

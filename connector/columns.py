@@ -6,7 +6,9 @@ to the tables whose `database.table` it matches in full (the first matching rule
 table a rule touches is published through the per-message path with its table definition
 changed to match: excluded columns are gone from its messages and its schema, a masked or
 hashed column is a string column (`varchar`) carrying the mask or the hex digest. Tables
-without a rule keep the compiled rows path untouched.
+without a rule keep the compiled rows path untouched; a table whose rule only includes,
+excludes or masks (no hash, its key columns kept as they are) is written by the compiled code
+too (`Shaping`: connector/avro/transcode.shaped_program), to the same bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ from connector.config import ColumnRule as Configured
 from connector.errors import ConfigError
 from connector.flat import FlatMessage
 from connector.schema.model import Column, Table
+
+KEEP, DROP, MASK = 0, 1, 2  # what a rule does to a column (Shaping.treatment)
+
+
+@dataclass(frozen=True, slots=True)
+class Shaping:
+    """What the compiled code needs to write a shaped table's rows: the table as its messages carry
+    it, what the rule does to each of the table's columns, and a masked value."""
+
+    table: Table
+    treatment: tuple[int, ...]
+    mask: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +55,7 @@ class ColumnRules:
     def __init__(self, rules: list[ColumnRule]) -> None:
         self.rules = rules
         self._tables: dict[int, tuple[Table, Table | None]] = {}
+        self._shapings: dict[int, tuple[Table, Shaping | None]] = {}
 
     @classmethod
     def of(cls, configured: list[Configured]) -> ColumnRules:
@@ -69,6 +84,26 @@ class ColumnRules:
         self._tables[id(table)] = (table, shaped)
         return shaped
 
+    def shaping(self, table: Table) -> Shaping | None:
+        """How the compiled code writes the table under its rule; None where it does not: no rule,
+        a hashed column (its digest is of the value's text), a masked key column."""
+        hit = self._shapings.get(id(table))
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        shaped, rule = self.table(table), self.rule(table.database, table.name)
+        found = None
+        if shaped is not None and rule is not None:
+            treatment = tuple(_treatment(rule, c.name) for c in table.columns)
+            keys = {k.lower() for k in table.primary_key}
+            hashed = any(c.name.lower() in rule.hash for c in table.columns if _kept(rule, c.name))
+            masked_key = any(t == MASK and c.name.lower() in keys for c, t in zip(table.columns, treatment))
+            if not hashed and not masked_key:
+                found = Shaping(shaped, treatment, "*" * rule.mask_chars)
+        if len(self._shapings) > 4096:
+            self._shapings.clear()
+        self._shapings[id(table)] = (table, found)
+        return found
+
     def message(self, message: FlatMessage, table: Table) -> FlatMessage:
         rule = self.rule(table.database, table.name)
         if rule is None or message.get("data") is None:
@@ -88,6 +123,12 @@ def _first(rules: tuple[ColumnRule, ...], name: str) -> ColumnRule | None:
 def _kept(rule: ColumnRule, name: str) -> bool:
     lowered = name.lower()
     return (not rule.include or lowered in rule.include) and lowered not in rule.exclude
+
+
+def _treatment(rule: ColumnRule, name: str) -> int:
+    if not _kept(rule, name):
+        return DROP
+    return MASK if name.lower() in rule.mask else KEEP
 
 
 def _shaped(table: Table, rule: ColumnRule) -> Table:

@@ -91,7 +91,15 @@ COLUMN_FLAGS: dict[str, int] = {
     # charsets; not swe7): those bytes are copied without looking them up. The C code checks it
     # against the column's strings before it takes the program.
     "COL_ASCII": 1,
+    # A column a [[kafka.columns]] rule shapes (connector/columns.py): its value is read and checked
+    # as the op reads it (a value the Python path would replace declines the event), then
+    # COL_DROP writes nothing of it (an excluded column), COL_MASK writes its value branch and the
+    # program's string (flags >> COL_STRING_SHIFT: the mask, Avro-encoded) instead (a masked column;
+    # a null stays null).
+    "COL_DROP": 2,
+    "COL_MASK": 4,
 }
+COL_STRING_SHIFT = 8
 
 # What a walk checks of a length-prefixed value's bytes (walk_t.check), beside their length: that
 # the Python decoding cannot fail on them after the walk took them (rowplan.walk_layout).
@@ -151,6 +159,7 @@ NUMBERS: dict[str, int] = {
     "CODE_RANGE": 0x40000000,  # a code table's entry: the code is one of its range's (CODE_TABLES)
     "CODE_RANGE_WIDTHS": 4,
     "CODE_RANGE_NO_TEXT": 0xFFFFFFFF,
+    "COL_STRING_SHIFT": COL_STRING_SHIFT,
 }
 
 # DECIMAL: bytes of a group of 0-9 digits (decimal.cc, dig2bytes).

@@ -78,8 +78,10 @@ class Encode:
     """Encode: a change to its topic's Avro key and value.
 
     A rows event's changes are encoded from their decoded images in one pass and gathered with
-    the rest of their statement; what that path does not take (a [[kafka.columns]] rule, an
-    UPDATE that moves a key, images that leave columns out) goes one message at a time. An
+    the rest of their statement (a [[kafka.columns]] rule's table too, by the compiled transcoder:
+    connector/columns.Shaping); what that path does not take (a rule that hashes a column or masks
+    a key column, an UPDATE that moves a key, images that leave columns out) goes one message at a
+    time. An
     UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the new,
     so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
     on one partition."""
@@ -136,11 +138,16 @@ class Encode:
         """A rows event's changes from their decoded images, gathered with the rest of its statement;
         False where the encoder wants them one by one."""
         batch, table = item.batch, item.table
-        if batch is None or table is None or self.columns.table(table) is not None:
+        if batch is None or table is None:
             return False
+        shaping = None
+        if self.columns.table(table) is not None:  # [[kafka.columns]]: compiled, or message by message
+            shaping = self.columns.shaping(table)
+            if shaping is None:
+                return False
         database, name = batch.head["database"], batch.head["table"]
         topic = self._topic(database, name)
-        encoded = self.encoder.rows(batch, table, topic)
+        encoded = self.encoder.rows(batch, table, topic, shaping)
         if encoded is None:
             self.gather.join()
             return False
@@ -151,15 +158,22 @@ class Encode:
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
         """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
         partitions `_rows`, GatherStatement and Produce would give them. None where they are not
-        written that way: a [[kafka.columns]] rule, a column the transcoder does not cover."""
+        written that way: a [[kafka.columns]] rule that hashes a column or masks a key column, a column the
+        transcoder does not cover."""
         database, name = table_map.schema, table_map.table
+        shaping = None
         if self.columns.table(table) is not None:
-            self._python_path(database, name, "a [[kafka.columns]] rule shapes its messages")
-            return None
+            shaping = self.columns.shaping(table)
+            if shaping is None:
+                self._python_path(database, name, "a [[kafka.columns]] rule hashes a column or masks a key column")
+                return None
         topic = self._topic(database, name)
-        rows = self.encoder.kernel_rows(table_map, table, topic)
+        rows = self.encoder.kernel_rows(table_map, table, topic, shaping)
         if rows is None:
-            self._python_path(database, name, self.encoder.python_path(table_map, table))
+            why = self.encoder.python_path(table_map, table)
+            if shaping is not None:
+                why = f"a [[kafka.columns]] rule shapes its messages ({why})"
+            self._python_path(database, name, why)
             return None
         partitions = self.sink.partitions(topic)
         keyless = not rows.keys

@@ -10,13 +10,17 @@ The fuzzer mutates these same sessions under the sanitizers (tests/test_native_f
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import pytest
 import zstandard
 
 from connector.binlog import constants as c
+from connector.columns import ColumnRules
+from connector.config import ColumnRule
 from connector.native import transcoder
+from connector.pipeline import Options
 from tests.fuzz import rig, session
 from tests.fuzz.session import Input
 
@@ -167,3 +171,42 @@ def test_a_damaged_payload_reads_as_on_the_python_path(cases: list[rig.Case]) ->
         for at in range(10):  # the header's fields and end mark
             for change in (1, 0x80, 0xFF):
                 session.check(inp, _flipped(at, change))
+
+
+def _rules(case: rig.Case) -> ColumnRules | None:
+    """A [[kafka.columns]] rule for the case's table: its last column not in the key left out, its
+    first masked (3 characters); None for a table with no such columns."""
+    body = case.table_map[1][19:]
+    table = case.tracker.definition(case.tables[int.from_bytes(body[:6], "little")])
+    keys = {k.lower() for k in table.primary_key}
+    others = [col.name for col in table.columns if col.name.lower() not in keys]
+    if not others:
+        return None
+    exclude = others[-1:] if len(others) > 1 else []
+    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), exclude=exclude, mask=others[:1], mask_chars=3)
+    return ColumnRules.of([rule])
+
+
+def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
+    cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[[kafka.columns]] (issue 33): a rule that leaves a column out and masks another. The kernel's
+    messages and the compiled transcoder's (the Python path's reading, which defers the images)
+    are those the per-message path writes (ColumnRules.shaping made None: what a rule's table took
+    before), for every corpus case, in both servers' charsets; and the kernel wrote them."""
+    taken = ruled = 0
+    for seed in session.seeds(cases):
+        inp = session.decode(cases, seed)
+        assert inp is not None
+        rules = _rules(inp.case)
+        if rules is None:
+            continue
+        ruled += 1
+        options = Options(columns=rules)
+        outcome = session.check(inp, options=options)  # the kernel's == the transcoder's
+        with monkeypatch.context() as patched:
+            patched.setattr(ColumnRules, "shaping", lambda self, table: None)
+            reference = session.read(inp, False, options=options)
+        assert reference.kernel_rows == 0 and outcome.same(reference), (inp.case.file, outcome, reference)
+        taken += outcome.kernel_rows > 0
+    assert ruled >= 50 and taken >= 40, (ruled, taken)

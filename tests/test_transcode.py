@@ -11,6 +11,7 @@ refuses at its boundary, and the fuzzing under the sanitizers: tests/test_native
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from connector.binlog.parser import DECODE_FAULTS
 from connector.binlog.rowplan import walk_layout
 from connector.binlog.rows import RowsDecoderCache
 from connector.binlog.values import NotTyped
-from connector.config import SnapshotSection
+from connector.columns import ColumnRules
+from connector.config import ColumnRule, SnapshotSection
 from connector.flat import RowBatch
 from connector.native import transcoder
 from connector.schema.model import Table
@@ -196,6 +198,32 @@ def test_compiled_bytes_equal_the_flat_message_path(
     # Declined: the key change, and the table with a GEOMETRY column (no program). Values
     # with no typed form are declined too: test_mutated_images_give_python_s_bytes_or_nothing.
     assert sorted(declined) == [("cov", "UPDATE", 1), ("cov_python", "WRITE", 2)]
+
+
+def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
+    captured: list[tuple[RowBatch, Table]], tmp_path: Path
+) -> None:
+    """[[kafka.columns]] (issue 33): each table with a rule that leaves out every third column
+    but the key's and masks every third after it. The compiled transcoder's messages are those of
+    the per-message path (`row` of each message as the rule shapes it); declined only where the
+    rule-less path declines."""
+    encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
+    compiled, declined = 0, []
+    for batch, table in captured:
+        keys = {k.lower() for k in table.primary_key}
+        others = [c.name for c in table.columns if c.name.lower() not in keys]
+        rule = ColumnRule(re.escape(f"{DB}.{table.name}"), exclude=others[::3], mask=others[1::3], mask_chars=5)
+        rules = ColumnRules.of([rule])
+        shaping, shaped = rules.shaping(table), rules.table(table)
+        assert shaping is not None and shaped is not None
+        topic = f"cdc.{DB}.{table.name}"
+        fast = encoder.rows(batch, table, topic, shaping)
+        if fast is None:
+            declined.append((table.name, batch.rows.kind.name, len(batch.rows.rows)))
+            continue
+        assert fast == [encoder.row(rules.message(m, table), shaped, topic) for m in batch.messages()], table.name
+        compiled += len(fast)
+    assert compiled > 100 and sorted(declined) == [("cov", "UPDATE", 1), ("cov_python", "WRITE", 2)], declined
 
 
 def _decode(

@@ -33,12 +33,13 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
-from connector.avro.transcode import program, uncovered
+from connector.avro.transcode import program, shaped_program, uncovered
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.rowplan import KINDS
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
+from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError, RegistryError
 from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, shape_of
 from connector.native import transcoder
@@ -197,6 +198,8 @@ class _TableCodec:
         self.required = frozenset(col.name for col in table.columns if not nullable(col))  # no null in Avro
         # by table shape and whether the images are typed: see MessageEncoder.rows
         self.plans: dict[tuple[int, bool], tuple[TableShape, _RowsPlan | None]] = {}
+        # a table a [[kafka.columns]] rule shapes (this codec the shaped table's): by shape and shaping
+        self.shaped_plans: dict[tuple[int, int], tuple[TableShape, Shaping, _RowsPlan | None]] = {}
 
     def row(self, values: dict[str, str | None]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -277,14 +280,20 @@ class _RowsPlan:
     """One schema version and table shape's encoders for rows taken from decoded images."""
 
     def __init__(
-        self, version: SchemaVersion, shape: TableShape, codec: _TableCodec, numbers: tuple[ColumnMeta, ...] | None
-    ) -> None:
-        """`numbers`: the binlog's columns when the images come from a typed decoder (RowsEvent.typed)."""
+        self, version: SchemaVersion, shape: TableShape, codec: _TableCodec, numbers: tuple[ColumnMeta, ...] | None,
+        shaped: tuple[Table, Shaping] | None = None,
+    ) -> None:  # fmt: skip
+        """`numbers`: the binlog's columns when the images come from a typed decoder (RowsEvent.typed).
+        `shaped`: the table a [[kafka.columns]] rule shapes into codec's, and how; its rows are only
+        transcoded (`native`), from the images' bytes."""
         fields = version.value["fields"]
         n = len(codec.columns)
-        converts = [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, shape.renderers)]
+        renderers = shape.renderers
+        if shaped is not None:  # the shaped table's columns: those the rule keeps
+            renderers = tuple(r for r, treat in zip(shape.renderers, shaped[1].treatment) if treat != DROP)
+        converts = [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, renderers)]
         unscaled: set[int] = set()
-        for i, meta in enumerate(numbers or ()):
+        for i, meta in enumerate(numbers or () if shaped is None else ()):
             if reads_typed(meta):
                 converts[i] = (None, None)  # the decoder's number is the Avro value
                 if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL:
@@ -301,7 +310,13 @@ class _RowsPlan:
                 frozenset(k for k, i in enumerate(columns) if i in unscaled),
             )  # fmt: skip
         # The compiled transcoder's program, for images it reads from the binlog's bytes itself.
-        self.native = None if numbers is None else program(numbers, codec.table.columns, row, version.key, columns)
+        self.native = None
+        if numbers is not None and shaped is None:
+            self.native = program(numbers, codec.table.columns, row, version.key, columns)
+        elif numbers is not None and shaped is not None:
+            source, shaping = shaped
+            self.native = shaped_program(numbers, source.columns, shaping.treatment, shaping.mask, row,
+                                         version.key, columns)  # fmt: skip
         # The envelope before `data`, in three runs (a record's bytes are its fields' in order):
         # `id`; the fields a table and operation repeat on every event (encoded once each);
         # and es, ts, sql, gtid (the same for the events of a statement within a millisecond).
@@ -399,18 +414,23 @@ class MessageEncoder:
         self._codecs[id(table)] = (table, codec)
         return codec
 
-    def rows(self, batch: RowBatch, table: Table, topic: str) -> list[tuple[bytes | None, bytes]] | None:
+    def rows(
+        self, batch: RowBatch, table: Table, topic: str, shaping: Shaping | None = None
+    ) -> list[tuple[bytes | None, bytes]] | None:
         """Keys and values of a rows event's changes, encoded from the decoded images.
 
         The bytes equal what `row` writes for each of `batch.messages()`, in either framing.
         None when this path does not apply, and the caller takes the messages one by one:
         partial row images, binlog columns that are not the tracked table's, an UPDATE that
         changes a key (which becomes a DELETE and an INSERT), or a value its type refuses
-        (`row` names it)."""
+        (`row` names it). `shaping`: a [[kafka.columns]] rule's (connector/columns.py), the bytes
+        `row` writes for its messages as the rule shapes them, by the compiled transcoder alone."""
         rows, n = batch.rows, len(table.columns)
         if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
         assert rows.table is not None
+        if shaping is not None:
+            return self._shaped(batch, table, topic, shaping) if rows.raw else None
         codec = self._codec(table)
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
         if rows.raw:  # the images were only walked: the compiled transcoder reads their bytes
@@ -429,13 +449,19 @@ class MessageEncoder:
             # encoders do not test for it, on the hot path): `row` names the column.
             return None
 
-    def kernel_rows(self, table_map: TableMapEvent, table: Table, topic: str) -> KernelRows | None:
+    def kernel_rows(
+        self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
+    ) -> KernelRows | None:
         """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
         (connector/lane.py); None where it cannot: a column the transcoder does not cover, binlog
-        columns that are not the table's, or an envelope other than the one the kernel writes."""
-        codec = self._codec(table)
+        columns that are not the table's, or an envelope other than the one the kernel writes.
+        `shaping`: as `rows`."""
+        codec = self._codec(table if shaping is None else shaping.table)
         shape = shape_of(table_map)
-        plan = self._plan(codec, shape, table_map.columns)
+        if shaping is None:
+            plan = self._plan(codec, shape, table_map.columns)
+        else:
+            plan = self._shaped_plan(codec, shape, table, table_map.columns, shaping)
         if plan is None or plan.native is None or not kernel_envelope(codec.version.value):
             return None
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
@@ -482,6 +508,35 @@ class MessageEncoder:
         if plan is None or plan.native is None:
             return None
         return _transcode(plan, batch, value_prefix, key_prefix)
+
+    def _shaped(self, batch: RowBatch, table: Table, topic: str, shaping: Shaping) -> list[Encoded] | None:
+        """`rows` of a table a rule shapes: the transcoder's, or None (the messages one by one)."""
+        assert batch.rows.table is not None
+        codec = self._codec(shaping.table)
+        plan = self._shaped_plan(codec, batch.shape, table, batch.rows.table.columns, shaping)
+        if plan is None or plan.native is None:
+            return None
+        value_prefix, key_prefix = self._prefixes(codec.version, topic)
+        encoded = _transcode(plan, batch, value_prefix, key_prefix)
+        if encoded is not None:
+            self.compiled_rows += len(encoded)
+        return encoded
+
+    @staticmethod
+    def _shaped_plan(
+        codec: _TableCodec, shape: TableShape, table: Table, numbers: tuple[ColumnMeta, ...], shaping: Shaping
+    ) -> _RowsPlan | None:
+        """`_plan` for `table`'s rows written as `shaping` shapes them (codec: the shaped table's)."""
+        key = (id(shape), id(shaping))
+        hit = codec.shaped_plans.get(key)
+        if hit is not None and hit[0] is shape and hit[1] is shaping:
+            return hit[2]
+        fits = _RowsPlan.fits(codec.version, shape, table, numbers)
+        plan = _RowsPlan(codec.version, shape, codec, numbers, (table, shaping)) if fits else None
+        if len(codec.shaped_plans) > 64:
+            codec.shaped_plans.clear()
+        codec.shaped_plans[key] = (shape, shaping, plan)
+        return plan
 
     @staticmethod
     def _plan(codec: _TableCodec, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:

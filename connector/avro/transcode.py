@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from connector.avro.binary import varint
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.rowplan import (
@@ -56,11 +57,13 @@ from connector.binlog.rowplan import (
     packed_column,
 )
 from connector.binlog.tablemap import ColumnMeta
+from connector.columns import DROP, KEEP, MASK
 from connector.native import transcoder
-from connector.native_spec import record
+from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.model import BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
+COLUMN = record("column_t")
 
 # The tracked type an integer column must be, by binlog type.
 _INTEGER_NAMES: dict[int, str] = {
@@ -98,6 +101,59 @@ def program(
             return None
         keys.append(KEY.pack(index, null, value))
     return Program(b"".join(out), b"".join(keys), strings.packed())
+
+
+def shaped_program(
+    numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], treatment: tuple[int, ...], mask: str,
+    row: dict[str, Any], key: dict[str, Any] | None, key_columns: list[int],
+) -> Program | None:  # fmt: skip
+    """`program` for a table a [[kafka.columns]] rule shapes: `numbers` and `columns` the binlog's
+    and the table's, `treatment` what the rule does to each (KEEP, DROP or MASK), `mask` a masked
+    value's text; `row` the shaped table's Avro record (the kept and masked columns, in order, a
+    masked one a string) and `key_columns` its key's fields among them. None where any column is
+    not covered, or a key column is not kept as it is."""
+    kept = [i for i, treat in enumerate(treatment) if treat != DROP]
+    if transcoder is None or not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
+        return None
+    out, strings = [], Strings()
+    masked = strings.add([varint(len(mask.encode())) + mask.encode()]) if MASK in treatment else 0
+    fields = iter(row["fields"])
+    for meta, col, treat in zip(numbers, columns, treatment):
+        if treat == KEEP:
+            packed = _column(meta, col, next(fields), strings)
+        else:
+            packed = _shaped_column(meta, next(fields) if treat == MASK else None, masked, strings)
+        if packed is None:
+            return None
+        out.append(packed)
+    keys = []
+    for field, index in zip(key["fields"] if key else (), key_columns):
+        null, value, avro = _branches(field["type"])
+        if avro != _branches(row["fields"][index]["type"])[2] or treatment[kept[index]] != KEEP:
+            return None
+        keys.append(KEY.pack(kept[index], null, value))
+    return Program(b"".join(out), b"".join(keys), strings.packed())
+
+
+def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, masked: int, strings: Strings) -> bytes | None:
+    """A column the rule drops (`field` None) or masks (`field` its string field): read by its op,
+    written as COLUMN_FLAGS says."""
+    op = column_op(meta, strings)
+    if op is None:
+        return None
+    null = value = -1
+    flag = _DROP
+    if field is not None:
+        null, value, avro = _branches(field["type"])
+        if avro != "string":
+            return None
+        flag = _MASK | masked << COL_STRING_SHIFT
+    fields = list(COLUMN.unpack(packed_column(op, strings, null, value)))
+    fields[-1] |= flag
+    return COLUMN.pack(*fields)
+
+
+_DROP, _MASK = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"]
 
 
 def _column(meta: ColumnMeta, col: Column, field: dict[str, Any], strings: Strings) -> bytes | None:

@@ -327,6 +327,7 @@ SL_INTERNAL int learn_code_table(int32_t number, const unsigned char *nodes, Py_
                                  Py_ssize_t range_len);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
+SL_INTERNAL int program_shapes(const column_t *cols, Py_ssize_t ncols);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
 SL_INTERNAL int walk_ok(const walk_t *c);
 /* Every row of a rows event's images, each emitted as its key and value; DONE only when the

@@ -497,6 +497,32 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
     return DECLINE;
 }
 
+/* A column a [[kafka.columns]] rule shapes (COL_DROP, COL_MASK): its value read and checked as the
+ * op reads it, then unwritten; a masked column's value branch and mask (the program's string) in
+ * its place, its null a null. A zero date is masked too: the Python path masks its text. */
+static int shaped(const column_t *c, const strings_t *strings, const unsigned char *s, Py_ssize_t *pos,
+                  Py_ssize_t end, buf_t *out, int null) {
+    Py_ssize_t mark = out->len;
+    if (!null) {
+        int zero;
+        int r = value(c, strings, s, pos, end, out, &zero);
+        if (r != DONE)
+            return r;
+        out->len = mark;
+    }
+    if (c->flags & COL_DROP)
+        return DONE;
+    if (null) {
+        if (c->null_branch < 0)
+            return DECLINE;
+        return buf_long(out, c->null_branch) < 0 ? FAIL : DONE;
+    }
+    bytes_t mask = string_at(strings, c->flags >> COL_STRING_SHIFT);
+    if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
+        return FAIL;
+    return buf_put(out, mask.p, mask.n) < 0 ? FAIL : DONE;
+}
+
 /* One row image (null bitmap, then the non-NULL values) as the fields of an Avro record. */
 static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *strings, const unsigned char *s,
                  Py_ssize_t *pos, Py_ssize_t end, buf_t *out, span_t *spans) {
@@ -509,6 +535,13 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
         const column_t *c = &cols[i];
         int null = bitmap[i >> 3] >> (i & 7) & 1;
         Py_ssize_t mark = out->len;
+        if (c->flags & (COL_DROP | COL_MASK)) {
+            int r = shaped(c, strings, s, &p, end, out, null);
+            if (r != DONE)
+                return r;
+            spans[i].start = -1; /* never a key's: connector/columns.py keeps keys as they are */
+            continue;
+        }
         if (!null) {
             if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
                 return FAIL;
@@ -798,9 +831,13 @@ static int ascii_kept(const strings_t *s, int32_t first) {
 /* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
    the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
    __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes, strings that are there,
-   flags only where they hold (COL_ASCII: a TEXT8 table that keeps ASCII). */
+   flags only where they hold (COL_ASCII: a TEXT8 table that keeps ASCII; COL_MASK: its string
+   there). */
 static int column_ok(const column_t *c, const strings_t *strings) {
-    if (c->flags != 0 && !(c->op == OP_TEXT8 && c->flags == COL_ASCII && ascii_kept(strings, c->b)))
+    int32_t bits = c->flags & ((1 << COL_STRING_SHIFT) - 1), string = c->flags >> COL_STRING_SHIFT;
+    if (c->flags < 0 || bits & ~(COL_ASCII | COL_DROP | COL_MASK) || (bits & COL_DROP && bits & COL_MASK) ||
+        (bits & COL_ASCII && !(c->op == OP_TEXT8 && ascii_kept(strings, c->b))) ||
+        (bits & COL_MASK ? !strings_ok(strings, string, 1) : string != 0))
         return 0;
     switch (c->op) {
     case OP_INT:
@@ -863,6 +900,15 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
         if (keys[k].column < 0 || keys[k].column >= ncols)
             return 0;
     return 1;
+}
+
+/* A column a [[kafka.columns]] rule shapes (COL_DROP, COL_MASK) is among them: canal's JSON renderer
+   writes none (its tables take the Python path). */
+int program_shapes(const column_t *cols, Py_ssize_t ncols) {
+    for (Py_ssize_t i = 0; i < ncols; i++)
+        if (cols[i].flags & (COL_DROP | COL_MASK))
+            return 1;
+    return 0;
 }
 
 /* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout);

@@ -34,6 +34,8 @@ enum {
 };
 enum {
     COL_ASCII = 1,
+    COL_DROP = 2,
+    COL_MASK = 4,
 };
 enum {
     WALK_BYTES = 0,
@@ -96,6 +98,7 @@ enum {
 #define CODE_RANGE 0x40000000u
 #define CODE_RANGE_WIDTHS 0x4u
 #define CODE_RANGE_NO_TEXT 0xffffffffu
+#define COL_STRING_SHIFT 0x8u
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check, table; } walk_t;

@@ -144,7 +144,7 @@ def _int(fdp: atheris.FuzzedDataProvider) -> int:
 
 
 def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
-    program = b"".join(struct.pack("<7i", *(_int(fdp) for _ in range(7))) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    program = _program(fdp)
     keys = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(fdp.ConsumeIntInRange(0, 3)))
     kind = fdp.ConsumeIntInRange(-1, 3)
     base = int(fdp.PickValueInList([0, 1, 7, -1, 2**62, 2**63 - 1]))
@@ -153,13 +153,28 @@ def _transcode(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 
 
 def _render_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
-    columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
-               for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
-    program = b"".join(struct.pack("<7i", *c, fdp.ConsumeIntInRange(-1, 2)) for c in columns)  # flags
+    program = _program(fdp)
     kind = fdp.ConsumeIntInRange(-1, 3)
-    count = max(0, len(columns) + fdp.ConsumeIntInRange(-1, 1))  # a name per column, or one too few or many
+    count = max(0, len(program) // 28 + fdp.ConsumeIntInRange(-1, 1))  # a name per column, or one too few or many
     names = tuple(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(count))
     module.render_json(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, _strings(fdp), names)
+
+
+def _program(fdp: atheris.FuzzedDataProvider) -> bytes:
+    """Up to four columns, each one the kernel's plans are made of or any ints, with any flags or
+    those COLUMN_FLAGS has (a [[kafka.columns]] rule's too)."""
+    columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
+               for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
+    return b"".join(struct.pack("<7i", *c, _flags(fdp) if fdp.ConsumeBool() else _int(fdp)) for c in columns)
+
+
+# A column's flags (native_spec.COLUMN_FLAGS): none, COL_ASCII, COL_DROP, COL_MASK with its string
+# 0, 1 or 3 (flags >> COL_STRING_SHIFT), two at once, a string without COL_MASK, negative.
+FLAGS = [0, 1, 2, 4, 4 | 1 << 8, 4 | 3 << 8, 1 | 4, 2 | 4, 1 << 8, -1]
+
+
+def _flags(fdp: atheris.FuzzedDataProvider) -> int:
+    return int(fdp.PickValueInList(FLAGS))
 
 
 def _strings(fdp: atheris.FuzzedDataProvider) -> bytes:
@@ -288,9 +303,7 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 
 def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
     """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit."""
-    columns = [list(fdp.PickValueInList(GOOD_COLUMNS)) if fdp.ConsumeBool() else [_int(fdp) for _ in range(6)]
-               for _ in range(fdp.ConsumeIntInRange(0, 4))]  # fmt: skip
-    program = b"".join(struct.pack("<7i", *c, fdp.ConsumeIntInRange(-1, 2)) for c in columns)  # flags
+    program = _program(fdp)
     fields = range(fdp.ConsumeIntInRange(0, 2))
     keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
     parts = [_strings(fdp), *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8))]

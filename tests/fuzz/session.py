@@ -39,7 +39,7 @@ from connector.binlog.parser import BinlogParser, parse_header
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import SourceError
 from connector.lane import Lane
-from connector.pipeline import Pipeline
+from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position
 from connector.querytext import NO_QUERIES
 from connector.replica.client import DumpStream
@@ -223,8 +223,11 @@ class Outcome:
         )  # fmt: skip
 
 
-def read(inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
-    """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path."""
+def read(
+    inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS
+) -> Outcome:
+    """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path
+    (`options`: the pipeline's, [[kafka.columns]] rules say)."""
     case = inp.case
     tracker = case.tracker
     tracker.seeded_at = Position(case.file, 1 << 40) if inp.before_seed else None
@@ -236,7 +239,7 @@ def read(inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = Non
     parser.table_filter = rig.INCLUDED
     sink = MemorySink()
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
-    pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer)
+    pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
     planner = pipeline.planner()
     lane = Lane.of(planner, pipeline.takes_bursts, tracker, parser, assembler, NO_QUERIES) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
@@ -256,10 +259,10 @@ def read(inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = Non
     return Outcome(messages, checkpointer.committed, counters.rows, error, counters.kernel_rows)
 
 
-def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
+def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS) -> Outcome:
     """Both reads of the input; a finding (AssertionError) unless they end alike. The kernel's outcome."""
     rig.case_encoder(inp.case)  # the case's schema directory, the same for both reads
-    with_kernel, python = read(inp, True, mangle), read(inp, False, mangle)
+    with_kernel, python = read(inp, True, mangle, options), read(inp, False, mangle, options)
     assert python.kernel_rows == 0
     if not with_kernel.same(python):
         raise AssertionError(f"the kernel's session differs from the Python path's:\n{with_kernel}\n{python}")
