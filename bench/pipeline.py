@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.decode import DB, DOC, workload
 from bench.sequence import choose_server, write_config
 from connector.checkpoint import checkpoint_stores
-from connector.config import AvroSection, Config
+from connector.config import AvroSection, ColumnRule, Config
 from connector.position import Position
 from connector.replica.server import master_position
 from connector.runner import Connector, kafka_sink
@@ -101,11 +101,15 @@ class RecordingSink:
         return getattr(self.inner, name)
 
 
-def config(name: str, tmp: str) -> Config:
+# --variant columns: a [[kafka.columns]] rule on the table, one column left out and one masked.
+RULES = [ColumnRule(rf"{DB}\.sbtest", exclude=["pad"], mask=["c"], mask_chars=8)]
+
+
+def config(name: str, tmp: str, rules: list[ColumnRule] | None = None) -> Config:
     base = live_config([rf"{DB}\..*"], name=name, server_id=4600)
     return replace(
         base,
-        kafka=replace(base.kafka, topic_prefix=name),
+        kafka=replace(base.kafka, topic_prefix=name, columns=rules or []),
         avro=AvroSection(schemas_dir=os.path.join(tmp, name, "schemas")),  # a directory per connector
     )
 
@@ -117,9 +121,10 @@ class Run(NamedTuple):
     kept: list[tuple[str, bytes | None, bytes, int | None]]
 
 
-def end_to_end(file: str, tmp: str, kernel: bool = True) -> Run:
-    """`kernel` False: every event on the Python path ([source] compiled_kernel = false)."""
-    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp)
+def end_to_end(file: str, tmp: str, kernel: bool = True, rules: list[ColumnRule] | None = None) -> Run:
+    """`kernel` False: every event on the Python path ([source] compiled_kernel = false); `rules`:
+    the configuration's [[kafka.columns]]."""
+    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp, rules)
     cfg = replace(cfg, source=replace(cfg.source, compiled_kernel=kernel))
     stores = checkpoint_stores(cfg)
     for store in (stores.fast, stores.durable):
@@ -224,7 +229,7 @@ def oltp_workload(transactions: int, json: bool = False) -> str:
     return file
 
 
-VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030")
+VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030", "columns")
 
 
 def compressed(variant: str, write: Callable[[], str]) -> str:
@@ -296,10 +301,12 @@ def main() -> None:
                         help="json: the table has a JSON column; compressed: binlog_transaction_compression "
                              "on while the workloads are written (both MySQL's); gbk: the table's text in gbk, "
                              "its notes Chinese; gb18030 (MySQL's): the same in gb18030, an emoji in each note "
-                             "(four-byte codes)")  # fmt: skip
+                             "(four-byte codes); columns: a [[kafka.columns]] rule leaves `pad` out and masks "
+                             "`c`")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
     charset = args.variant if args.variant in ("gbk", "gb18030") else "utf8mb4"
+    rules = RULES if args.variant == "columns" else None
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -318,9 +325,9 @@ def main() -> None:
             file = write()
             ratios, speedups = [], []
             for _ in range(args.rounds):
-                run = end_to_end(file, tmp)
+                run = end_to_end(file, tmp, rules=rules)
                 ratios.append(compare(label, run, tmp))
-                python = end_to_end(file, tmp, kernel=False)  # the same binlog, every event on the Python path
+                python = end_to_end(file, tmp, kernel=False, rules=rules)  # every event on the Python path
                 speedups.append(run.rows / run.streaming_s / (python.rows / python.streaming_s))
                 print(f"{label}: Python path alone {python.rows / python.streaming_s:10,.0f} rows/s; "
                       f"the kernel {speedups[-1]:.1f}x that")  # fmt: skip
