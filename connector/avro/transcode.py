@@ -86,21 +86,7 @@ def program(
     """The program for rows of `numbers` (the binlog's columns) written as `row` (the Avro
     record of one row) and `key` (of the `key_columns`); None if any column is not covered
     (`uncovered` says which), or the compiled module was not built."""
-    if transcoder is None or len(numbers) != len(columns) or len(row["fields"]) != len(columns):
-        return None
-    out, strings = [], Strings()
-    for meta, col, field in zip(numbers, columns, row["fields"]):
-        packed = _column(meta, col, field, strings)
-        if packed is None:
-            return None
-        out.append(packed)
-    keys = []
-    for field, index in zip(key["fields"] if key else (), key_columns):
-        null, value, avro = _branches(field["type"])
-        if avro != _branches(row["fields"][index]["type"])[2]:
-            return None
-        keys.append(KEY.pack(index, null, value))
-    return Program(b"".join(out), b"".join(keys), strings.packed())
+    return shaped_program(numbers, columns, (KEEP,) * len(columns), "", row, key, key_columns)
 
 
 def shaped_program(
