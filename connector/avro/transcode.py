@@ -63,7 +63,6 @@ from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.model import BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
-COLUMN = record("column_t")
 
 # The tracked type an integer column must be, by binlog type.
 _INTEGER_NAMES: dict[int, str] = {
@@ -134,9 +133,7 @@ def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, masked: int, 
         if avro != "string":
             return None
         flag = _MASK | masked << COL_STRING_SHIFT
-    fields = list(COLUMN.unpack(packed_column(op, strings, null, value)))
-    fields[-1] |= flag
-    return COLUMN.pack(*fields)
+    return packed_column(op, strings, null, value, flag)
 
 
 _DROP, _MASK = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"]

@@ -169,11 +169,11 @@ def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:
 _ASCII = [bytes([b]) for b in range(0x80)]
 
 
-def packed_column(op: Op, strings: Strings, null_branch: int = -1, value_branch: int = -1) -> bytes:
-    """One column of a program, with its flags (native_spec.COLUMN_FLAGS): a TEXT8 column whose
-    table keeps ASCII as it is says so."""
+def packed_column(op: Op, strings: Strings, null_branch: int = -1, value_branch: int = -1, flags: int = 0) -> bytes:
+    """One column of a program, with its flags (native_spec.COLUMN_FLAGS): `flags`, and a TEXT8
+    column whose table keeps ASCII as it is says so."""
     ascii_kept = op[0] == OP_TEXT8 and strings.texts[op[3] : op[3] + 0x80] == _ASCII
-    return COLUMN.pack(*op, null_branch, value_branch, COL_ASCII if ascii_kept else 0)
+    return COLUMN.pack(*op, null_branch, value_branch, flags | (COL_ASCII if ascii_kept else 0))
 
 
 def single_byte_table(collation: int, mariadb: bool | None = None) -> list[bytes] | None:
@@ -222,8 +222,11 @@ def code_table(name: str) -> tuple[bytes, bytes, bytes] | None:
     range_ = b""
     # Shorter codes first: where a code begins a longer one, the decoder's walk reads the shorter.
     for block, runs in sorted(charmap.blocks, key=lambda item: len(item[0])):
-        if len(block) >= _RANGE_FROM:
-            if range_ or (range_ := _range(block, runs)) == b"" or not _insert_range(nodes, block):
+        if len(block) >= _RANGE_FROM:  # one range a table
+            if range_:
+                return None
+            range_ = _range(block, runs)
+            if not range_ or not _insert_range(nodes, block):
                 return None
             continue
         codes = charmaps.block_codes(block)
@@ -244,17 +247,26 @@ def _insert(nodes: array.array[int], code: bytes, text: bytes, texts: bytearray)
     its text at the last; nothing where a shorter code or one read before it takes those bytes."""
     node = 0
     for byte in code[:-1]:
-        entry = nodes[node * 256 + byte]
-        if entry and not entry & _CHILD:
+        found = _child(nodes, node, byte)
+        if found is None:
             return  # a shorter code ends here
-        if not entry:
-            entry = _CHILD | len(nodes) // 256
-            nodes[node * 256 + byte] = entry
-            nodes.extend([0] * 256)
-        node = entry & ~_CHILD
+        node = found
     if nodes[node * 256 + code[-1]] == 0 and 0 < len(text) <= _LENGTH:
         nodes[node * 256 + code[-1]] = len(texts) << _SHIFT | len(text)
         texts += text
+
+
+def _child(nodes: array.array[int], node: int, byte: int) -> int | None:
+    """The node a code goes on in after `byte` in `node` (made as needed); None where a shorter
+    code ends there."""
+    entry = nodes[node * 256 + byte]
+    if entry and not entry & _CHILD:
+        return None
+    if not entry:
+        entry = _CHILD | len(nodes) // 256
+        nodes[node * 256 + byte] = entry
+        nodes.extend([0] * 256)
+    return entry & ~_CHILD
 
 
 def _range(block: charmaps.Block, runs: tuple[charmaps.Run, ...]) -> bytes:
@@ -279,14 +291,9 @@ def _insert_range(nodes: array.array[int], block: charmaps.Block) -> bool:
     code ends first; False where a longer code goes on through them: the walk reads that one
     first, the nodes could not say so."""
     for first in block[0]:
-        entry = nodes[first]
-        if entry and not entry & _CHILD:
+        node = _child(nodes, 0, first)
+        if node is None:
             continue  # a one-byte code
-        if not entry:
-            entry = _CHILD | len(nodes) // 256
-            nodes[first] = entry
-            nodes.extend([0] * 256)
-        node = entry & ~_CHILD
         for second in block[1]:
             entry = nodes[node * 256 + second]
             if entry & _CHILD:
