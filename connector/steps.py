@@ -81,9 +81,8 @@ class Encode:
     the rest of their statement (a [[kafka.columns]] rule's table too, by the compiled transcoder:
     connector/columns.Shaping); what that path does not take (a rule that hashes a column or masks
     a key column, an UPDATE that moves a key, images that leave columns out) goes one message at a
-    time. An
-    UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the new,
-    so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
+    time. An UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the
+    new, so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
     on one partition."""
 
     def __init__(

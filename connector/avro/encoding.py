@@ -196,10 +196,9 @@ class _TableCodec:
         self.key = [by_name[k.lower()] for k in table.primary_key]
         self.table = table
         self.required = frozenset(col.name for col in table.columns if not nullable(col))  # no null in Avro
-        # by table shape and whether the images are typed: see MessageEncoder.rows
-        self.plans: dict[tuple[int, bool], tuple[TableShape, _RowsPlan | None]] = {}
-        # a table a [[kafka.columns]] rule shapes (this codec the shaped table's): by shape and shaping
-        self.shaped_plans: dict[tuple[int, int], tuple[TableShape, Shaping, _RowsPlan | None]] = {}
+        # by table shape, whether the images are typed, and the [[kafka.columns]] rule's shaping that
+        # makes this codec's table of the binlog's (None: the binlog's are its own): see MessageEncoder.rows
+        self.plans: dict[tuple[int, bool, int], tuple[TableShape, Shaping | None, _RowsPlan | None]] = {}
 
     def row(self, values: dict[str, str | None]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -429,15 +428,16 @@ class MessageEncoder:
         if len(rows.present) != n or (rows.kind == RowsKind.UPDATE and len(rows.present_after) != n):
             return None  # the images leave columns out (binlog_row_image=MINIMAL / NOBLOB)
         assert rows.table is not None
-        if shaping is not None:
-            return self._shaped(batch, table, topic, shaping) if rows.raw else None
-        codec = self._codec(table)
+        shaped = None if shaping is None else (table, shaping)
+        codec = self._codec(table if shaping is None else shaping.table)
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
         if rows.raw:  # the images were only walked: the compiled transcoder reads their bytes
-            encoded = self._compiled(codec, batch, value_prefix, key_prefix)
+            encoded = self._compiled(codec, batch, value_prefix, key_prefix, shaped)
             if encoded is not None:
                 self.compiled_rows += len(encoded)
                 return encoded
+        if shaped is not None:
+            return None  # a shaped table's rows are the transcoder's alone
         typed = rows.typed_images()
         plan = self._plan(codec, batch.shape, rows.table.columns if typed is not None else None)
         if plan is None:
@@ -458,10 +458,7 @@ class MessageEncoder:
         `shaping`: as `rows`."""
         codec = self._codec(table if shaping is None else shaping.table)
         shape = shape_of(table_map)
-        if shaping is None:
-            plan = self._plan(codec, shape, table_map.columns)
-        else:
-            plan = self._shaped_plan(codec, shape, table, table_map.columns, shaping)
+        plan = self._plan(codec, shape, table_map.columns, None if shaping is None else (table, shaping))
         if plan is None or plan.native is None or not kernel_envelope(codec.version.value):
             return None
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
@@ -501,54 +498,31 @@ class MessageEncoder:
         return value_prefix, key_prefix
 
     def _compiled(
-        self, codec: _TableCodec, batch: RowBatch, value_prefix: bytes, key_prefix: bytes
-    ) -> list[Encoded] | None:
+        self, codec: _TableCodec, batch: RowBatch, value_prefix: bytes, key_prefix: bytes,
+        shaped: tuple[Table, Shaping] | None = None,
+    ) -> list[Encoded] | None:  # fmt: skip
         assert batch.rows.table is not None
-        plan = self._plan(codec, batch.shape, batch.rows.table.columns)
+        plan = self._plan(codec, batch.shape, batch.rows.table.columns, shaped)
         if plan is None or plan.native is None:
             return None
         return _transcode(plan, batch, value_prefix, key_prefix)
 
-    def _shaped(self, batch: RowBatch, table: Table, topic: str, shaping: Shaping) -> list[Encoded] | None:
-        """`rows` of a table a rule shapes: the transcoder's, or None (the messages one by one)."""
-        assert batch.rows.table is not None
-        codec = self._codec(shaping.table)
-        plan = self._shaped_plan(codec, batch.shape, table, batch.rows.table.columns, shaping)
-        if plan is None or plan.native is None:
-            return None
-        value_prefix, key_prefix = self._prefixes(codec.version, topic)
-        encoded = _transcode(plan, batch, value_prefix, key_prefix)
-        if encoded is not None:
-            self.compiled_rows += len(encoded)
-        return encoded
-
     @staticmethod
-    def _shaped_plan(
-        codec: _TableCodec, shape: TableShape, table: Table, numbers: tuple[ColumnMeta, ...], shaping: Shaping
-    ) -> _RowsPlan | None:
-        """`_plan` for `table`'s rows written as `shaping` shapes them (codec: the shaped table's)."""
-        key = (id(shape), id(shaping))
-        hit = codec.shaped_plans.get(key)
+    def _plan(
+        codec: _TableCodec, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None,
+        shaped: tuple[Table, Shaping] | None = None,
+    ) -> _RowsPlan | None:  # fmt: skip
+        """`shaped`: the binlog's table a [[kafka.columns]] rule shapes into codec's, and how."""
+        shaping = None if shaped is None else shaped[1]
+        key = (id(shape), numbers is not None, id(shaping))
+        hit = codec.plans.get(key)
         if hit is not None and hit[0] is shape and hit[1] is shaping:
             return hit[2]
-        fits = _RowsPlan.fits(codec.version, shape, table, numbers)
-        plan = _RowsPlan(codec.version, shape, codec, numbers, (table, shaping)) if fits else None
-        if len(codec.shaped_plans) > 64:
-            codec.shaped_plans.clear()
-        codec.shaped_plans[key] = (shape, shaping, plan)
-        return plan
-
-    @staticmethod
-    def _plan(codec: _TableCodec, shape: TableShape, numbers: tuple[ColumnMeta, ...] | None) -> _RowsPlan | None:
-        key = (id(shape), numbers is not None)
-        hit = codec.plans.get(key)
-        if hit is not None and hit[0] is shape:
-            return hit[1]
-        fits = _RowsPlan.fits(codec.version, shape, codec.table, numbers)
-        plan = _RowsPlan(codec.version, shape, codec, numbers) if fits else None
+        fits = _RowsPlan.fits(codec.version, shape, codec.table if shaped is None else shaped[0], numbers)
+        plan = _RowsPlan(codec.version, shape, codec, numbers, shaped) if fits else None
         if len(codec.plans) > 64:
             codec.plans.clear()
-        codec.plans[key] = (shape, plan)
+        codec.plans[key] = (shape, shaping, plan)
         return plan
 
     def row(self, message: FlatMessage, table: Table, topic: str) -> tuple[bytes | None, bytes]:
