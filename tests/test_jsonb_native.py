@@ -7,6 +7,8 @@ documents: tests/test_transcode.py; the fuzzing: tests/test_native_fuzz.py."""
 
 from __future__ import annotations
 
+import math
+import random
 import struct
 from typing import Any
 
@@ -204,6 +206,34 @@ def test_every_cut_and_every_flipped_byte_gives_the_python_text_or_nothing() -> 
     for at in range(len(doc)):
         for bit in (0x01, 0x80, 0xFF):
             check(doc[:at] + bytes([doc[at] ^ bit]) + doc[at + 1 :])
+
+
+def _doubles() -> list[float]:
+    """Doubles where a shortest-digits printer goes wrong: short decimals (the exact way's case),
+    every power of two in range and its neighbours (the gap below is half the gap above), exact
+    halves and ties, the range's edges (2^52, 2^-64), and random bit patterns of every exponent."""
+    rng = random.Random(20261129)
+    values = [i / 10**k for k in range(0, 18) for i in (1, 3, 5, 7, 9, 25, 99, 123, 999999, 10**k - 1)]
+    values += [rng.randrange(10**8) / 100 for _ in range(2000)]
+    values += [rng.random() * 10 ** rng.randint(-20, 20) for _ in range(2000)]
+    for e in range(-70, 56):
+        two = 2.0**e
+        values += [two, math.nextafter(two, 0), math.nextafter(two, math.inf), two * 1.5, two + 0.5]
+    values += [0.5, 2.5, 0.125, 1e-5 / 2, 4503599627370495.5, 9007199254740991.0, 5.421010862427522e-20]
+    for _ in range(4000):
+        bits = rng.getrandbits(52) | rng.randrange(0x3B0, 0x450) << 52
+        values.append(struct.unpack("<d", struct.pack("<Q", bits))[0])
+    return [v for v in values if math.isfinite(v) and v != 0]
+
+
+def test_every_double_prints_as_repr_prints_it() -> None:
+    """jsonb.c finds most doubles' digits exactly by integer arithmetic and the rest through
+    Python's repr: either way, the Python path's text (repr's shortest digits) for each value, with
+    either sign. 500 values a document: each checked whole and so each value's text."""
+    values = _doubles()
+    values += [-v for v in values]
+    for at in range(0, len(values), 500):
+        taken(encode((True, values[at : at + 500]), True))
 
 
 scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)

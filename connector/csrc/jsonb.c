@@ -44,13 +44,32 @@ typedef struct {
 
 static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int depth);
 
-static int put(json_t *j, const char *s, Py_ssize_t n) {
+static inline __attribute__((always_inline)) int put(json_t *j, const char *s, Py_ssize_t n) {
     j->written += n;
     return j->out == NULL || buf_put(j->out, s, n) == 0 ? DONE : FAIL;
 }
 
-/* A string or key: quoted and escaped as jsonb.quote does (put_escaped's escapes are the same). */
+/* A string or key: quoted and escaped as jsonb.quote does (put_escaped's escapes are the same).
+ * Most are printable ASCII, which is UTF-8 and needs no escape: copied as they are checked. */
 static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
+    if (j->out != NULL) {
+        if (buf_reserve(j->out, n + 2) < 0)
+            return FAIL;
+        unsigned char *d = (unsigned char *)j->out->data + j->out->len + 1;
+        Py_ssize_t i = 0;
+        for (; i < n; i++) {
+            unsigned char c = s[i];
+            if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+                break;
+            d[i] = c;
+        }
+        if (i == n) {
+            d[-1] = '"', d[n] = '"';
+            j->out->len += n + 2;
+            j->written += n + 2;
+            return DONE;
+        }
+    }
     if (!utf8_valid(s, n))
         return DECLINE;
     if (j->out == NULL) { /* measured: the escapes' lengths */
@@ -84,6 +103,68 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
     return put(j, at, text + sizeof text - at);
 }
 
+/* The shortest decimal that reads back as d, found exactly (integer arithmetic, no rounding):
+ * the first k in 0..17 whose nearest k-place decimal m / 10^k is nearer d than half the gap to
+ * either neighbouring double is the shortest, and, being the nearest, repr's choice too. Taken for
+ * normal doubles below 2^52 and at least 2^-64 with no tie (an exact half place, or a distance
+ * exactly half the gap) and away from a power of two (whose gap below is half the gap above); 0
+ * for the others, which PyOS_double_to_string prints. d = M / 2^s, so d * 10^k = M * 10^k / 2^s
+ * and every quantity below is a 128-bit integer scaled by 2^s. */
+static int shortest_exactly(double d, char *digits, int *count, int *point) {
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    int exponent = (int)(bits >> 52 & 0x7FF);
+    uint64_t fraction = bits & ((UINT64_C(1) << 52) - 1);
+    int s = 1075 - exponent;
+    if (exponent == 0 || fraction == 0 || s < 1 || s > 116)
+        return 0;
+    unsigned __int128 M = fraction | UINT64_C(1) << 52, one = (unsigned __int128)1 << s, P = 1;
+    for (int k = 0; k <= 17; k++, P *= 10) {
+        unsigned __int128 N = M * P, m = N >> s, rest = N & (one - 1), distance = rest;
+        if (2 * rest == one)
+            return 0;
+        if (2 * rest > one)
+            m += 1, distance = one - rest;
+        if (2 * distance == P)
+            return 0;
+        if (2 * distance > P)
+            continue;
+        if (m >= (unsigned __int128)100000000000000000) /* 18 digits: past repr's 17 */
+            return 0;
+        char text[20], *at = digits_before(text + sizeof text, (uint64_t)m);
+        *count = (int)(text + sizeof text - at);
+        *point = *count - k;
+        memcpy(digits, at, (size_t)*count);
+        return 1;
+    }
+    return 0;
+}
+
+/* repr's digits of d (a finite, non-zero double's magnitude): the exact way when it applies,
+ * else from PyOS_double_to_string; *point: where the decimal point falls after the first digit
+ * (0.001: digits 1, point -2). -1 if there is no memory for the digits. */
+static int shortest(double d, char digits[40], int *count, int *point) {
+    if (shortest_exactly(d, digits, count, point))
+        return 0;
+    char *repr = PyOS_double_to_string(d, 'r', 0, 0, NULL);
+    if (repr == NULL)
+        return -1;
+    int after_dot = 0;
+    const char *s = repr;
+    *count = *point = 0;
+    for (; *s != '\0' && *s != 'e'; s++) {
+        if (*s == '.') {
+            after_dot = 1;
+        } else if (*count < 40) {
+            digits[(*count)++] = *s;
+            *point += !after_dot;
+        }
+    }
+    *point += *s == 'e' ? atoi(s + 1) : 0;
+    PyMem_Free(repr);
+    return 0;
+}
+
 /* jsonb.double_text: the shortest digits that read back as the double (repr's), in plain
  * notation where the decimal point falls within 15 places, or where the number has a fraction;
  * else as 2.5e15, 1e-16; plain numbers with no fraction end in ".0". */
@@ -97,23 +178,10 @@ static int floating(json_t *j, Py_ssize_t pos, Py_ssize_t end) {
         return DECLINE; /* no JSON value: the Python path writes what repr does */
     if (d == 0)
         return signbit(d) ? put(j, "-0.0", 4) : put(j, "0.0", 3);
-    char *repr = PyOS_double_to_string(d, 'r', 0, 0, NULL);
-    if (repr == NULL)
-        return FAIL;
     char digits[40];
-    int count = 0, point = 0, after_dot = 0;
-    const char *s = repr + (repr[0] == '-');
-    for (; *s != '\0' && *s != 'e'; s++) {
-        if (*s == '.') {
-            after_dot = 1;
-        } else if (count < (int)sizeof digits) {
-            digits[count++] = *s;
-            point += !after_dot;
-        }
-    }
-    point += *s == 'e' ? atoi(s + 1) : 0;
-    int negative = repr[0] == '-';
-    PyMem_Free(repr);
+    int count, point, negative = d < 0;
+    if (shortest(fabs(d), digits, &count, &point) < 0)
+        return FAIL;
     int first = 0;
     while (first < count - 1 && digits[first] == '0') /* 0.001: digits 1, point -2 */
         first++, point--;

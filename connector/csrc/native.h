@@ -36,19 +36,22 @@ static inline int buf_put(buf_t *b, const void *src, Py_ssize_t n) {
     return 0;
 }
 
-/* An Avro long: zigzag, then base-128 varint. */
-static inline int buf_long(buf_t *b, int64_t v) {
-    if (buf_reserve(b, 10) < 0)
-        return -1;
+/* An Avro long: zigzag, then base-128 varint; its 1-10 bytes written to out, their count returned. */
+static inline int long_bytes(int64_t v, unsigned char *out) {
     uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    unsigned char *out = (unsigned char *)b->data + b->len;
     int n = 0;
     while (z >= 0x80) {
         out[n++] = (unsigned char)(z | 0x80);
         z >>= 7;
     }
     out[n++] = (unsigned char)z;
-    b->len += n;
+    return n;
+}
+
+static inline int buf_long(buf_t *b, int64_t v) {
+    if (buf_reserve(b, 10) < 0)
+        return -1;
+    b->len += long_bytes(v, (unsigned char *)b->data + b->len);
     return 0;
 }
 

@@ -407,20 +407,34 @@ static int wide_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos
     return DONE;
 }
 
-/* A binary JSON document's text as an Avro string: rendered aside first, for its length. */
+/* A binary JSON document's text as an Avro string. The text is written where a two-byte length
+ * leaves it room (a text under 8,192 bytes), then moved if its length takes another width. */
 static int json_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
     bytes_t doc;
-    Py_ssize_t used;
+    Py_ssize_t used, start = out->len;
     if (prefixed(c, v, room, &doc, &used) != DONE)
         return DECLINE;
-    buf_t text = {NULL, 0, 0};
-    int r = jsonb_text(doc.p, doc.n, &text);
-    if (r == DONE)
-        r = buf_long(out, text.len) < 0 || buf_put(out, text.data, text.len) < 0 ? FAIL : DONE;
-    PyMem_Free(text.data);
-    if (r == DONE)
-        *pos += used;
-    return r;
+    if (buf_reserve(out, 2) < 0)
+        return FAIL;
+    out->len += 2;
+    int r = jsonb_text(doc.p, doc.n, out);
+    if (r != DONE) {
+        out->len = start;
+        return r;
+    }
+    Py_ssize_t n = out->len - start - 2;
+    unsigned char length[10];
+    int width = long_bytes(n, length);
+    if (width > 2 && buf_reserve(out, width - 2) < 0) {
+        out->len = start;
+        return FAIL;
+    }
+    if (width != 2)
+        memmove(out->data + start + width, out->data + start + 2, (size_t)n);
+    memcpy(out->data + start, length, (size_t)width);
+    out->len = start + width + n;
+    *pos += used;
+    return DONE;
 }
 
 /* One value at *pos: its Avro encoding appended to out, or NULL (*null: a zero date). */
