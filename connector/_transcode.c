@@ -221,6 +221,18 @@ static PyObject *route(PyObject *self, PyObject *args) {
     return result;
 }
 
+PyDoc_STRVAR(crc32_doc, "crc32(data)\n--\n\n"
+                        "The CRC-32 the kernel checks each event's checksum with: zlib.crc32(data)'s.");
+
+static PyObject *crc32_py(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data))
+        return NULL;
+    uint32_t c = crc32_of(data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
 PyDoc_STRVAR(learn_code_table_doc,
              "learn_code_table(number, nodes, texts, range=b'')\n--\n\n"
              "Learn a multi-byte charset's code table, which OP_TEXTMB columns name by number (see\n"
@@ -248,6 +260,7 @@ static PyMethodDef methods[] = {
     {"count_rows", count_rows, METH_VARARGS, count_rows_doc},
     {"render_json", render_json, METH_VARARGS, render_json_doc},
     {"route", route, METH_VARARGS, route_doc},
+    {"crc32", crc32_py, METH_VARARGS, crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,6 +54,9 @@ class Transcoder(Protocol):
     ) -> tuple[list[tuple[bytes | None, bytes | None, int]], list[tuple[bytes | None, bytes | None, int, int]]]:
         """Each message's partition, the last of each partition apart (connector/sink/partitioning.route_python)."""
 
+    def crc32(self, data: bytes, /) -> int:
+        """The CRC-32 the kernel checks events' checksums with (connector/csrc/hashes.c): zlib.crc32's."""
+
 
 def _load() -> Transcoder | None:
     try:
