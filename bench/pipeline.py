@@ -101,8 +101,8 @@ class RecordingSink:
         return getattr(self.inner, name)
 
 
-# --variant columns: a [[kafka.columns]] rule on the table, one column left out and one masked.
-RULES = [ColumnRule(rf"{DB}\.sbtest", exclude=["pad"], mask=["c"], mask_chars=8)]
+# --variant columns: a [[kafka.columns]] rule on the table, one column left out, one masked, one hashed.
+RULES = [ColumnRule(rf"{DB}\.sbtest", exclude=["pad"], mask=["c"], mask_chars=8, hash=["note"], hash_salt="pepper")]
 
 
 def config(name: str, tmp: str, rules: list[ColumnRule] | None = None) -> Config:
@@ -301,8 +301,8 @@ def main() -> None:
                         help="json: the table has a JSON column; compressed: binlog_transaction_compression "
                              "on while the workloads are written (both MySQL's); gbk: the table's text in gbk, "
                              "its notes Chinese; gb18030 (MySQL's): the same in gb18030, an emoji in each note "
-                             "(four-byte codes); columns: a [[kafka.columns]] rule leaves `pad` out and masks "
-                             "`c`")  # fmt: skip
+                             "(four-byte codes); columns: a [[kafka.columns]] rule leaves `pad` out, masks "
+                             "`c` and hashes `note`")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
     charset = args.variant if args.variant in ("gbk", "gb18030") else "utf8mb4"

@@ -6,9 +6,9 @@ to the tables whose `database.table` it matches in full (the first matching rule
 table a rule touches is published through the per-message path with its table definition
 changed to match: excluded columns are gone from its messages and its schema, a masked or
 hashed column is a string column (`varchar`) carrying the mask or the hex digest. Tables
-without a rule keep the compiled rows path untouched; a table whose rule only includes,
-excludes or masks (no hash, its key columns kept as they are) is written by the compiled code
-too (`Shaping`: connector/avro/transcode.shaped_program), to the same bytes.
+without a rule keep the compiled rows path untouched; a table whose rule keeps its key columns
+as they are is written by the compiled code too (`Shaping`: connector/avro/transcode.shaped_program),
+to the same bytes.
 """
 
 from __future__ import annotations
@@ -23,17 +23,18 @@ from connector.errors import ConfigError
 from connector.flat import FlatMessage
 from connector.schema.model import Column, Table
 
-KEEP, DROP, MASK = 0, 1, 2  # what a rule does to a column (Shaping.treatment)
+KEEP, DROP, MASK, HASH = 0, 1, 2, 3  # what a rule does to a column (Shaping.treatment)
 
 
 @dataclass(frozen=True, slots=True)
 class Shaping:
     """What the compiled code needs to write a shaped table's rows: the table as its messages carry
-    it, what the rule does to each of the table's columns, and a masked value."""
+    it, what the rule does to each of the table's columns, a masked value and the hashes' salt."""
 
     table: Table
     treatment: tuple[int, ...]
     mask: str
+    salt: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ class ColumnRules:
 
     def shaping(self, table: Table) -> Shaping | None:
         """How the compiled code writes the table under its rule; None where it does not: no rule,
-        a hashed column (its digest is of the value's text), a masked key column."""
+        a masked or hashed key column (the message key is made of the values as they are)."""
         hit = self._shapings.get(id(table))
         if hit is not None and hit[0] is table:
             return hit[1]
@@ -95,10 +96,8 @@ class ColumnRules:
         if shaped is not None and rule is not None:
             treatment = tuple(_treatment(rule, c.name) for c in table.columns)
             keys = {k.lower() for k in table.primary_key}
-            hashed = any(c.name.lower() in rule.hash for c in table.columns if _kept(rule, c.name))
-            masked_key = any(t == MASK and c.name.lower() in keys for c, t in zip(table.columns, treatment))
-            if not hashed and not masked_key:
-                found = Shaping(shaped, treatment, "*" * rule.mask_chars)
+            if not any(t in (MASK, HASH) and c.name.lower() in keys for c, t in zip(table.columns, treatment)):
+                found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt)
         if len(self._shapings) > 4096:
             self._shapings.clear()
         self._shapings[id(table)] = (table, found)
@@ -128,7 +127,7 @@ def _kept(rule: ColumnRule, name: str) -> bool:
 def _treatment(rule: ColumnRule, name: str) -> int:
     if not _kept(rule, name):
         return DROP
-    return MASK if name.lower() in rule.mask else KEEP
+    return MASK if name.lower() in rule.mask else HASH if name.lower() in rule.hash else KEEP
 
 
 def _shaped(table: Table, rule: ColumnRule) -> Table:

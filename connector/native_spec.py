@@ -95,9 +95,12 @@ COLUMN_FLAGS: dict[str, int] = {
     # as the op reads it (a value the Python path would replace declines the event), then
     # COL_DROP writes nothing of it (an excluded column), COL_MASK writes its value branch and the
     # program's string (flags >> COL_STRING_SHIFT: the mask, Avro-encoded) instead (a masked column;
-    # a null stays null).
+    # a null stays null). COL_HASH reads the value as its canal text (the flat message's) and writes
+    # its value branch and the hex SHA-256 of the program's string (the salt, UTF-8) and that text
+    # (a hashed column; a null stays null).
     "COL_DROP": 2,
     "COL_MASK": 4,
+    "COL_HASH": 8,
 }
 COL_STRING_SHIFT = 8
 

@@ -79,7 +79,7 @@ class Encode:
 
     A rows event's changes are encoded from their decoded images in one pass and gathered with
     the rest of their statement (a [[kafka.columns]] rule's table too, by the compiled transcoder:
-    connector/columns.Shaping); what that path does not take (a rule that hashes a column or masks
+    connector/columns.Shaping); what that path does not take (a rule that masks or hashes
     a key column, an UPDATE that moves a key, images that leave columns out) goes one message at a
     time. An UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the
     new, so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
@@ -157,14 +157,14 @@ class Encode:
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
         """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
         partitions `_rows`, GatherStatement and Produce would give them. None where they are not
-        written that way: a [[kafka.columns]] rule that hashes a column or masks a key column, a column the
+        written that way: a [[kafka.columns]] rule that masks or hashes a key column, a column the
         transcoder does not cover."""
         database, name = table_map.schema, table_map.table
         shaping = None
         if self.columns.table(table) is not None:
             shaping = self.columns.shaping(table)
             if shaping is None:
-                self._python_path(database, name, "a [[kafka.columns]] rule hashes a column or masks a key column")
+                self._python_path(database, name, "a [[kafka.columns]] rule masks or hashes a key column")
                 return None
         topic = self._topic(database, name)
         rows = self.encoder.kernel_rows(table_map, table, topic, shaping)

@@ -1,20 +1,23 @@
 """[[kafka.columns]] tables in the compiled code (issue 33): a column the rule leaves out or masks
 (native_spec.COLUMN_FLAGS' COL_DROP and COL_MASK) is read and checked as its op reads it, then
-not written, or written as the mask. tests/test_lane.py holds whole sessions of every corpus case
-to the per-message path's bytes; here, the flags' own rules, and which rules are compiled.
+not written, or written as the mask; a hashed one (COL_HASH) is read as its canal text and
+written as the hex SHA-256 of the salt and that text. tests/test_lane.py holds whole sessions of
+every corpus case to the per-message path's bytes; here, the flags' own rules, and which rules
+are compiled.
 
 No services: this runs in `make unit` too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import pytest
 
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import KINDS, OP_INT, OP_UTF8, Strings
-from connector.columns import DROP, KEEP, MASK, ColumnRules
+from connector.columns import DROP, HASH, KEEP, MASK, ColumnRules
 from connector.config import ColumnRule
 from connector.native import transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
@@ -23,6 +26,7 @@ from connector.schema.model import Schema, Table
 
 COLUMN = record("column_t")
 ASCII, DROP_FLAG, MASK_FLAG = COLUMN_FLAGS["COL_ASCII"], COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"]
+HASH_FLAG = COLUMN_FLAGS["COL_HASH"]
 MASKED = b"\x06***"  # an Avro string: its length (3, zig-zag), its bytes
 
 
@@ -60,20 +64,56 @@ def test_a_dropped_column_is_read_and_not_written_a_masked_one_is_its_mask() -> 
     ]
 
 
+def _digest(salt: str, text: str) -> bytes:
+    """A hashed value as an Avro string: 64 hex digits (length 64, zig-zag: 0x80 0x01)."""
+    return b"\x80\x01" + hashlib.sha256((salt + text).encode()).hexdigest().encode()
+
+
+def test_a_hashed_column_is_the_sha256_of_the_salt_and_its_canal_text() -> None:
+    salt = "s\u00e4lt"
+    strings = _strings(salt.encode())
+    assert _transcode(ROW, (*INT, 0), (*INT, HASH_FLAG), (*INT, 0), strings=strings) == [
+        (None, b"F" + b"\x0e" + _digest(salt, "8") + b"\x12" + b"\x00" + b"NT\x00")
+    ]
+    # text is hashed as the flat message holds it: JSON's escapes undone, every byte's character
+    text = (OP_UTF8, 0, 1, 0, 0, 1)
+    for value in (
+        "plain",
+        'quote " back \\ slash',
+        "new\nline\ttab\x01\x1f\x7f",
+        "\u00e9\u4e2d\U0001f600",
+        "",
+        "x" * 200,
+    ):
+        raw = value.encode()
+        image = b"\x00" + bytes([len(raw)]) + raw
+        assert _transcode(image, (*text, HASH_FLAG), strings=strings) == [
+            (None, b"F\x02" + _digest(salt, value) + b"\x00NT\x00")
+        ]
+    assert _transcode(b"\x01", (*text, HASH_FLAG), strings=strings) == [(None, b"F\x00\x00NT\x00")]  # a null stays null
+    # a salt long enough that salt and text cross SHA-256's 64-byte blocks in every way
+    for length in (0, 1, 55, 56, 63, 64, 65, 119, 120, 128):
+        long_salt = "k" * length
+        assert _transcode(ROW, (*INT, HASH_FLAG), (*INT, 0), (*INT, 0), strings=_strings(long_salt.encode())) == [
+            (None, b"F" + _digest(long_salt, "7") + b"\x10\x12" + b"\x00" + b"NT\x00")
+        ]
+
+
 def test_a_shaped_column_s_value_is_still_checked() -> None:
-    """Text that is not UTF-8 declines the event though the column is left out or masked: the
-    Python path decodes it, replaces it and says so."""
+    """Text that is not UTF-8 declines the event though the column is left out, masked or hashed:
+    the Python path decodes it, replaces it and says so."""
     text = (OP_UTF8, 0, 1, 0, -1, -1)
-    for flags in (DROP_FLAG, MASK_FLAG):
+    for flags in (DROP_FLAG, MASK_FLAG, HASH_FLAG):
         assert _transcode(b"\x00\x02ok", (*text, flags), strings=_strings(MASKED)) is not None
         assert _transcode(b"\x00\x02\xff\xfe", (*text, flags), strings=_strings(MASKED)) is None
 
 
 @pytest.mark.parametrize(
     "flags",
-    [DROP_FLAG | MASK_FLAG, MASK_FLAG | 2 << COL_STRING_SHIFT, 1 << COL_STRING_SHIFT, -1, 8, ASCII],
-    ids=["drop and mask", "a mask past the strings", "a string without a mask", "negative", "no such flag",
-         "ascii on an INT"],
+    [DROP_FLAG | MASK_FLAG, MASK_FLAG | HASH_FLAG, DROP_FLAG | HASH_FLAG, MASK_FLAG | 2 << COL_STRING_SHIFT,
+     HASH_FLAG | 2 << COL_STRING_SHIFT, 1 << COL_STRING_SHIFT, -1, 16, ASCII],
+    ids=["drop and mask", "mask and hash", "drop and hash", "a mask past the strings", "a salt past the strings",
+         "a string without a mask or salt", "negative", "no such flag", "ascii on an INT"],
 )  # fmt: skip
 def test_flags_that_do_not_hold_are_refused(flags: int) -> None:
     with pytest.raises(ValueError, match="malformed"):
@@ -83,7 +123,7 @@ def test_flags_that_do_not_hold_are_refused(flags: int) -> None:
 def test_canal_json_s_renderer_takes_no_shaped_column() -> None:
     """canal-json output is the Python path's: its renderer refuses the flags."""
     assert transcoder is not None
-    for flags in (0, DROP_FLAG, MASK_FLAG):
+    for flags in (0, DROP_FLAG, MASK_FLAG, HASH_FLAG):
         program = COLUMN.pack(*INT, 0) + COLUMN.pack(*INT, flags)
         names = (b'"a":', b'"b":')
         if flags == 0:
@@ -107,7 +147,8 @@ TABLE = _table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARC
     [
         (ColumnRule(r"db\.t", exclude=["w"], mask=["v"]), (KEEP, MASK, DROP, KEEP)),
         (ColumnRule(r"db\.t", include=["id", "h"]), (KEEP, DROP, DROP, KEEP)),
-        (ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"]), None),  # a hash: its text's digest
+        (ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"]), (KEEP, MASK, DROP, HASH)),
+        (ColumnRule(r"db\.t", hash=["id"]), None),  # a hashed key column
         (ColumnRule(r"db\.t", exclude=["h"], hash=["h"]), (KEEP, KEEP, KEEP, DROP)),  # hashing what is left out
         (ColumnRule(r"db\.t", mask=["ID"]), None),  # a masked key column
         (ColumnRule(r"db\.other", mask=["v"]), None),  # no rule for the table
@@ -119,4 +160,4 @@ def test_which_rules_the_compiled_code_writes(rule: ColumnRule, treatment: tuple
     if shaping is not None:
         kept = [c.name for c, t in zip(TABLE.columns, treatment or ()) if t != DROP]
         assert [c.name for c in shaping.table.columns] == kept
-        assert shaping.mask == "*" * rule.mask_chars
+        assert shaping.mask == "*" * rule.mask_chars and shaping.salt == rule.hash_salt

@@ -175,7 +175,8 @@ def test_a_damaged_payload_reads_as_on_the_python_path(cases: list[rig.Case]) ->
 
 def _rules(case: rig.Case) -> ColumnRules | None:
     """A [[kafka.columns]] rule for the case's table: its last column not in the key left out, its
-    first masked (3 characters); None for a table with no such columns."""
+    first masked (3 characters), its second hashed (a salt with a character beyond ASCII); None for
+    a table with no such columns."""
     body = case.table_map[1][19:]
     table = case.tracker.definition(case.tables[int.from_bytes(body[:6], "little")])
     keys = {k.lower() for k in table.primary_key}
@@ -183,14 +184,16 @@ def _rules(case: rig.Case) -> ColumnRules | None:
     if not others:
         return None
     exclude = others[-1:] if len(others) > 1 else []
-    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), exclude=exclude, mask=others[:1], mask_chars=3)
+    hashed = others[1:2] if len(others) > 2 else []
+    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), exclude=exclude, mask=others[:1], mask_chars=3,
+                      hash=hashed, hash_salt="sälted")  # fmt: skip
     return ColumnRules.of([rule])
 
 
 def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
     cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """[[kafka.columns]] (issue 33): a rule that leaves a column out and masks another. The kernel's
+    """[[kafka.columns]] (issue 33): a rule that leaves a column out, masks one and hashes one. The kernel's
     messages and the compiled transcoder's (the Python path's reading, which defers the images)
     are those the per-message path writes (ColumnRules.shaping made None: what a rule's table took
     before), for every corpus case, in both servers' charsets; and the kernel wrote them."""

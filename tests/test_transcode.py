@@ -204,7 +204,8 @@ def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
     captured: list[tuple[RowBatch, Table]], tmp_path: Path
 ) -> None:
     """[[kafka.columns]] (issue 33): each table with a rule that leaves out every third column
-    but the key's and masks every third after it. The compiled transcoder's messages are those of
+    but the key's, masks every third after it and hashes the rest (SHA-256 of a salt and the
+    value's canal text: every column type's text). The compiled transcoder's messages are those of
     the per-message path (`row` of each message as the rule shapes it); declined only where the
     rule-less path declines."""
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
@@ -212,7 +213,8 @@ def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
     for batch, table in captured:
         keys = {k.lower() for k in table.primary_key}
         others = [c.name for c in table.columns if c.name.lower() not in keys]
-        rule = ColumnRule(re.escape(f"{DB}.{table.name}"), exclude=others[::3], mask=others[1::3], mask_chars=5)
+        rule = ColumnRule(re.escape(f"{DB}.{table.name}"), exclude=others[::3], mask=others[1::3], mask_chars=5,
+                          hash=others[2::3], hash_salt="pepper-ü")  # fmt: skip
         rules = ColumnRules.of([rule])
         shaping, shaped = rules.shaping(table), rules.table(table)
         assert shaping is not None and shaped is not None

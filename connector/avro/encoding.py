@@ -314,8 +314,8 @@ class _RowsPlan:
             self.native = program(numbers, codec.table.columns, row, version.key, columns)
         elif numbers is not None and shaped is not None:
             source, shaping = shaped
-            self.native = shaped_program(numbers, source.columns, shaping.treatment, shaping.mask, row,
-                                         version.key, columns)  # fmt: skip
+            self.native = shaped_program(numbers, source.columns, shaping.treatment, shaping.mask, shaping.salt,
+                                         row, version.key, columns)  # fmt: skip
         # The envelope before `data`, in three runs (a record's bytes are its fields' in order):
         # `id`; the fields a table and operation repeat on every event (encoded once each);
         # and es, ts, sql, gtid (the same for the events of a statement within a millisecond).

@@ -57,7 +57,7 @@ from connector.binlog.rowplan import (
     packed_column,
 )
 from connector.binlog.tablemap import ColumnMeta
-from connector.columns import DROP, KEEP, MASK
+from connector.columns import DROP, HASH, KEEP, MASK
 from connector.native import transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.model import BINARY_TYPES, Column
@@ -85,29 +85,35 @@ def program(
     """The program for rows of `numbers` (the binlog's columns) written as `row` (the Avro
     record of one row) and `key` (of the `key_columns`); None if any column is not covered
     (`uncovered` says which), or the compiled module was not built."""
-    return shaped_program(numbers, columns, (KEEP,) * len(columns), "", row, key, key_columns)
+    return shaped_program(numbers, columns, (KEEP,) * len(columns), "", "", row, key, key_columns)
 
 
 def shaped_program(
     numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], treatment: tuple[int, ...], mask: str,
-    row: dict[str, Any], key: dict[str, Any] | None, key_columns: list[int],
+    salt: str, row: dict[str, Any], key: dict[str, Any] | None, key_columns: list[int],
 ) -> Program | None:  # fmt: skip
     """`program` for a table a [[kafka.columns]] rule shapes: `numbers` and `columns` the binlog's
-    and the table's, `treatment` what the rule does to each (KEEP, DROP or MASK), `mask` a masked
-    value's text; `row` the shaped table's Avro record (the kept and masked columns, in order, a
-    masked one a string) and `key_columns` its key's fields among them. None where any column is
-    not covered, or a key column is not kept as it is."""
+    and the table's, `treatment` what the rule does to each (KEEP, DROP, MASK or HASH), `mask` a
+    masked value's text, `salt` what a hashed value's text follows into SHA-256; `row` the shaped
+    table's Avro record (the kept, masked and hashed columns, in order, a masked or hashed one a
+    string) and `key_columns` its key's fields among them. None where any column is not covered,
+    or a key column is not kept as it is."""
     kept = [i for i, treat in enumerate(treatment) if treat != DROP]
     if transcoder is None or not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
         return None
     out, strings = [], Strings()
-    masked = strings.add([varint(len(mask.encode())) + mask.encode()]) if MASK in treatment else 0
+    masked, salted = mask.encode(), salt.encode("utf-8", "surrogatepass")
+    written = {  # the flags of each treatment, with the string it writes (an Avro string) or hashes
+        DROP: _DROP,
+        MASK: _MASK | strings.add([varint(len(masked)) + masked]) << COL_STRING_SHIFT if MASK in treatment else 0,
+        HASH: _HASH | strings.add([salted]) << COL_STRING_SHIFT if HASH in treatment else 0,
+    }
     fields = iter(row["fields"])
     for meta, col, treat in zip(numbers, columns, treatment):
         if treat == KEEP:
             packed = _column(meta, col, next(fields), strings)
         else:
-            packed = _shaped_column(meta, next(fields) if treat == MASK else None, masked, strings)
+            packed = _shaped_column(meta, None if treat == DROP else next(fields), written[treat], strings)
         if packed is None:
             return None
         out.append(packed)
@@ -120,23 +126,21 @@ def shaped_program(
     return Program(b"".join(out), b"".join(keys), strings.packed())
 
 
-def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, masked: int, strings: Strings) -> bytes | None:
-    """A column the rule drops (`field` None) or masks (`field` its string field): read by its op,
-    written as COLUMN_FLAGS says."""
+def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, flags: int, strings: Strings) -> bytes | None:
+    """A column the rule drops (`field` None), masks or hashes (`field` its string field): read by
+    its op, written as `flags` (COLUMN_FLAGS, with their string) say."""
     op = column_op(meta, strings)
     if op is None:
         return None
     null = value = -1
-    flag = _DROP
     if field is not None:
         null, value, avro = _branches(field["type"])
         if avro != "string":
             return None
-        flag = _MASK | masked << COL_STRING_SHIFT
-    return packed_column(op, strings, null, value, flag)
+    return packed_column(op, strings, null, value, flags)
 
 
-_DROP, _MASK = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"]
+_DROP, _MASK, _HASH = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"], COLUMN_FLAGS["COL_HASH"]
 
 
 def _column(meta: ColumnMeta, col: Column, field: dict[str, Any], strings: Strings) -> bytes | None:

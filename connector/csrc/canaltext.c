@@ -338,6 +338,39 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     return DECLINE;
 }
 
+/* cell's text with put_escaped's escapes undone: the value's text as the flat message holds it. */
+int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
+               Py_ssize_t *used) {
+    Py_ssize_t mark = out->len;
+    int r = cell(c, strings, v, room, out, used);
+    if (r != DONE)
+        return r;
+    static const char escaped[] = "\"\\nrtbf", bytes[] = "\"\\\n\r\t\b\f";
+    unsigned char *t = (unsigned char *)out->data + mark;
+    Py_ssize_t n = out->len - mark, kept = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every escape is whole: put_escaped wrote it */
+        if (t[i] != '\\' || i + 1 >= n) {
+            t[kept++] = t[i];
+            continue;
+        }
+        const char *which = t[i + 1] == 'u' ? NULL : strchr(escaped, t[i + 1]);
+        if (which != NULL && *which != '\0') {
+            t[kept++] = (unsigned char)bytes[which - escaped];
+            i += 1;
+        } else if (t[i + 1] == 'u' && i + 5 < n) { /* \u00XX: a control character */
+            int value = 0;
+            for (int k = 2; k < 6; k++)
+                value = value * 16 + (t[i + k] <= '9' ? t[i + k] - '0' : t[i + k] - 'a' + 10);
+            t[kept++] = (unsigned char)value;
+            i += 5;
+        } else {
+            return DECLINE; /* not reached: put_escaped writes no other backslash */
+        }
+    }
+    out->len = mark + kept;
+    return DONE;
+}
+
 /* -- rows ------------------------------------------------------------------------------------- */
 
 typedef struct {

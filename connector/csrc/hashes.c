@@ -113,3 +113,76 @@ uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
         c = table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
+
+/* SHA-256 (FIPS 180-4) of a's bytes then b's, for a hashed column (a salt, then a value's text). */
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static inline uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
+
+static void sha_block(uint32_t h[8], const unsigned char *p) {
+    uint32_t w[64], v[8];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
+        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    memcpy(v, h, sizeof v);
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = v[7] + (rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25)) + ((v[4] & v[5]) ^ (~v[4] & v[6])) +
+                      sha_k[i] + w[i];
+        uint32_t t2 = (rotr(v[0], 2) ^ rotr(v[0], 13) ^ rotr(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+        memmove(v + 1, v, 7 * sizeof v[0]);
+        v[4] += t1;
+        v[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++)
+        h[i] += v[i];
+}
+
+void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb, char hex[64]) {
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    unsigned char block[64];
+    Py_ssize_t filled = 0, total = na + nb;
+    for (int part = 0; part < 2; part++) { /* whole blocks straight from the input, the rest gathered */
+        const unsigned char *p = part ? b : a;
+        Py_ssize_t n = part ? nb : na;
+        while (n > 0) {
+            if (filled == 0 && n >= 64) {
+                sha_block(h, p);
+                p += 64, n -= 64;
+                continue;
+            }
+            Py_ssize_t take = n < 64 - filled ? n : 64 - filled;
+            memcpy(block + filled, p, (size_t)take);
+            filled += take, p += take, n -= take;
+            if (filled == 64)
+                sha_block(h, block), filled = 0;
+        }
+    }
+    block[filled++] = 0x80; /* the padding: a one bit, zeros, the length in bits (big-endian) */
+    if (filled > 56) {
+        memset(block + filled, 0, (size_t)(64 - filled));
+        sha_block(h, block), filled = 0;
+    }
+    memset(block + filled, 0, (size_t)(56 - filled));
+    uint64_t bits = (uint64_t)total * 8;
+    for (int i = 0; i < 8; i++)
+        block[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha_block(h, block);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        unsigned char byte = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+        hex[2 * i] = digits[byte >> 4], hex[2 * i + 1] = digits[byte & 15];
+    }
+}

@@ -13,6 +13,9 @@
 
 #define SL_INTERNAL __attribute__((visibility("hidden")))
 
+/* The flags by which a [[kafka.columns]] rule shapes a column (native_spec.COLUMN_FLAGS). */
+#define COL_SHAPED (COL_DROP | COL_MASK | COL_HASH)
+
 /* -- growable byte buffers (PyMem) ----------------------------------------------------------- */
 
 typedef struct {
@@ -315,6 +318,10 @@ SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
 SL_INTERNAL int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n);
 /* How many characters put_escaped writes for one byte (canaltext.c). */
 SL_INTERNAL Py_ssize_t escaped_length(unsigned char c);
+/* One value's canal text (what the flat message holds), unescaped, appended to out; *used: the
+ * bytes of the image it read. DONE, DECLINE or FAIL (canaltext.c). */
+SL_INTERNAL int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
+                           buf_t *out, Py_ssize_t *used);
 /* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
  * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
 SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
@@ -352,6 +359,9 @@ SL_INTERNAL int json_rows(const program_t *prog, PyObject *names, const unsigned
 
 SL_INTERNAL uint32_t murmur2(const unsigned char *data, Py_ssize_t length);
 SL_INTERNAL uint32_t crc32_of(const unsigned char *data, Py_ssize_t length);
+/* The SHA-256 of a's bytes then b's, as 64 lowercase hex digits (hashlib's hexdigest). */
+SL_INTERNAL void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb,
+                            char hex[64]);
 /* The partition Kafka's Java client picks for a key's bytes (murmur2, positive, modulo). */
 static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length, int32_t partitions) {
     return (int32_t)((murmur2(key, length) & 0x7fffffffu) % (uint32_t)partitions);

@@ -511,13 +511,25 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
     return DECLINE;
 }
 
-/* A column a [[kafka.columns]] rule shapes (COL_DROP, COL_MASK): its value read and checked as the
- * op reads it, then unwritten; a masked column's value branch and mask (the program's string) in
- * its place, its null a null. A zero date is masked too: the Python path masks its text. */
+/* A column a [[kafka.columns]] rule shapes (COL_SHAPED): its value read and checked as the op reads
+ * it, then unwritten; a masked column's value branch and mask (the program's string) in its place,
+ * its null a null. A zero date is masked too: the Python path masks its text. A hashed column's
+ * value is read as its canal text instead (the text the Python path hashes), and its value branch
+ * and the SHA-256 of the salt (the program's string) and that text, in hex, written in its place. */
 static int shaped(const column_t *c, const strings_t *strings, const unsigned char *s, Py_ssize_t *pos,
                   Py_ssize_t end, buf_t *out, int null) {
     Py_ssize_t mark = out->len;
-    if (!null) {
+    char hex[64];
+    if (!null && c->flags & COL_HASH) {
+        Py_ssize_t used;
+        int r = canal_text(c, strings, s + *pos, end - *pos, out, &used);
+        if (r != DONE)
+            return r;
+        bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
+        sha256_hex(salt.p, salt.n, (const unsigned char *)out->data + mark, out->len - mark, hex);
+        out->len = mark;
+        *pos += used;
+    } else if (!null) {
         int zero;
         int r = value(c, strings, s, pos, end, out, &zero);
         if (r != DONE)
@@ -531,9 +543,11 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
             return DECLINE;
         return buf_long(out, c->null_branch) < 0 ? FAIL : DONE;
     }
-    bytes_t mask = string_at(strings, c->flags >> COL_STRING_SHIFT);
     if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
         return FAIL;
+    if (c->flags & COL_HASH)
+        return buf_long(out, sizeof hex) < 0 || buf_put(out, hex, sizeof hex) < 0 ? FAIL : DONE;
+    bytes_t mask = string_at(strings, c->flags >> COL_STRING_SHIFT);
     return buf_put(out, mask.p, mask.n) < 0 ? FAIL : DONE;
 }
 
@@ -549,7 +563,7 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
         const column_t *c = &cols[i];
         int null = bitmap[i >> 3] >> (i & 7) & 1;
         Py_ssize_t mark = out->len;
-        if (c->flags & (COL_DROP | COL_MASK)) {
+        if (c->flags & COL_SHAPED) {
             int r = shaped(c, strings, s, &p, end, out, null);
             if (r != DONE)
                 return r;
@@ -845,13 +859,14 @@ static int ascii_kept(const strings_t *s, int32_t first) {
 /* A column reads exactly the bytes its op says (value() trusts the width for the op's own reads):
    the integer widths MySQL has, a DECIMAL of its precision and scale (at most 38 digits: an
    __int128), a fraction of at most 6 digits, a length prefix of 1-4 bytes, strings that are there,
-   flags only where they hold (COL_ASCII: a TEXT8 table that keeps ASCII; COL_MASK: its string
+   flags only where they hold (COL_ASCII: a TEXT8 table that keeps ASCII; COL_MASK, COL_HASH: its string
    there). */
 static int column_ok(const column_t *c, const strings_t *strings) {
     int32_t bits = c->flags & ((1 << COL_STRING_SHIFT) - 1), string = c->flags >> COL_STRING_SHIFT;
-    if (c->flags < 0 || bits & ~(COL_ASCII | COL_DROP | COL_MASK) || (bits & COL_DROP && bits & COL_MASK) ||
+    int shapes = !!(bits & COL_DROP) + !!(bits & COL_MASK) + !!(bits & COL_HASH);
+    if (c->flags < 0 || bits & ~(COL_ASCII | COL_SHAPED) || shapes > 1 ||
         (bits & COL_ASCII && !(c->op == OP_TEXT8 && ascii_kept(strings, c->b))) ||
-        (bits & COL_MASK ? !strings_ok(strings, string, 1) : string != 0))
+        (bits & (COL_MASK | COL_HASH) ? !strings_ok(strings, string, 1) : string != 0))
         return 0;
     switch (c->op) {
     case OP_INT:
@@ -916,11 +931,11 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     return 1;
 }
 
-/* A column a [[kafka.columns]] rule shapes (COL_DROP, COL_MASK) is among them: canal's JSON renderer
+/* A column a [[kafka.columns]] rule shapes (COL_SHAPED) is among them: canal's JSON renderer
    writes none (its tables take the Python path). */
 int program_shapes(const column_t *cols, Py_ssize_t ncols) {
     for (Py_ssize_t i = 0; i < ncols; i++)
-        if (cols[i].flags & (COL_DROP | COL_MASK))
+        if (cols[i].flags & COL_SHAPED)
             return 1;
     return 0;
 }

@@ -36,6 +36,7 @@ enum {
     COL_ASCII = 1,
     COL_DROP = 2,
     COL_MASK = 4,
+    COL_HASH = 8,
 };
 enum {
     WALK_BYTES = 0,

@@ -168,9 +168,10 @@ def _program(fdp: atheris.FuzzedDataProvider) -> bytes:
     return b"".join(struct.pack("<7i", *c, _flags(fdp) if fdp.ConsumeBool() else _int(fdp)) for c in columns)
 
 
-# A column's flags (native_spec.COLUMN_FLAGS): none, COL_ASCII, COL_DROP, COL_MASK with its string
-# 0, 1 or 3 (flags >> COL_STRING_SHIFT), two at once, a string without COL_MASK, negative.
-FLAGS = [0, 1, 2, 4, 4 | 1 << 8, 4 | 3 << 8, 1 | 4, 2 | 4, 1 << 8, -1]
+# A column's flags (native_spec.COLUMN_FLAGS): none, COL_ASCII, COL_DROP, COL_MASK or COL_HASH with
+# its string 0, 1 or 3 (flags >> COL_STRING_SHIFT), two at once, a string without either, no such
+# flag, negative.
+FLAGS = [0, 1, 2, 4, 4 | 1 << 8, 4 | 3 << 8, 8, 8 | 1 << 8, 8 | 3 << 8, 1 | 4, 2 | 4, 4 | 8, 2 | 8, 1 << 8, 16, -1]
 
 
 def _flags(fdp: atheris.FuzzedDataProvider) -> int:
