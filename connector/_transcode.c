@@ -221,16 +221,34 @@ static PyObject *route(PyObject *self, PyObject *args) {
     return result;
 }
 
-PyDoc_STRVAR(crc32_doc, "crc32(data)\n--\n\n"
-                        "The CRC-32 the kernel checks each event's checksum with: zlib.crc32(data)'s.");
+PyDoc_STRVAR(crc32_doc, "crc32(data, generic=False)\n--\n\n"
+                        "The CRC-32 the kernel checks each event's checksum with: zlib.crc32(data)'s.\n"
+                        "generic: without the CPU's carry-less multiply (the tests check both ways).");
 
 static PyObject *crc32_py(PyObject *self, PyObject *args) {
     Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*", &data))
+    int generic = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &data, &generic))
         return NULL;
-    uint32_t c = crc32_of(data.buf, data.len);
+    uint32_t c = crc32_with(data.buf, data.len, generic);
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(c);
+}
+
+PyDoc_STRVAR(sha256_doc, "sha256(salt, text, generic=False)\n--\n\n"
+                         "The hex SHA-256 of salt then text that a hashed column gets (COL_HASH).\n"
+                         "generic: without the CPU's SHA extensions (the tests check both ways).");
+
+static PyObject *sha256_py(PyObject *self, PyObject *args) {
+    Py_buffer salt, text;
+    int generic = 0;
+    if (!PyArg_ParseTuple(args, "y*y*|p", &salt, &text, &generic))
+        return NULL;
+    char hex[64];
+    sha256_hex(salt.buf, salt.len, text.buf, text.len, hex, generic);
+    PyBuffer_Release(&salt);
+    PyBuffer_Release(&text);
+    return PyUnicode_FromStringAndSize(hex, sizeof hex);
 }
 
 PyDoc_STRVAR(learn_code_table_doc,
@@ -261,6 +279,7 @@ static PyMethodDef methods[] = {
     {"render_json", render_json, METH_VARARGS, render_json_doc},
     {"route", route, METH_VARARGS, route_doc},
     {"crc32", crc32_py, METH_VARARGS, crc32_doc},
+    {"sha256", sha256_py, METH_VARARGS, sha256_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,8 +54,13 @@ class Transcoder(Protocol):
     ) -> tuple[list[tuple[bytes | None, bytes | None, int]], list[tuple[bytes | None, bytes | None, int, int]]]:
         """Each message's partition, the last of each partition apart (connector/sink/partitioning.route_python)."""
 
-    def crc32(self, data: bytes, /) -> int:
-        """The CRC-32 the kernel checks events' checksums with (connector/csrc/hashes.c): zlib.crc32's."""
+    def crc32(self, data: bytes, generic: bool = False, /) -> int:
+        """The CRC-32 the kernel checks events' checksums with (connector/csrc/hashes.c): zlib.crc32's;
+        `generic`: without the CPU's carry-less multiply."""
+
+    def sha256(self, salt: bytes, text: bytes, generic: bool = False, /) -> str:
+        """The hex SHA-256 of salt then text, as a hashed column gets it (COL_HASH); `generic`:
+        without the CPU's SHA extensions."""
 
 
 def _load() -> Transcoder | None:

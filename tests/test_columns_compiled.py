@@ -11,6 +11,7 @@ No services: this runs in `make unit` too.
 from __future__ import annotations
 
 import hashlib
+import random
 import struct
 
 import pytest
@@ -97,6 +98,18 @@ def test_a_hashed_column_is_the_sha256_of_the_salt_and_its_canal_text() -> None:
         assert _transcode(ROW, (*INT, HASH_FLAG), (*INT, 0), (*INT, 0), strings=_strings(long_salt.encode())) == [
             (None, b"F" + _digest(long_salt, "7") + b"\x10\x12" + b"\x00" + b"NT\x00")
         ]
+
+
+def test_sha256_is_hashlib_s_both_ways() -> None:
+    """The digest with the CPU's SHA extensions and without, for a salt and a text of lengths around
+    SHA-256's 64-byte blocks and its padding's 56-byte edge."""
+    assert transcoder is not None
+    rng = random.Random(256)
+    for salt_length in (0, 1, 55, 56, 63, 64, 65, 130):
+        for length in range(0, 260):
+            salt, text = rng.randbytes(salt_length), rng.randbytes(length)
+            want = hashlib.sha256(salt + text).hexdigest()
+            assert transcoder.sha256(salt, text) == transcoder.sha256(salt, text, True) == want, (salt_length, length)
 
 
 def test_a_shaped_column_s_value_is_still_checked() -> None:

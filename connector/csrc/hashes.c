@@ -87,7 +87,7 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc_folded(uint32_t c, 
 }
 #endif
 
-uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+uint32_t crc32_with(const unsigned char *p, Py_ssize_t n, int generic) {
     if (table[0][1] == 0)
         crc_tables(); /* once: the GIL serialises the first calls */
     uint32_t c = 0xFFFFFFFFu;
@@ -95,7 +95,7 @@ uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
     static int folds = -1;
     if (folds < 0)
         folds = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    if (folds && n >= 64) {
+    if (folds && !generic && n >= 64) {
         Py_ssize_t blocks = n & ~(Py_ssize_t)15;
         c = crc_folded(c, p, blocks);
         p += blocks;
@@ -114,7 +114,9 @@ uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
     return c ^ 0xFFFFFFFFu;
 }
 
-/* SHA-256 (FIPS 180-4) of a's bytes then b's, for a hashed column (a salt, then a value's text). */
+/* SHA-256 (FIPS 180-4) of a's bytes then b's, for a hashed column (a salt, then a value's text):
+ * 64-byte blocks through the CPU's SHA extensions where it has them (checked at run time), else
+ * in C. tests/test_columns_compiled.py holds both to hashlib. */
 static const uint32_t sha_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -128,58 +130,103 @@ static const uint32_t sha_k[64] = {
 
 static inline uint32_t rotr(uint32_t x, int n) { return x >> n | x << (32 - n); }
 
-static void sha_block(uint32_t h[8], const unsigned char *p) {
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+static void sha_blocks_c(uint32_t h[8], const unsigned char *p, Py_ssize_t blocks) {
+    for (; blocks > 0; blocks--, p += 64) {
+        uint32_t w[64];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ w[i - 15] >> 3;
+            uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ w[i - 2] >> 10;
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+        for (int i = 0; i < 64; i++) {
+            uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
+            uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+            k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+        }
+        h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
     }
-    memcpy(v, h, sizeof v);
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25)) + ((v[4] & v[5]) ^ (~v[4] & v[6])) +
-                      sha_k[i] + w[i];
-        uint32_t t2 = (rotr(v[0], 2) ^ rotr(v[0], 13) ^ rotr(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof v[0]);
-        v[4] += t1;
-        v[0] = t1 + t2;
-    }
-    for (int i = 0; i < 8; i++)
-        h[i] += v[i];
 }
 
-void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb, char hex[64]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SHA_EXTENSIONS 1
+
+/* The same with SHA-NI: the state as two lanes (ABEF, CDGH), four rounds a step (two
+ * sha256rnds2), each step's four message words made from the four before (sha256msg1, msg2). */
+__attribute__((target("sha,ssse3,sse4.1"))) static void sha_blocks_ni(uint32_t h[8], const unsigned char *p,
+                                                                      Py_ssize_t blocks) {
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL); /* big-endian words */
+    __m128i cdab = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)h), 0xB1);
+    __m128i hgfe = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)(h + 4)), 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, hgfe, 8), cdgh = _mm_blend_epi16(hgfe, cdab, 0xF0);
+    for (; blocks > 0; blocks--, p += 64) {
+        __m128i saved_abef = abef, saved_cdgh = cdgh, w[4];
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), swap);
+        for (int g = 0; g < 16; g++) { /* rounds 4g..4g+3; w[g & 3] holds words 4g..4g+3 */
+            if (g >= 4) {
+                __m128i before = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]);
+                before = _mm_add_epi32(before, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4));
+                w[g & 3] = _mm_sha256msg2_epu32(before, w[(g + 3) & 3]);
+            }
+            __m128i words = _mm_add_epi32(w[g & 3], _mm_loadu_si128((const __m128i *)(sha_k + 4 * g)));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, words);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(words, 0x0E));
+        }
+        abef = _mm_add_epi32(abef, saved_abef);
+        cdgh = _mm_add_epi32(cdgh, saved_cdgh);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B), dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)h, _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)(h + 4), _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+static void sha_blocks(uint32_t h[8], const unsigned char *p, Py_ssize_t blocks, int generic) {
+#ifdef SHA_EXTENSIONS
+    static int extensions = -1;
+    if (extensions < 0)
+        extensions = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+    if (extensions && !generic) {
+        sha_blocks_ni(h, p, blocks);
+        return;
+    }
+#endif
+    sha_blocks_c(h, p, blocks);
+}
+
+void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb, char hex[64],
+                int generic) {
     uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    unsigned char block[64];
+    unsigned char block[128];
     Py_ssize_t filled = 0, total = na + nb;
     for (int part = 0; part < 2; part++) { /* whole blocks straight from the input, the rest gathered */
         const unsigned char *p = part ? b : a;
         Py_ssize_t n = part ? nb : na;
-        while (n > 0) {
-            if (filled == 0 && n >= 64) {
-                sha_block(h, p);
-                p += 64, n -= 64;
-                continue;
-            }
+        if (filled > 0) {
             Py_ssize_t take = n < 64 - filled ? n : 64 - filled;
             memcpy(block + filled, p, (size_t)take);
             filled += take, p += take, n -= take;
             if (filled == 64)
-                sha_block(h, block), filled = 0;
+                sha_blocks(h, block, 1, generic), filled = 0;
         }
+        if (n >= 64) {
+            sha_blocks(h, p, n / 64, generic);
+            p += n / 64 * 64, n %= 64;
+        }
+        memcpy(block + filled, p, (size_t)n);
+        filled += n;
     }
-    block[filled++] = 0x80; /* the padding: a one bit, zeros, the length in bits (big-endian) */
-    if (filled > 56) {
-        memset(block + filled, 0, (size_t)(64 - filled));
-        sha_block(h, block), filled = 0;
-    }
-    memset(block + filled, 0, (size_t)(56 - filled));
+    /* the padding: a one bit, zeros, the length in bits (big-endian), in one block or two */
+    Py_ssize_t padded = filled < 56 ? 64 : 128;
+    block[filled] = 0x80;
+    memset(block + filled + 1, 0, (size_t)(padded - filled - 1));
     uint64_t bits = (uint64_t)total * 8;
     for (int i = 0; i < 8; i++)
-        block[56 + i] = (unsigned char)(bits >> (56 - 8 * i));
-    sha_block(h, block);
+        block[padded - 8 + i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha_blocks(h, block, padded / 64, generic);
     static const char digits[] = "0123456789abcdef";
     for (int i = 0; i < 32; i++) {
         unsigned char byte = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));

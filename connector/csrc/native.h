@@ -358,10 +358,13 @@ SL_INTERNAL int json_rows(const program_t *prog, PyObject *names, const unsigned
 /* -- hashes (hashes.c) ----------------------------------------------------------------------- */
 
 SL_INTERNAL uint32_t murmur2(const unsigned char *data, Py_ssize_t length);
-SL_INTERNAL uint32_t crc32_of(const unsigned char *data, Py_ssize_t length);
-/* The SHA-256 of a's bytes then b's, as 64 lowercase hex digits (hashlib's hexdigest). */
+/* CRC-32 (zlib's); `generic`: without carry-less multiply (for the tests). */
+SL_INTERNAL uint32_t crc32_with(const unsigned char *data, Py_ssize_t length, int generic);
+static inline uint32_t crc32_of(const unsigned char *data, Py_ssize_t length) { return crc32_with(data, length, 0); }
+/* The SHA-256 of a's bytes then b's, as 64 lowercase hex digits (hashlib's hexdigest); `generic`:
+ * without the CPU's SHA extensions (for the tests). */
 SL_INTERNAL void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb,
-                            char hex[64]);
+                            char hex[64], int generic);
 /* The partition Kafka's Java client picks for a key's bytes (murmur2, positive, modulo). */
 static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length, int32_t partitions) {
     return (int32_t)((murmur2(key, length) & 0x7fffffffu) % (uint32_t)partitions);

@@ -526,7 +526,7 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
         if (r != DONE)
             return r;
         bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
-        sha256_hex(salt.p, salt.n, (const unsigned char *)out->data + mark, out->len - mark, hex);
+        sha256_hex(salt.p, salt.n, (const unsigned char *)out->data + mark, out->len - mark, hex, 0);
         out->len = mark;
         *pos += used;
     } else if (!null) {
