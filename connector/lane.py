@@ -19,7 +19,7 @@ what Python decoded before, and its messages are the bytes Python's encoder woul
 live servers; the fuzzer, tests/fuzz/, to the same on mutated bytes).
 
 Whether a session uses the kernel is decided once, when it starts (`Lane.of`): not without the
-compiled module, nor for side topics (transactions, heartbeats); a snapshot in progress pauses it
+compiled module, nor with transaction records (their BEGIN and END); a snapshot in progress pauses it
 (`Lane.ready`). Rows that carry their statement's text are the kernel's too: it cuts the text as
 connector/querytext.py does and hands a waiting one over with its transaction.
 """
@@ -163,7 +163,7 @@ class Lane:
         planner: Planner | None, allowed: Callable[[], bool], tracker: SchemaTracker, parser: BinlogParser,
         assembler: Assembler, query: QueryText,
     ) -> Lane | None:  # fmt: skip
-        """The session's lane, or None: no compiled module, or no planner (side topics). `query`: what
+        """The session's lane, or None: no compiled module, or no planner (transaction records). `query`: what
         row messages' `sql` carries of their statement's text, which the kernel cuts as it does."""
         if transcoder is None or planner is None:
             return None

@@ -101,7 +101,7 @@ class Pipeline:
         self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters, options.columns)
         self.transactions = options.transactions
         self.heartbeats = options.heartbeats
-        self._told_side = False  # said once that side topics put every table on the Python path
+        self._told_side = False  # said once that transaction records put every table on the Python path
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -168,12 +168,13 @@ class Pipeline:
     # -- what the stream's lane uses (connector/lane.Lanes) ------------------------------------
 
     def planner(self) -> Planner | None:
-        """How the kernel's tables are planned; None with side topics, whose records the kernel
-        does not write (a transaction's BEGIN and END, heartbeats)."""
-        if self.transactions is not None or self.heartbeats is not None:
+        """How the kernel's tables are planned; None with transaction records, whose BEGIN and
+        END (and per-table counts) the kernel does not write. Heartbeats come as positions close,
+        a burst's too (`_close`)."""
+        if self.transactions is not None:
             if not self._told_side:
                 self._told_side = True
-                log.info("with transaction records or heartbeats on, every table's rows take the Python path, "
+                log.info("with transaction records on, every table's rows take the Python path, "
                          "slower than the compiled kernel")  # fmt: skip
             return None
         return self.encode.plan

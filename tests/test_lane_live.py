@@ -10,6 +10,8 @@ finished (a column type it does not cover, a key that moves, an image that leave
 from __future__ import annotations
 
 import io
+import itertools
+import json
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,8 +24,9 @@ from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
-from connector.pipeline import Pipeline
-from connector.position import Position
+from connector.extras import HeartbeatTopic
+from connector.pipeline import NO_OPTIONS, Options, Pipeline
+from connector.position import Position, position_of_text
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.sink.kafka import MemorySink
@@ -162,13 +165,17 @@ class Read:
     kernel_transactions: int
 
 
-def _read(config: Any, prepared: Prepared, work: Path, kernel: bool, query: QueryText = NO_QUERIES) -> Read:
+def _read(
+    config: Any, prepared: Prepared, work: Path, kernel: bool, query: QueryText = NO_QUERIES,
+    options: Options = NO_OPTIONS,
+) -> Read:  # fmt: skip
     """The binlog from the prepared start to its end, as `sluice run` reads it, into a MemorySink
-    (`query`: what row messages' `sql` carries of their statement's text)."""
+    (`query`: what row messages' `sql` carries of their statement's text; `options`: the [kafka]
+    options that add messages)."""
     encoder = MessageEncoder(SchemaDirectory(work), SingleObjectFraming())
     sink = MemorySink(partitions=3)
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
-    pipeline = Pipeline(encoder, sink, TopicRouter("lane", []), checkpointer)
+    pipeline = Pipeline(encoder, sink, TopicRouter("lane", []), checkpointer, options=options)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
                           lanes=pipeline if kernel else None, clock=lambda: 1_700_000_000.5)  # fmt: skip
     stream.typed_rows = True
@@ -206,6 +213,10 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     with_kernel = _read(config, first, tmp_path / "kernel", kernel=True)
     again = prepare(config, history, resume=first.start)  # the schema as of the start, from the history
     python = _read(config, again, tmp_path / "python", kernel=False)
+    ticks = itertools.count()  # a heartbeat is due every tenth look
+    heartbeats = HeartbeatTopic("lane._heartbeat", "lane", 10.0, clock=lambda: float(next(ticks)))
+    again = prepare(config, history, resume=first.start)
+    beating = _read(config, again, tmp_path / "beating", kernel=True, options=Options(heartbeats=heartbeats))
 
     assert python.kernel_rows == 0 and python.rows > 800
     assert with_kernel.rows == python.rows and with_kernel.transactions == python.transactions
@@ -225,6 +236,17 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     assert with_kernel.kernel_transactions >= 60 and python.kernel_transactions == 0, with_kernel
     if not server().mariadb:  # and the compressed ones after the first (the Python path's, which teaches it)
         assert with_kernel.kernel_transactions >= 60 + 40, with_kernel
+
+    # With heartbeats on, the kernel still takes the rows (a burst's position closes as any other,
+    # and a heartbeat goes out then when one is due): the same row messages, and heartbeats at
+    # positions that closed, in order, the last at most the saved one.
+    beats = beating.messages.pop(("lane._heartbeat", 0))
+    assert beating.messages == python.messages and beating.committed == python.committed
+    assert beating.kernel_rows == with_kernel.kernel_rows, (beating.kernel_rows, with_kernel.kernel_rows)
+    assert len(beats) >= 3 and {key for key, _ in beats} == {b'{"serverName":"lane"}'}
+    positions = [position_of_text(json.loads(value or b"")["position"].split()[0]) for _, value in beats]
+    assert positions == sorted(positions, key=Position.sort_key) and len(set(positions)) == len(positions)
+    assert python.committed is not None and positions[-1].sort_key() <= python.committed.sort_key()
 
 
 # What `sql` carries here: up to 300 bytes (the configuration's least is 256), so that long
