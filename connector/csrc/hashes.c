@@ -50,9 +50,24 @@ static void crc_tables(void) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define FOLDED_CRC 1
+
+/* Whether the CPU has what the folded CRC (PCLMULQDQ, SSE4.1) or the SHA extensions (SHA, SSSE3,
+ * SSE4.1) need, from CPUID itself: leaf 1's ECX (bits 1, 9, 19) and leaf 7's EBX (bit 29). Not
+ * __builtin_cpu_supports, whose feature names differ between compilers (clang 14 has no "sha"). */
+static int cpu_has(int sha) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 19 & 1))
+        return 0;
+    if (!sha)
+        return c >> 1 & 1;
+    if (!(c >> 9 & 1) || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return b >> 29 & 1;
+}
 
 /* The CRC state `c` (inverted, as the table loop keeps it) after n bytes at p, n a multiple of
  * 16 and at least 64. The constants are powers of x modulo P, bit-reflected: multiplying a lane
@@ -94,7 +109,7 @@ uint32_t crc32_with(const unsigned char *p, Py_ssize_t n, int generic) {
 #ifdef FOLDED_CRC
     static int folds = -1;
     if (folds < 0)
-        folds = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+        folds = cpu_has(0);
     if (folds && !generic && n >= 64) {
         Py_ssize_t blocks = n & ~(Py_ssize_t)15;
         c = crc_folded(c, p, blocks);
@@ -188,7 +203,7 @@ static void sha_blocks(uint32_t h[8], const unsigned char *p, Py_ssize_t blocks,
 #ifdef SHA_EXTENSIONS
     static int extensions = -1;
     if (extensions < 0)
-        extensions = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+        extensions = cpu_has(1);
     if (extensions && !generic) {
         sha_blocks_ni(h, p, blocks);
         return;
