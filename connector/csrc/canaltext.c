@@ -27,9 +27,6 @@ static int put_format(buf_t *out, const char *format, ...) {
     return n < 0 || n >= (int)sizeof tmp ? -1 : buf_put(out, tmp, n);
 }
 
-/* A byte JSON prints as it is inside a string: not the quote, the backslash or a control character. */
-static inline int plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
-
 /* A byte that is not plain as JSON escapes it in two characters, or NULL: as \u00XX. */
 static const char *two_escape(unsigned char c) {
     return c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t"
@@ -345,7 +342,6 @@ int canal_text(const column_t *c, const strings_t *strings, const unsigned char 
     int r = cell(c, strings, v, room, out, used);
     if (r != DONE)
         return r;
-    static const char escaped[] = "\"\\nrtbf", bytes[] = "\"\\\n\r\t\b\f";
     unsigned char *t = (unsigned char *)out->data + mark;
     Py_ssize_t n = out->len - mark, kept = 0;
     for (Py_ssize_t i = 0; i < n; i++) { /* every escape is whole: put_escaped wrote it */
@@ -353,19 +349,23 @@ int canal_text(const column_t *c, const strings_t *strings, const unsigned char 
             t[kept++] = t[i];
             continue;
         }
-        const char *which = t[i + 1] == 'u' ? NULL : strchr(escaped, t[i + 1]);
-        if (which != NULL && *which != '\0') {
-            t[kept++] = (unsigned char)bytes[which - escaped];
-            i += 1;
-        } else if (t[i + 1] == 'u' && i + 5 < n) { /* \u00XX: a control character */
-            int value = 0;
+        int byte = -1;
+        if (t[i + 1] == 'u' && i + 5 < n) { /* \u00XX: a control character */
+            byte = 0;
             for (int k = 2; k < 6; k++)
-                value = value * 16 + (t[i + k] <= '9' ? t[i + k] - '0' : t[i + k] - 'a' + 10);
-            t[kept++] = (unsigned char)value;
+                byte = byte * 16 + (t[i + k] <= '9' ? t[i + k] - '0' : t[i + k] - 'a' + 10);
             i += 5;
         } else {
-            return DECLINE; /* not reached: put_escaped writes no other backslash */
+            for (int b = 0; b <= '\\' && byte < 0; b++) { /* the byte two_escape writes this way */
+                const char *two = two_escape((unsigned char)b);
+                if (two != NULL && two[1] == t[i + 1])
+                    byte = b;
+            }
+            i += 1;
         }
+        if (byte < 0)
+            return DECLINE; /* not reached: put_escaped writes no other backslash */
+        t[kept++] = (unsigned char)byte;
     }
     out->len = mark + kept;
     return DONE;

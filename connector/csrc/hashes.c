@@ -69,6 +69,12 @@ static int cpu_has(int sha) {
     return b >> 29 & 1;
 }
 
+/* x moved ahead by the distance of the constants k (x's low half times k's low, its high half
+ * times k's high), with the block `next` added: one fold. */
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i fold(__m128i x, __m128i k, __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
+}
+
 /* The CRC state `c` (inverted, as the table loop keeps it) after n bytes at p, n a multiple of
  * 16 and at least 64. The constants are powers of x modulo P, bit-reflected: multiplying a lane
  * by a pair of them moves it 512 bits (four lanes) or 128 bits (one) ahead; then 128 bits are
@@ -84,16 +90,12 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc_folded(uint32_t c, 
     p += 64, n -= 64;
     for (; n >= 64; p += 64, n -= 64) /* each lane moved 512 bits on, the next block added */
         for (int i = 0; i < 4; i++)
-            lane[i] = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane[i], by512, 0x00),
-                                                  _mm_clmulepi64_si128(lane[i], by512, 0x11)),
-                                    _mm_loadu_si128((const __m128i *)(p + 16 * i)));
+            lane[i] = fold(lane[i], by512, _mm_loadu_si128((const __m128i *)(p + 16 * i)));
     __m128i x = lane[0];
     for (int i = 1; i < 4; i++) /* the lanes into one */
-        x = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, by128, 0x00), _mm_clmulepi64_si128(x, by128, 0x11)),
-                          lane[i]);
+        x = fold(x, by128, lane[i]);
     for (; n >= 16; p += 16, n -= 16) /* blocks past the last four */
-        x = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, by128, 0x00), _mm_clmulepi64_si128(x, by128, 0x11)),
-                          _mm_loadu_si128((const __m128i *)p));
+        x = fold(x, by128, _mm_loadu_si128((const __m128i *)p));
     x = _mm_xor_si128(_mm_srli_si128(x, 8), _mm_clmulepi64_si128(x, by128, 0x10)); /* 128 bits to 64 */
     x = _mm_xor_si128(_mm_srli_si128(x, 4), _mm_clmulepi64_si128(_mm_and_si128(x, low32s), by64, 0x00)); /* to 32 */
     __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x, low32s), barrett, 0x10);

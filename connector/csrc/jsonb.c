@@ -59,7 +59,7 @@ static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
         Py_ssize_t i = 0;
         for (; i < n; i++) {
             unsigned char c = s[i];
-            if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+            if (c >= 0x80 || !plain(c))
                 break;
             d[i] = c;
         }

@@ -312,6 +312,9 @@ typedef struct {
  * next row. Returns DONE, DECLINE (take nothing of this event) or FAIL (a Python error is set). */
 typedef int (*emit_fn)(void *ctx, const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t value_len);
 
+/* A byte JSON prints as it is inside a string: not the quote, the backslash or a control character. */
+static inline int plain(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
 SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
 /* UTF-8 text as a JSON string's inside, escaped as Python's json and MySQL's JSON printer both
  * escape it (canaltext.c); 0, or -1 with a Python error set. */
