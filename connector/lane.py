@@ -19,8 +19,10 @@ what Python decoded before, and its messages are the bytes Python's encoder woul
 live servers; the fuzzer, tests/fuzz/, to the same on mutated bytes).
 
 Whether a session uses the kernel is decided once, when it starts (`Lane.of`): not without the
-compiled module, nor with transaction records (their BEGIN and END); a snapshot in progress pauses it
-(`Lane.ready`). Rows that carry their statement's text are the kernel's too: it cuts the text as
+compiled module; a snapshot in progress pauses it (`Lane.ready`). With transaction records on, the
+kernel also says each transaction's part of a burst (`Burst.parts`: its GTID, its first change, its
+messages by table, whether it committed), from which the pipeline writes BEGIN and END. Rows
+that carry their statement's text are the kernel's too: it cuts the text as
 connector/querytext.py does and hands a waiting one over with its transaction.
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -95,16 +97,22 @@ class Burst:
     position: Position | None  # where the last transaction it committed ends
     transactions: int
     handed: int | None  # the last rows event handed on in a transaction it left open
+    # With transaction records on, each transaction's part of the burst, in order: its GTID (None
+    # without one), its first change's position, whether it committed here, messages by table.
+    parts: list[tuple[str | None, int, bool, list[tuple[str, str, int]]]] = field(default_factory=list)
 
 
 class Lanes(Protocol):
     """Where a lane's bursts go and its plans come from (connector/pipeline.Pipeline)."""
 
-    def planner(self) -> Planner | None:
-        """How tables' rows are planned; None when every event must take the Python path."""
+    def planner(self) -> Planner:
+        """How tables' rows are planned."""
 
     def takes_bursts(self) -> bool:
         """Whether bursts may come now (not while a snapshot reads tables)."""
+
+    def records_transactions(self) -> bool:
+        """Whether bursts must say each transaction's part (`Burst.parts`) for its BEGIN and END."""
 
 
 class Dump(Protocol):
@@ -160,16 +168,16 @@ class Lane:
 
     @staticmethod
     def of(
-        planner: Planner | None, allowed: Callable[[], bool], tracker: SchemaTracker, parser: BinlogParser,
-        assembler: Assembler, query: QueryText,
-    ) -> Lane | None:  # fmt: skip
-        """The session's lane, or None: no compiled module, or no planner (transaction records). `query`: what
-        row messages' `sql` carries of their statement's text, which the kernel cuts as it does."""
-        if transcoder is None or planner is None:
+        lanes: Lanes, tracker: SchemaTracker, parser: BinlogParser, assembler: Assembler, query: QueryText
+    ) -> Lane | None:
+        """The session's lane, or None without the compiled module. `query`: what row messages' `sql`
+        carries of their statement's text, which the kernel cuts as it does."""
+        if transcoder is None:
             return None
         kernel = transcoder.Kernel()
         kernel.inflater(inflater())  # compressed transactions: inflated as the parser inflates them
-        return Lane(kernel, planner, allowed, tracker, parser, assembler, assembler.clock, query)
+        kernel.records(lanes.records_transactions())
+        return Lane(kernel, lanes.planner(), lanes.takes_bursts, tracker, parser, assembler, assembler.clock, query)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -240,7 +248,7 @@ class Lane:
             self.assembler.take_over(bool(began), gtid, rows, at, sql)
 
     def _burst(self, result: tuple[Any, ...]) -> Burst:
-        _, _, _, topics, (rows, events), nbytes, commits, commit, gtids, last, txn = result
+        _, _, _, topics, (rows, events), nbytes, commits, commit, gtids, last, txn, parts = result
         names = list(self._topics)
         tables = list(self._tables)
         position = None
@@ -252,6 +260,7 @@ class Lane:
             [(names[t], plain, tails, count) for t, (plain, tails, count) in topics],
             [(*tables[m], _KIND_NAMES[kind], n) for m, kind, n in rows],
             events, nbytes, last, position, commits, txn[5] if txn[0] and txn[5] >= 0 else None,
+            [(gtid, first, done, [(*tables[m], n) for m, n in counts]) for gtid, first, done, counts in parts],
         )  # fmt: skip
 
     def _sync(self) -> None:

@@ -101,7 +101,6 @@ class Pipeline:
         self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters, options.columns)
         self.transactions = options.transactions
         self.heartbeats = options.heartbeats
-        self._told_side = False  # said once that transaction records put every table on the Python path
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -142,8 +141,11 @@ class Pipeline:
         self._close(item, item.position, 1 if isinstance(item, Commit) else 0)
 
     def _burst(self, burst: Burst) -> None:
-        """The compiled kernel's messages, then the position of the last transaction it committed."""
+        """The compiled kernel's messages, then the position of the last transaction it committed.
+        With transaction records, each transaction's BEGIN and END go first (`_burst_records`)."""
         self.gather.join()
+        if self.transactions is not None:
+            self._burst_records(burst)
         self.produce.burst(burst)
         if self.metrics is not None:
             self.metrics.burst(burst)
@@ -167,17 +169,13 @@ class Pipeline:
 
     # -- what the stream's lane uses (connector/lane.Lanes) ------------------------------------
 
-    def planner(self) -> Planner | None:
-        """How the kernel's tables are planned; None with transaction records, whose BEGIN and
-        END (and per-table counts) the kernel does not write. Heartbeats come as positions close,
-        a burst's too (`_close`)."""
-        if self.transactions is not None:
-            if not self._told_side:
-                self._told_side = True
-                log.info("with transaction records on, every table's rows take the Python path, "
-                         "slower than the compiled kernel")  # fmt: skip
-            return None
+    def planner(self) -> Planner:
+        """How the kernel's tables are planned. Heartbeats come as positions close, a burst's too
+        (`_close`); transaction records from what the burst says of its transactions."""
         return self.encode.plan
+
+    def records_transactions(self) -> bool:
+        return self.transactions is not None
 
     def takes_bursts(self) -> bool:
         """Not while a snapshot has tables to read: it sees every change (Snapshotter.saw, holds)."""
@@ -209,11 +207,31 @@ class Pipeline:
         if self.heartbeats is not None:
             self._side(self.heartbeats.topic, self.heartbeats.due(str(position)))
 
+    def _burst_records(self, burst: Burst) -> None:
+        """The BEGIN and END records of the transactions whose messages the burst carries, all before
+        them (BEGIN before a transaction's first change, as on the Python path; on its one-partition
+        topic, each END after its BEGIN; the position closes after both). A transaction the burst
+        leaves open keeps the topic's `current`: its next part (a later burst's, or the Python path's
+        changes when the kernel hands it over) counts on, and its END comes with its commit."""
+        topic = self.transactions
+        assert topic is not None
+        records = []
+        for gtid, first, committed, counts in burst.parts:
+            if counts and (begin := topic.begin(gtid, burst.file, first)) is not None:
+                records.append(begin)
+            for database, table, n in counts:
+                topic.count(database, table, n)
+            if committed and (end := topic.end()) is not None:
+                records.append(end)
+        if records:  # one hand-off, one acknowledgement for them all
+            self.produce.side(topic.topic, records)
+
     def _transaction_change(self, item: Changes) -> None:
         assert self.transactions is not None and item.table is not None
         if not item.messages:
             return
-        first = item.messages[0]
+        # a rows event's shared fields, without rendering its messages (the Avro path never does)
+        first = item.batch.head if item.batch is not None else item.messages[0]
         self._side(self.transactions.topic, self.transactions.begin(first["gtid"], item.file, item.pos))
         self.transactions.count(first["database"], first["table"], len(item.messages))
 
@@ -221,7 +239,7 @@ class Pipeline:
         """A heartbeat or transaction record on its one-partition topic, tracked like any message."""
         if record is not None:
             self.gather.join()
-            self.produce.side(topic, record)
+            self.produce.side(topic, [record])
 
     # -- waiting ---------------------------------------------------------------------------
 

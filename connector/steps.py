@@ -291,10 +291,10 @@ class Produce:
             if self.metrics is not None:
                 self.metrics.row(database, name, kind, count, "kernel")
 
-    def side(self, topic: str, record: tuple[bytes, bytes]) -> None:
-        """A heartbeat or transaction record on its one-partition topic."""
+    def side(self, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+        """Heartbeat or transaction records on their one-partition topic, in order."""
         self.sink.ensure_topic(topic, single=True)
-        self.sink.produce_many(topic, [record], 0, self.inflight.track(1))
+        self.sink.produce_many(topic, records, 0, self.inflight.track(len(records)))
 
     def messages(self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None) -> None:
         """Messages to Kafka in order, each measured against its topic's limit first."""

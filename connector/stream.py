@@ -645,8 +645,7 @@ class ChangeStream:
     def _lane(self, parser: BinlogParser, assembler: TransactionAssembler) -> Lane | None:
         if self.lanes is None or not self.typed_rows:
             return None
-        return Lane.of(self.lanes.planner(), self.lanes.takes_bursts, self.tracker, parser, assembler,
-                       self.query)  # fmt: skip
+        return Lane.of(self.lanes, self.tracker, parser, assembler, self.query)
 
     def _parser(self, cursor: Cursor, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(cursor, checksum=info.checksum)

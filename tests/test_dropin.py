@@ -117,6 +117,31 @@ def test_transactions_and_heartbeats_have_their_topics(tmp_path: Path) -> None:
     assert rig.checkpointer.committed == pos(40)
 
 
+
+def test_transaction_records_are_the_documented_json_byte_for_byte() -> None:
+    """The records are written from parts (fast, for the kernel's bursts): the bytes are still those
+    a JSON encoder writes of the documented dicts, for ids and names that need escaping too."""
+    encode = json.JSONEncoder(separators=(",", ":")).encode
+    topic = TransactionTopic("cdc._transaction", clock=lambda: 1_700_000_000.1239)
+    cases = [("3f15a78c-e9ea-11f1-99ad-02fc00000001:7", "bin.000001", [("db", "t", 2)]),
+             (None, 'odd"name\\.000002', [("é中", "😀", 1), ("db", "t", 3), ("é中", "😀", 10**12)]),
+             ("0-1-9", "x", [("tab\tand\x01", "q\"", 5)])]  # fmt: skip
+    for gtid, file, counts in cases:
+        tid = gtid or f"{file}:44"
+        begin = topic.begin(gtid, file, 44)
+        assert begin == (encode({"id": tid}).encode(), encode({"status": "BEGIN", "id": tid, "ts_ms": 1_700_000_000_123,
+                         "event_count": None, "data_collections": None}).encode())  # fmt: skip
+        assert topic.begin("another", file, 45) is None  # inside the transaction
+        collected: dict[str, int] = {}
+        for database, name, n in counts:
+            topic.count(database, name, n)
+            collected[f"{database}.{name}"] = collected.get(f"{database}.{name}", 0) + n
+        dicts = [{"data_collection": k, "event_count": v} for k, v in collected.items()]
+        end = {"status": "END", "id": tid, "ts_ms": 1_700_000_000_123, "event_count": sum(collected.values()),
+               "data_collections": dicts}  # fmt: skip
+        assert topic.end() == (encode({"id": tid}).encode(), encode(end).encode())
+        assert topic.end() is None
+
 def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
     rules = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
     rig = _canal(tmp_path, options=Options(columns=rules))

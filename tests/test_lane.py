@@ -10,12 +10,14 @@ The fuzzer mutates these same sessions under the sanitizers (tests/test_native_f
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 
 import pytest
 import zstandard
 
+from connector import lane
 from connector.binlog import constants as c
 from connector.columns import ColumnRules
 from connector.config import ColumnRule
@@ -213,3 +215,35 @@ def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
         assert reference.kernel_rows == 0 and outcome.same(reference), (inp.case.file, outcome, reference)
         taken += outcome.kernel_rows > 0
     assert ruled >= 50 and taken >= 40, (ruled, taken)
+
+
+def test_transaction_records_are_written_from_the_kernel_s_bursts(
+    cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Transaction records (issue 33) no longer keep the kernel off: it takes the rows, and says each
+    transaction's part of a burst, from which the pipeline writes the BEGIN and END records the
+    Python path writes (session.check compares every message). Each case with records on, as it is,
+    compressed (MySQL), and with bursts of one message, so that a transaction's rows and its XID
+    come in different bursts."""
+    taken = 0
+    for seed in session.seeds(cases):
+        inp = session.decode(cases, seed)
+        assert inp is not None
+        if not inp.records:
+            continue
+        outcome = session.check(inp)
+        if not outcome.kernel_rows:
+            continue
+        taken += 1
+        records = [json.loads(value or b"") for _, value in outcome.messages[(session.RECORDS, 0)]]
+        assert [r["status"] for r in records] == ["BEGIN", "END"] * 2, records
+        assert records[0]["id"] == records[1]["id"] != records[2]["id"] == records[3]["id"]
+        half = outcome.rows // 2  # both transactions carry the same rows event
+        assert [r["event_count"] for r in records[1::2]] == [half, half]
+        assert [len(r["data_collections"]) for r in records[1::2]] == [1, 1]
+        if not inp.case.mariadb:
+            assert session.check(dataclasses.replace(inp, compressed=True)).kernel_rows == outcome.kernel_rows
+        with monkeypatch.context() as patched:
+            patched.setattr(lane, "MAX_MESSAGES", 1)
+            assert session.check(inp).kernel_rows == outcome.kernel_rows
+    assert taken >= 40, taken

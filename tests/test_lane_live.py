@@ -5,7 +5,9 @@ The same binlog, read from the live server twice as `sluice run` reads it: once 
 taking what it can, once with every event on the Python path. The messages (topic, partition,
 key, value, in order), the saved position and its GTID set, and the counts must be equal, and the
 kernel must have taken most of the rows, including transactions it began and the Python path
-finished (a column type it does not cover, a key that moves, an image that leaves columns out)."""
+finished (a column type it does not cover, a key that moves, an image that leaves columns out).
+Both reads write transaction records, which the kernel's bursts give the pipeline (issue 33);
+a third read, with the kernel and heartbeats, checks the heartbeats."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
-from connector.extras import HeartbeatTopic
+from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position, position_of_text
 from connector.querytext import NO_QUERIES, QueryText
@@ -210,9 +212,13 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     first = prepare(config, history)
     typed_workload(random.Random(11))
     _covered_workload(random.Random(12))
-    with_kernel = _read(config, first, tmp_path / "kernel", kernel=True)
+    # Both with transaction records (their own state each): the kernel's bursts say their transactions
+    records = "lane._transaction"
+    with_kernel = _read(config, first, tmp_path / "kernel", kernel=True,
+                        options=Options(transactions=TransactionTopic(records, clock=lambda: 1.0)))  # fmt: skip
     again = prepare(config, history, resume=first.start)  # the schema as of the start, from the history
-    python = _read(config, again, tmp_path / "python", kernel=False)
+    python = _read(config, again, tmp_path / "python", kernel=False,
+                   options=Options(transactions=TransactionTopic(records, clock=lambda: 1.0)))  # fmt: skip
     ticks = itertools.count()  # a heartbeat is due every tenth look
     heartbeats = HeartbeatTopic("lane._heartbeat", "lane", 10.0, clock=lambda: float(next(ticks)))
     again = prepare(config, history, resume=first.start)
@@ -224,6 +230,9 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     assert with_kernel.messages.keys() == python.messages.keys()
     for where, expected in python.messages.items():
         assert with_kernel.messages[where] == expected, where
+    # the records: a BEGIN and an END for each transaction with captured rows, ids and counts the Python path's
+    statuses = [json.loads(value or b"")["status"] for _, value in python.messages[(records, 0)]]
+    assert statuses == ["BEGIN", "END"] * (len(statuses) // 2) and len(statuses) >= 2 * 60
     # `sluice decode` of the same binlog files: the compiled JSON renderer's lines are the Python path's
     compiled, python_lines = io.StringIO(), io.StringIO()
     files = _files_from(first.start.file)
@@ -241,6 +250,7 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     # and a heartbeat goes out then when one is due): the same row messages, and heartbeats at
     # positions that closed, in order, the last at most the saved one.
     beats = beating.messages.pop(("lane._heartbeat", 0))
+    python.messages.pop((records, 0))
     assert beating.messages == python.messages and beating.committed == python.committed
     assert beating.kernel_rows == with_kernel.kernel_rows, (beating.kernel_rows, with_kernel.kernel_rows)
     assert len(beats) >= 3 and {key for key, _ in beats} == {b'{"serverName":"lane"}'}

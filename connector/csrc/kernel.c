@@ -74,12 +74,27 @@ typedef struct {
     uint64_t seq;
 } domain_t; /* MariaDB: the last GTID committed in a domain */
 
-enum { UNDO_OUT, UNDO_ROWS };
+enum { UNDO_OUT, UNDO_ROWS, UNDO_PART };
 typedef struct {
-    int what;         /* UNDO_OUT: `n` messages at the end of topic `at`; UNDO_ROWS: `n` in row_counts[at] */
+    int what; /* UNDO_OUT: `n` messages at the end of topic `at`; UNDO_ROWS: `n` in row_counts[at]; UNDO_PART:
+                 `n` in part_counts[at] */
     Py_ssize_t at;
     long long n;
 } undo_t; /* what an event inside a TRANSACTION_PAYLOAD added to the run's output */
+
+/* Transaction records: one transaction's part of a run's messages (connector/extras.TransactionTopic). */
+typedef struct {
+    long long first;     /* the position of the transaction's first rows event that made messages */
+    Py_ssize_t counts;   /* its first (metric, messages) entry in part_counts; its last is before the next part's */
+    int committed;       /* its XID was in this run */
+    int has_gtid, gtid_len;
+    char gtid[GTID_TEXT];
+} part_t;
+
+typedef struct {
+    Py_ssize_t metric;
+    long long n;
+} part_count_t;
 
 typedef struct {
     PyObject_HEAD
@@ -102,6 +117,7 @@ typedef struct {
     uint64_t pending_gno;
     uint32_t pending_domain, pending_server;
     long long txn_rows, txn_start, handed;
+    long long txn_first; /* its first rows event that made messages, once txn_rows > 0 */
     buf_t sql; /* the statement text (ROWS_QUERY / ANNOTATE_ROWS, cut) the next rows event's first row carries */
     /* a run's output */
     topic_out_t *outs;
@@ -123,6 +139,12 @@ typedef struct {
     long long payload_rows; /* txn_rows where the payload began: its rows are numbered from there */
     undo_t *undo;
     Py_ssize_t nundo, undo_cap;
+    /* transaction records: each transaction's part of the run, when asked for (records()) */
+    int records, part_open; /* part_open: the last part is the open transaction's */
+    part_t *parts;
+    Py_ssize_t nparts, parts_cap;
+    part_count_t *part_counts;
+    Py_ssize_t npart_counts, part_counts_cap;
 } Kernel;
 
 /* -- taught: tables and BEGINs ---------------------------------------------------------------- */
@@ -340,6 +362,19 @@ static PyObject *Kernel_inflater(Kernel *k, PyObject *decompress) {
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(records_doc, "records(on)\n--\n\n"
+                          "Transaction records (connector/extras.TransactionTopic): whether run() also says, for\n"
+                          "each transaction whose messages it made or whose XID it read, its GTID, first change\n"
+                          "and messages by table.");
+
+static PyObject *Kernel_records(Kernel *k, PyObject *on) {
+    int flag = PyObject_IsTrue(on);
+    if (flag < 0)
+        return NULL;
+    k->records = flag;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(clear_doc, "clear()\n--\n\nForget every table taught (a DDL statement, a new server's events).");
 
 static PyObject *Kernel_clear(Kernel *k, PyObject *unused) {
@@ -415,7 +450,8 @@ static void txn_reset(Kernel *k) {
     k->gtid_len = 0;
     k->sql.len = 0;
     k->txn_rows = 0;
-    k->txn_start = k->handed = -1;
+    k->txn_start = k->handed = k->txn_first = -1;
+    k->part_open = 0;
 }
 
 static PyObject *txn_state(const Kernel *k) {
@@ -761,6 +797,36 @@ static int count_rows(Kernel *k, const plan_t *plan, int kind, long long n) {
     return note_undo(k, UNDO_ROWS, at, n);
 }
 
+/* Transaction records: the open transaction's part of this run, begun if it has none yet. */
+static int open_part(Kernel *k) {
+    if (k->part_open)
+        return 0;
+    if (grow((void **)&k->parts, &k->parts_cap, k->nparts + 1, sizeof(part_t)) < 0)
+        return -1;
+    part_t *p = &k->parts[k->nparts++];
+    p->first = k->txn_first, p->counts = k->npart_counts, p->committed = 0;
+    p->has_gtid = k->has_gtid, p->gtid_len = k->has_gtid ? k->gtid_len : 0;
+    memcpy(p->gtid, k->gtid, (size_t)p->gtid_len);
+    k->part_open = 1;
+    return 0;
+}
+
+/* Transaction records: n more messages of a table in the open transaction's part. */
+static int count_part(Kernel *k, int32_t metric, long long n) {
+    if (open_part(k) < 0)
+        return -1;
+    Py_ssize_t at = k->parts[k->nparts - 1].counts;
+    while (at < k->npart_counts && k->part_counts[at].metric != metric)
+        at++;
+    if (at == k->npart_counts) {
+        if (grow((void **)&k->part_counts, &k->part_counts_cap, k->npart_counts + 1, sizeof(part_count_t)) < 0)
+            return -1;
+        k->part_counts[k->npart_counts++] = (part_count_t){metric, 0};
+    }
+    k->part_counts[at].n += n;
+    return note_undo(k, UNDO_PART, at, n);
+}
+
 typedef struct {
     buf_t open, first, tail; /* first: the first row's envelope, where it carries a statement's text */
     long long ts_ms;
@@ -822,6 +888,10 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     long long made = k->event_len;
     if (count_rows(k, plan, rt.kind, made) < 0 || take_event(k, plan) < 0)
         return -1;
+    if (made && k->txn_rows == 0)
+        k->txn_first = e->pos;
+    if (made && k->records && count_part(k, plan->metric, made) < 0)
+        return -1;
     k->txn_rows += made;
     if (made)
         k->handed = e->pos;
@@ -863,6 +933,11 @@ static int xid(Kernel *k, const event_t *e) {
     int r = note_gtid(k);
     if (r != 0)
         return r > 0 ? PYTHONS : -1;
+    if (k->records && k->txn_rows > 0) { /* its END: in this run's part, made now if its rows were earlier runs' */
+        if (open_part(k) < 0)
+            return -1;
+        k->parts[k->nparts - 1].committed = 1;
+    }
     k->commits++;
     k->commit_pos = e->log_pos;
     k->commit_server = e->server_id;
@@ -942,23 +1017,25 @@ static int handle(Kernel *k, const event_t *e, scratch_t *sc) {
 /* The transaction's state and the run's totals an event inside a payload may change. */
 typedef struct {
     int in_txn, began, has_gtid, gtid_len;
-    long long txn_rows, txn_start, handed, commits, commit_pos, commit_server, timestamp;
+    long long txn_rows, txn_start, handed, txn_first, commits, commit_pos, commit_server, timestamp;
     Py_ssize_t nruns;
     uint64_t run_last;
+    int part_open;
+    Py_ssize_t nparts, npart_counts;
 } mark_t;
 
 static mark_t mark_of(const Kernel *k) {
     return (mark_t){k->in_txn, k->began, k->has_gtid, k->gtid_len, k->txn_rows, k->txn_start, k->handed,
-                    k->commits, k->commit_pos, k->commit_server, k->timestamp, k->nruns,
-                    k->nruns ? k->runs[k->nruns - 1].last : 0};
+                    k->txn_first, k->commits, k->commit_pos, k->commit_server, k->timestamp, k->nruns,
+                    k->nruns ? k->runs[k->nruns - 1].last : 0, k->part_open, k->nparts, k->npart_counts};
 }
 
 /* Back to the mark: the transaction as it was, and every message and count added since undone. */
 static void undo_to(Kernel *k, const mark_t *m) {
     for (Py_ssize_t i = k->nundo - 1; i >= 0; i--) {
         const undo_t *u = &k->undo[i];
-        if (u->what == UNDO_ROWS) {
-            k->row_counts[u->at] -= u->n;
+        if (u->what == UNDO_ROWS || u->what == UNDO_PART) {
+            *(u->what == UNDO_ROWS ? &k->row_counts[u->at] : &k->part_counts[u->at].n) -= u->n;
             continue;
         }
         topic_out_t *o = &k->outs[u->at];
@@ -972,7 +1049,10 @@ static void undo_to(Kernel *k, const mark_t *m) {
     k->nundo = 0;
     k->sql.len = 0; /* none at the mark: a payload is not taken while a text waits (payload) */
     k->in_txn = m->in_txn, k->began = m->began, k->has_gtid = m->has_gtid, k->gtid_len = m->gtid_len;
-    k->txn_rows = m->txn_rows, k->txn_start = m->txn_start, k->handed = m->handed;
+    k->txn_rows = m->txn_rows, k->txn_start = m->txn_start, k->handed = m->handed, k->txn_first = m->txn_first;
+    k->nparts = m->nparts, k->npart_counts = m->npart_counts, k->part_open = m->part_open;
+    if (k->part_open) /* the open transaction's part, which the payload's XID may have marked */
+        k->parts[k->nparts - 1].committed = 0;
     k->commits = m->commits, k->commit_pos = m->commit_pos, k->commit_server = m->commit_server;
     k->timestamp = m->timestamp;
     k->nruns = m->nruns;
@@ -1117,6 +1197,8 @@ static void run_reset(Kernel *k) {
     k->last_ts = k->last_pos = -1;
     k->nruns = 0;
     k->ndomains = 0;
+    k->nparts = k->npart_counts = 0;
+    k->part_open = 0; /* an open transaction's next messages or XID begin a new part */
 }
 
 /* (plain, tails) as connector/sink/partitioning.route gives them, for one topic's messages. */
@@ -1208,21 +1290,49 @@ static PyObject *gtids_result(const Kernel *k) {
     return list;
 }
 
+/* Transaction records: [(gtid, first, committed, [(metric, messages)])], each transaction's part of the run. */
+static PyObject *parts_result(const Kernel *k) {
+    PyObject *list = PyList_New(k->nparts);
+    for (Py_ssize_t i = 0; list != NULL && i < k->nparts; i++) {
+        const part_t *p = &k->parts[i];
+        Py_ssize_t end = i + 1 < k->nparts ? k->parts[i + 1].counts : k->npart_counts;
+        PyObject *counts = PyList_New(end - p->counts), *item = NULL;
+        for (Py_ssize_t j = p->counts; counts != NULL && j < end; j++) {
+            PyObject *count = Py_BuildValue("(nL)", k->part_counts[j].metric, k->part_counts[j].n);
+            if (count == NULL)
+                Py_CLEAR(counts);
+            else
+                PyList_SET_ITEM(counts, j - p->counts, count);
+        }
+        PyObject *gtid = p->has_gtid ? PyUnicode_DecodeASCII(p->gtid, p->gtid_len, NULL) : Py_NewRef(Py_None);
+        if (counts != NULL && gtid != NULL)
+            item = Py_BuildValue("(OLOO)", gtid, p->first, p->committed ? Py_True : Py_False, counts);
+        Py_XDECREF(counts);
+        Py_XDECREF(gtid);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
 static PyObject *run_result(Kernel *k, Py_ssize_t consumed, int reason, int sequence) {
     PyObject *commit = k->commits ? Py_BuildValue("(LLL)", k->commit_pos, k->timestamp, k->commit_server)
                                   : Py_NewRef(Py_None);
     PyObject *last = k->last_pos >= 0 ? Py_BuildValue("(LL)", k->last_ts, k->last_pos) : Py_NewRef(Py_None);
     PyObject *result = NULL, *topics = topics_result(k), *counts = counts_result(k), *gtids = gtids_result(k);
-    PyObject *txn = txn_state(k);
-    if (commit && last && topics && counts && gtids && txn)
-        result = Py_BuildValue("(nii" "OOLL" "OOOO)", consumed, reason, sequence, topics, counts, k->bytes,
-                               k->commits, commit, gtids, last, txn);
+    PyObject *txn = txn_state(k), *parts = parts_result(k);
+    if (commit && last && topics && counts && gtids && txn && parts)
+        result = Py_BuildValue("(nii" "OOLL" "OOOO" "O)", consumed, reason, sequence, topics, counts, k->bytes,
+                               k->commits, commit, gtids, last, txn, parts);
     Py_XDECREF(commit);
     Py_XDECREF(last);
     Py_XDECREF(topics);
     Py_XDECREF(counts);
     Py_XDECREF(gtids);
     Py_XDECREF(txn);
+    Py_XDECREF(parts);
     outs_clear(k);
     return result;
 }
@@ -1236,7 +1346,8 @@ PyDoc_STRVAR(run_doc,
              "topics [(topic, (plain, tails, count))] as partitioning.route gives them; rows [(metric, kind,\n"
              "count)]; events [(type, count)]; commit (log_pos, timestamp, server_id) of the last XID or None;\n"
              "gtids committed, MySQL [(sid, first, last)] or MariaDB [(domain, server, seq)]; last_event\n"
-             "(timestamp, log_pos) or None; transaction as release() gives it.");
+             "(timestamp, log_pos) or None; transaction as release() gives it; parts: with records() on, each\n"
+             "transaction's part of the run, (gtid, first change's position, committed, [(metric, messages)]).");
 
 static PyObject *Kernel_run(Kernel *k, PyObject *args) {
     Py_buffer buffer;
@@ -1321,6 +1432,8 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->row_counts);
     PyMem_Free(k->runs);
     PyMem_Free(k->undo);
+    PyMem_Free(k->parts);
+    PyMem_Free(k->part_counts);
     Py_XDECREF(k->inflate);
     PyMem_Free(k->file.data);
     PyMem_Free(k->sql.data);
@@ -1340,6 +1453,7 @@ static PyMethodDef Kernel_methods[] = {
     {"begin", (PyCFunction)Kernel_begin, METH_VARARGS, begin_doc},
     {"clear", (PyCFunction)Kernel_clear, METH_NOARGS, clear_doc},
     {"inflater", (PyCFunction)Kernel_inflater, METH_O, inflater_doc},
+    {"records", (PyCFunction)Kernel_records, METH_O, records_doc},
     {"release", (PyCFunction)Kernel_release, METH_NOARGS, release_doc},
     {"run", (PyCFunction)Kernel_run, METH_VARARGS, run_doc},
     {NULL, NULL, 0, NULL},

@@ -270,6 +270,7 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     (or refuses what it was taught with ValueError); the events are framed as a dump frames them
     (lengths, sequence numbers, CRC-32), so that their bodies, not the framing, meet the handlers."""
     kernel = module.Kernel()
+    kernel.records(fdp.ConsumeBool())  # transaction records: each transaction's part of the run too
     checksum = fdp.ConsumeBool()
     lengths = [int(fdp.PickValueInList(choices)) for choices in ([0, 6, 8, 9], [0, 6, 8], [0, 10, 12], [12, 13, 255])]
     query_max = int(fdp.PickValueInList([0, 1, 60, 4096]))  # no statement text; text cut to 1, 60, 4096 bytes

@@ -6,19 +6,21 @@ rows event bodies. The session is the case's FORMAT_DESCRIPTION, then two transa
 BEGIN on MySQL, the TABLE_MAP, a rows event, an XID; on MySQL, when the input says so, all but
 the GTID in a zstd TRANSACTION_PAYLOAD, as binlog_transaction_compression writes them) in the
 dump's packets, as a server sends them, handed out by a socket twin in chunks of the sizes the
-input picks (so packets arrive cut anywhere). It is read by connector/stream.session_items
+input picks (so packets arrive cut anywhere). With transaction records on (BEGIN and END on
+cdc._transaction), MySQL's second GTID is anonymous, as gtid_mode OFF writes it: its record's
+id is its first change's position. It is read by connector/stream.session_items
 twice, each time into its own pipeline and MemorySink: with the kernel's lane (which stops at
 the first BEGIN and TABLE_MAP, untaught, has the Python path decode and teach them, and goes
-on), and on the Python path alone. The two must end alike: the same
-messages on every partition, in order, the same saved position, the same error (type and
-words) or none. tests/test_lane.py runs the unmutated cases; tests/fuzz/native_fuzz.py
---target=session mutates them under the sanitizers.
+on), and on the Python path alone. The two must end alike: the same messages on every
+partition, in order, the same saved position, the same error (type and words) or none.
+tests/test_lane.py runs the unmutated cases; tests/fuzz/native_fuzz.py --target=session
+mutates them under the sanitizers.
 
-Input layout: case (1 byte, modulo the cases), flags (1: bits 0-2 the chunk pattern, bit 3 the
-TABLE_MAP older than the tracker's seed, bits 4-6 the rows event type, modulo rig.ROWS_TYPES,
-bit 7 the transactions compressed), the TABLE_MAP body's length (2 bytes, little endian), the
-body, the first rows body's length (2), the body, then the second rows body. Bodies exclude the
-19-byte header and the CRC.
+Input layout: case (1 byte: bits 0-6 the case, modulo the cases; bit 7 transaction records on),
+flags (1: bits 0-2 the chunk pattern, bit 3 the TABLE_MAP older than the tracker's seed, bits
+4-6 the rows event type, modulo rig.ROWS_TYPES, bit 7 the transactions compressed), the
+TABLE_MAP body's length (2 bytes, little endian), the body, the first rows body's length (2),
+the body, then the second rows body. Bodies exclude the 19-byte header and the CRC.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import socket
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -38,6 +40,7 @@ from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import SourceError
+from connector.extras import TransactionTopic
 from connector.lane import Lane
 from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position
@@ -55,6 +58,7 @@ CHUNKS: tuple[tuple[int, ...], ...] = (
 )  # fmt: skip
 SID = bytes.fromhex("3f15a78ce9ea11f199ad02fc00000001")  # a server UUID
 WALL = 1_700_000_000.25  # the messages' `ts`, the same in both reads
+RECORDS = "cdc._transaction"  # the transaction records' topic, when the input has them on
 
 
 class Chunks:
@@ -80,14 +84,15 @@ class Input:
     chunks: tuple[int, ...]
     before_seed: bool
     compressed: bool = False  # MySQL cases: each transaction after its GTID in a TRANSACTION_PAYLOAD
+    records: bool = False  # transaction records (BEGIN and END on cdc._transaction)
 
 
 def encode(
     index: int, table_map: bytes, rows_type: int, rows: tuple[bytes, bytes], chunks: int, seed: bool,
-    compressed: bool = False,
+    compressed: bool = False, records: bool = False,
 ) -> bytes:  # fmt: skip
     flags = chunks | seed << 3 | rig.ROWS_TYPES.index(rows_type) << 4 | compressed << 7
-    head = bytes([index, flags]) + struct.pack("<H", len(table_map)) + table_map
+    head = bytes([index | records << 7, flags]) + struct.pack("<H", len(table_map)) + table_map
     return head + struct.pack("<H", len(rows[0])) + rows[0] + rows[1]
 
 
@@ -103,9 +108,9 @@ def decode(cases: list[rig.Case], data: bytes) -> Input | None:
     rows = (rest[2 : 2 + first], rest[2 + first :])
     flags = data[1]
     rows_type = rig.ROWS_TYPES[(flags >> 4 & 7) % len(rig.ROWS_TYPES)]
-    case = cases[data[0] % len(cases)]
+    case = cases[(data[0] & 0x7F) % len(cases)]
     compressed = bool(flags & 0x80) and not case.mariadb
-    return Input(case, table_map, rows_type, rows, CHUNKS[flags & 7], bool(flags & 8), compressed)
+    return Input(case, table_map, rows_type, rows, CHUNKS[flags & 7], bool(flags & 8), compressed, data[0] >= 0x80)
 
 
 FINDINGS = Path(__file__).parent / "session-findings"  # each named for what it found
@@ -113,12 +118,12 @@ FINDINGS = Path(__file__).parent / "session-findings"  # each named for what it 
 
 def seeds(cases: list[rig.Case]) -> Iterator[bytes]:
     """Every case as it is in its file, both rows events the same, read in two cuts of the stream
-    (a MySQL case's also compressed); then the inputs of the findings so far, so that every run
-    tries them again."""
+    (the second with transaction records; a MySQL case's also compressed); then the inputs of the
+    findings so far, so that every run tries them again."""
     for index, case in enumerate(cases):
         table_map, rows_type, rows, _ = rig.pieces(case)
         yield encode(index, table_map, rows_type, (rows, rows), 0, False)
-        yield encode(index, table_map, rows_type, (rows, rows), 5, True)
+        yield encode(index, table_map, rows_type, (rows, rows), 5, True, records=True)
         if not case.mariadb:
             yield encode(index, table_map, rows_type, (rows, rows), 2, False, compressed=True)
     for found in sorted(FINDINGS.iterdir()):
@@ -163,12 +168,14 @@ def payload_header(compression: int, uncompressed: int, size: int) -> bytes:
     return header + _packed(c.OTW_PAYLOAD_HEADER_END_MARK)
 
 
-def _gtid(case: rig.Case, n: int) -> tuple[int, bytes]:
+def _gtid(case: rig.Case, n: int, anonymous: bool = False) -> tuple[int, bytes]:
+    """The transaction's GTID event; `anonymous`: MySQL's with gtid_mode OFF (no server UUID, number 0)."""
     if case.mariadb:  # sequence, domain, flags (transactional, parallel), as MariaDB 10.11 writes them
         return E.GTID_EVENT, struct.pack("<QIB", n, 0, 0x0C) + bytes(6)
     timestamps = (1_700_000_000_000_000).to_bytes(7, "little")  # immediate commit time, no original
     length_and_version = b"\xfc\xff\x01" + struct.pack("<I", 90704)  # transaction length, server version
-    return E.GTID_LOG_EVENT, b"\x00" + SID + struct.pack("<QBQQ", n, 2, n - 1, n) + timestamps + length_and_version
+    kind, sid, number = (E.ANONYMOUS_GTID_LOG_EVENT, bytes(16), 0) if anonymous else (E.GTID_LOG_EVENT, SID, n)
+    return kind, b"\x00" + sid + struct.pack("<QBQQ", number, 2, n - 1, n) + timestamps + length_and_version
 
 
 def _begin(n: int) -> bytes:
@@ -188,7 +195,7 @@ def stream(inp: Input, mangle: Callable[[bytes], bytes] | None = None) -> bytes:
     events = [case.fde]
     pos = 4 + len(case.fde)
     for n, rows in enumerate(inp.rows, start=7):
-        transaction = [_gtid(case, n)]
+        transaction = [_gtid(case, n, anonymous=inp.records and n == 8)]
         inner: list[tuple[int, bytes]] = [] if case.mariadb else [(E.QUERY_EVENT, _begin(n))]
         inner += [(E.TABLE_MAP_EVENT, inp.table_map), (inp.rows_type, rows), (E.XID_EVENT, struct.pack("<Q", n))]
         if inp.compressed:
@@ -239,9 +246,10 @@ def read(
     parser.table_filter = rig.INCLUDED
     sink = MemorySink()
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
+    if inp.records:  # each read its own records' state
+        options = replace(options, transactions=TransactionTopic(RECORDS, clock=lambda: WALL))
     pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
-    planner = pipeline.planner()
-    lane = Lane.of(planner, pipeline.takes_bursts, tracker, parser, assembler, NO_QUERIES) if kernel else None
+    lane = Lane.of(pipeline, tracker, parser, assembler, NO_QUERIES) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
     dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
     error = None
