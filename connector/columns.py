@@ -6,14 +6,15 @@ to the tables whose `database.table` it matches in full (the first matching rule
 table a rule touches is published through the per-message path with its table definition
 changed to match: excluded columns are gone from its messages and its schema, a masked or
 hashed column is a string column (`varchar`) carrying the mask or the hex digest. Tables
-without a rule keep the compiled rows path untouched; a table whose rule keeps its key columns
-as they are is written by the compiled code too (`Shaping`: connector/avro/transcode.shaped_program),
-to the same bytes.
+without a rule keep the compiled rows path untouched; a rule's table is written by the compiled
+code too (`Shaping`: connector/avro/transcode.shaped_program), to the same bytes. A masked or
+hashed key column keys its messages by the mask or digest, on either path.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -24,6 +25,7 @@ from connector.flat import FlatMessage
 from connector.schema.model import Column, Table
 
 KEEP, DROP, MASK, HASH = 0, 1, 2, 3  # what a rule does to a column (Shaping.treatment)
+log = logging.getLogger("sluice.columns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +88,7 @@ class ColumnRules:
         return shaped
 
     def shaping(self, table: Table) -> Shaping | None:
-        """How the compiled code writes the table under its rule; None where it does not: no rule,
-        a masked or hashed key column (the message key is made of the values as they are)."""
+        """How the compiled code writes the table under its rule; None without a rule."""
         hit = self._shapings.get(id(table))
         if hit is not None and hit[0] is table:
             return hit[1]
@@ -95,9 +96,7 @@ class ColumnRules:
         found = None
         if shaped is not None and rule is not None:
             treatment = tuple(_treatment(rule, c.name) for c in table.columns)
-            keys = {k.lower() for k in table.primary_key}
-            if not any(t in (MASK, HASH) and c.name.lower() in keys for c, t in zip(table.columns, treatment)):
-                found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt)
+            found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt)
         if len(self._shapings) > 4096:
             self._shapings.clear()
         self._shapings[id(table)] = (table, found)
@@ -136,8 +135,17 @@ def _shaped(table: Table, rule: ColumnRule) -> Table:
     if dropped:
         raise ConfigError(f"kafka.columns: {table.database}.{table.name}: key column(s) {', '.join(dropped)} "
                           "cannot be left out (the message key is made of them)")  # fmt: skip
+    masked = [c.name for c in table.columns if _treatment(rule, c.name) == MASK and c.name.lower() in keys]
+    if masked and (table.database, table.name) not in _warned:
+        _warned.add((table.database, table.name))
+        log.warning("kafka.columns: %s.%s: key column(s) %s masked: messages are keyed by the mask, so rows "
+                    "that differ only there share a key and a partition (log compaction keeps one of them); "
+                    "hash them to keep a key per row", table.database, table.name, ", ".join(masked))  # fmt: skip
     columns = tuple(_as_text(c, rule) for c in table.columns if _kept(rule, c.name))
     return replace(table, columns=columns)
+
+
+_warned: set[tuple[str, str]] = set()  # tables said to be keyed by a mask
 
 
 def _as_text(col: Column, rule: ColumnRule) -> Column:

@@ -79,11 +79,10 @@ class Encode:
 
     A rows event's changes are encoded from their decoded images in one pass and gathered with
     the rest of their statement (a [[kafka.columns]] rule's table too, by the compiled transcoder:
-    connector/columns.Shaping); what that path does not take (a rule that masks or hashes
-    a key column, an UPDATE that moves a key, images that leave columns out) goes one message at a
-    time. An UPDATE that moves a key becomes a DELETE under the old key and an INSERT under the
-    new, so each key's history stays in its one partition. DDL goes to the database's `_ddl` topic,
-    on one partition."""
+    connector/columns.Shaping); what that path does not take (an UPDATE that moves a key, images
+    that leave columns out) goes one message at a time. An UPDATE that moves a key becomes a
+    DELETE under the old key and an INSERT under the new, so each key's history stays in its one
+    partition. DDL goes to the database's `_ddl` topic, on one partition."""
 
     def __init__(
         self, encoder: MessageEncoder, router: TopicRouter, sink: Sink, gather: GatherStatement, produce: Produce,
@@ -157,14 +156,14 @@ class Encode:
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
         """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
         partitions `_rows`, GatherStatement and Produce would give them. None where they are not
-        written that way: a [[kafka.columns]] rule that masks or hashes a key column, a column the
-        transcoder does not cover."""
+        written that way: a column the transcoder does not cover, a [[kafka.columns]] rule the
+        compiled code does not write (ColumnRules.shaping None)."""
         database, name = table_map.schema, table_map.table
         shaping = None
         if self.columns.table(table) is not None:
             shaping = self.columns.shaping(table)
             if shaping is None:
-                self._python_path(database, name, "a [[kafka.columns]] rule masks or hashes a key column")
+                self._python_path(database, name, "the compiled code does not write its [[kafka.columns]] rule")
                 return None
         topic = self._topic(database, name)
         rows = self.encoder.kernel_rows(table_map, table, topic, shaping)

@@ -11,6 +11,7 @@ No services: this runs in `make unit` too.
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import struct
 
@@ -161,9 +162,9 @@ TABLE = _table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARC
         (ColumnRule(r"db\.t", exclude=["w"], mask=["v"]), (KEEP, MASK, DROP, KEEP)),
         (ColumnRule(r"db\.t", include=["id", "h"]), (KEEP, DROP, DROP, KEEP)),
         (ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"]), (KEEP, MASK, DROP, HASH)),
-        (ColumnRule(r"db\.t", hash=["id"]), None),  # a hashed key column
+        (ColumnRule(r"db\.t", hash=["id"]), (HASH, KEEP, KEEP, KEEP)),  # a hashed key column: keyed by its digest
         (ColumnRule(r"db\.t", exclude=["h"], hash=["h"]), (KEEP, KEEP, KEEP, DROP)),  # hashing what is left out
-        (ColumnRule(r"db\.t", mask=["ID"]), None),  # a masked key column
+        (ColumnRule(r"db\.t", mask=["ID"]), (MASK, KEEP, KEEP, KEEP)),  # a masked key column: by its mask
         (ColumnRule(r"db\.other", mask=["v"]), None),  # no rule for the table
     ],
 )  # fmt: skip
@@ -174,3 +175,16 @@ def test_which_rules_the_compiled_code_writes(rule: ColumnRule, treatment: tuple
         kept = [c.name for c, t in zip(TABLE.columns, treatment or ()) if t != DROP]
         assert [c.name for c in shaping.table.columns] == kept
         assert shaping.mask == "*" * rule.mask_chars and shaping.salt == rule.hash_salt
+
+
+def test_a_masked_key_column_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Masking a key column keys every row by the mask: one WARN line says so, once a table; a
+    hashed key column (a key per row still) says nothing."""
+    table = _table("CREATE TABLE masked_keys (a INT, b INT, v INT, PRIMARY KEY (a, b))")
+    with caplog.at_level(logging.WARNING, logger="sluice.columns"):
+        ColumnRules.of([ColumnRule(r"db\.masked_keys", hash=["a", "b"])]).table(table)
+        assert not caplog.records
+        for _ in range(2):
+            ColumnRules.of([ColumnRule(r"db\.masked_keys", mask=["b"])]).table(table)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "db.masked_keys: key column(s) b masked" in line and "hash them" in line

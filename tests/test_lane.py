@@ -23,6 +23,7 @@ from connector.columns import ColumnRules
 from connector.config import ColumnRule
 from connector.native import transcoder
 from connector.pipeline import Options
+from connector.schema.model import Table
 from tests.fuzz import rig, session
 from tests.fuzz.session import Input
 
@@ -179,8 +180,7 @@ def _rules(case: rig.Case) -> ColumnRules | None:
     """A [[kafka.columns]] rule for the case's table: its last column not in the key left out, its
     first masked (3 characters), its second hashed (a salt with a character beyond ASCII); None for
     a table with no such columns."""
-    body = case.table_map[1][19:]
-    table = case.tracker.definition(case.tables[int.from_bytes(body[:6], "little")])
+    table = _case_table(case)
     keys = {k.lower() for k in table.primary_key}
     others = [col.name for col in table.columns if col.name.lower() not in keys]
     if not others:
@@ -192,29 +192,50 @@ def _rules(case: rig.Case) -> ColumnRules | None:
     return ColumnRules.of([rule])
 
 
+def _key_rules(case: rig.Case) -> ColumnRules | None:
+    """A rule that masks the table's first key column and hashes its second (or hashes its only one):
+    its messages are keyed by the mask and digest, as the Python path keys them; None without a key."""
+    table = _case_table(case)
+    keys = list(table.primary_key)
+    if not keys:
+        return None
+    masked, hashed = (keys[:1], keys[1:2]) if len(keys) > 1 else ([], keys)
+    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), mask=masked, mask_chars=2, hash=hashed,
+                      hash_salt="k")  # fmt: skip
+    return ColumnRules.of([rule])
+
+
+def _case_table(case: rig.Case) -> Table:
+    body = case.table_map[1][19:]
+    return case.tracker.definition(case.tables[int.from_bytes(body[:6], "little")])
+
+
 def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
     cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """[[kafka.columns]] (issue 33): a rule that leaves a column out, masks one and hashes one. The kernel's
-    messages and the compiled transcoder's (the Python path's reading, which defers the images)
-    are those the per-message path writes (ColumnRules.shaping made None: what a rule's table took
-    before), for every corpus case, in both servers' charsets; and the kernel wrote them."""
-    taken = ruled = 0
+    """[[kafka.columns]] (issue 33): a rule that leaves a column out, masks one and hashes one, and one
+    that masks or hashes key columns. The kernel's messages and the compiled transcoder's (the Python
+    path's reading, which defers the images) are those the per-message path writes
+    (ColumnRules.shaping made None: what a rule's table took before), for every corpus case, in both
+    servers' charsets; and the kernel wrote them."""
+    taken = ruled = keyed = 0
     for seed in session.seeds(cases):
         inp = session.decode(cases, seed)
         assert inp is not None
-        rules = _rules(inp.case)
-        if rules is None:
-            continue
-        ruled += 1
-        options = Options(columns=rules)
-        outcome = session.check(inp, options=options)  # the kernel's == the transcoder's
-        with monkeypatch.context() as patched:
-            patched.setattr(ColumnRules, "shaping", lambda self, table: None)
-            reference = session.read(inp, False, options=options)
-        assert reference.kernel_rows == 0 and outcome.same(reference), (inp.case.file, outcome, reference)
-        taken += outcome.kernel_rows > 0
-    assert ruled >= 50 and taken >= 40, (ruled, taken)
+        for make in (_rules, _key_rules):
+            rules = make(inp.case)
+            if rules is None:
+                continue
+            ruled += 1
+            options = Options(columns=rules)
+            outcome = session.check(inp, options=options)  # the kernel's == the transcoder's
+            with monkeypatch.context() as patched:
+                patched.setattr(ColumnRules, "shaping", lambda self, table: None)
+                reference = session.read(inp, False, options=options)
+            assert reference.kernel_rows == 0 and outcome.same(reference), (inp.case.file, outcome, reference)
+            taken += outcome.kernel_rows > 0
+            keyed += make is _key_rules and outcome.kernel_rows > 0
+    assert ruled >= 100 and taken >= 80 and keyed >= 40, (ruled, taken, keyed)
 
 
 def test_transaction_records_are_written_from_the_kernel_s_bursts(

@@ -205,27 +205,35 @@ def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
 ) -> None:
     """[[kafka.columns]] (issue 33): each table with a rule that leaves out every third column
     but the key's, masks every third after it and hashes the rest (SHA-256 of a salt and the
-    value's canal text: every column type's text). The compiled transcoder's messages are those of
-    the per-message path (`row` of each message as the rule shapes it); declined only where the
-    rule-less path declines."""
+    value's canal text: every column type's text); and with a rule that hashes its first key
+    column and masks its second (messages keyed by the digest and the mask). The compiled
+    transcoder's messages are those of the per-message path (`row` of each message as the rule
+    shapes it); declined only where the rule-less path declines."""
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
-    compiled, declined = 0, []
+    compiled, keyed, declined = 0, 0, []
     for batch, table in captured:
         keys = {k.lower() for k in table.primary_key}
         others = [c.name for c in table.columns if c.name.lower() not in keys]
         rule = ColumnRule(re.escape(f"{DB}.{table.name}"), exclude=others[::3], mask=others[1::3], mask_chars=5,
                           hash=others[2::3], hash_salt="pepper-ü")  # fmt: skip
-        rules = ColumnRules.of([rule])
-        shaping, shaped = rules.shaping(table), rules.table(table)
-        assert shaping is not None and shaped is not None
-        topic = f"cdc.{DB}.{table.name}"
-        fast = encoder.rows(batch, table, topic, shaping)
-        if fast is None:
-            declined.append((table.name, batch.rows.kind.name, len(batch.rows.rows)))
-            continue
-        assert fast == [encoder.row(rules.message(m, table), shaped, topic) for m in batch.messages()], table.name
-        compiled += len(fast)
-    assert compiled > 100 and sorted(declined) == [("cov", "UPDATE", 1), ("cov_python", "WRITE", 2)], declined
+        key_rule = ColumnRule(re.escape(f"{DB}.{table.name}"), hash=list(table.primary_key[:1]),
+                              mask=list(table.primary_key[1:2]), mask_chars=1, hash_salt="k")  # fmt: skip
+        for ruling in (rule, key_rule) if keys else (rule,):
+            rules = ColumnRules.of([ruling])
+            shaping, shaped = rules.shaping(table), rules.table(table)
+            assert shaping is not None and shaped is not None
+            topic = f"cdc.{DB}.{table.name}"
+            fast = encoder.rows(batch, table, topic, shaping)
+            if fast is None:
+                declined.append((table.name, batch.rows.kind.name, len(batch.rows.rows)))
+                continue
+            messages = [rules.message(m, table) for m in batch.messages()]
+            assert fast == [encoder.row(m, shaped, topic) for m in messages], table.name
+            compiled += len(fast)
+            keyed += len(fast) if ruling is key_rule else 0
+    # the key change is declined with its key hashed too: its digest changes as well
+    assert sorted(set(declined)) == [("cov", "UPDATE", 1), ("cov_python", "WRITE", 2)], declined
+    assert compiled > 200 and keyed > 100, (compiled, keyed)
 
 
 def _decode(

@@ -96,8 +96,8 @@ def shaped_program(
     and the table's, `treatment` what the rule does to each (KEEP, DROP, MASK or HASH), `mask` a
     masked value's text, `salt` what a hashed value's text follows into SHA-256; `row` the shaped
     table's Avro record (the kept, masked and hashed columns, in order, a masked or hashed one a
-    string) and `key_columns` its key's fields among them. None where any column is not covered,
-    or a key column is not kept as it is."""
+    string) and `key_columns` its key's fields among them (a masked or hashed one keyed by its mask
+    or digest, as the Python path keys it). None where any column is not covered."""
     kept = [i for i, treat in enumerate(treatment) if treat != DROP]
     if transcoder is None or not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
         return None
@@ -120,7 +120,7 @@ def shaped_program(
     keys = []
     for field, index in zip(key["fields"] if key else (), key_columns):
         null, value, avro = _branches(field["type"])
-        if avro != _branches(row["fields"][index]["type"])[2] or treatment[kept[index]] != KEEP:
+        if avro != _branches(row["fields"][index]["type"])[2]:
             return None
         keys.append(KEY.pack(kept[index], null, value))
     return Program(b"".join(out), b"".join(keys), strings.packed())

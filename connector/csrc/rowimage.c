@@ -515,9 +515,11 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
  * it, then unwritten; a masked column's value branch and mask (the program's string) in its place,
  * its null a null. A zero date is masked too: the Python path masks its text. A hashed column's
  * value is read as its canal text instead (the text the Python path hashes), and its value branch
- * and the SHA-256 of the salt (the program's string) and that text, in hex, written in its place. */
+ * and the SHA-256 of the salt (the program's string) and that text, in hex, written in its place.
+ * *sp: the mask or digest written, which a key made of the column copies (the Python path keys a
+ * row by its shaped values), or start -1. */
 static int shaped(const column_t *c, const strings_t *strings, const unsigned char *s, Py_ssize_t *pos,
-                  Py_ssize_t end, buf_t *out, int null) {
+                  Py_ssize_t end, buf_t *out, int null, span_t *sp) {
     Py_ssize_t mark = out->len;
     char hex[64];
     if (!null && c->flags & COL_HASH) {
@@ -536,6 +538,7 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
             return r;
         out->len = mark;
     }
+    sp->start = -1;
     if (c->flags & COL_DROP)
         return DONE;
     if (null) {
@@ -545,10 +548,17 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
     }
     if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
         return FAIL;
-    if (c->flags & COL_HASH)
-        return buf_long(out, sizeof hex) < 0 || buf_put(out, hex, sizeof hex) < 0 ? FAIL : DONE;
-    bytes_t mask = string_at(strings, c->flags >> COL_STRING_SHIFT);
-    return buf_put(out, mask.p, mask.n) < 0 ? FAIL : DONE;
+    Py_ssize_t start = out->len;
+    if (c->flags & COL_HASH) {
+        if (buf_long(out, sizeof hex) < 0 || buf_put(out, hex, sizeof hex) < 0)
+            return FAIL;
+    } else {
+        bytes_t mask = string_at(strings, c->flags >> COL_STRING_SHIFT);
+        if (buf_put(out, mask.p, mask.n) < 0)
+            return FAIL;
+    }
+    sp->start = start, sp->end = out->len;
+    return DONE;
 }
 
 /* One row image (null bitmap, then the non-NULL values) as the fields of an Avro record. */
@@ -564,10 +574,9 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
         int null = bitmap[i >> 3] >> (i & 7) & 1;
         Py_ssize_t mark = out->len;
         if (c->flags & COL_SHAPED) {
-            int r = shaped(c, strings, s, &p, end, out, null);
+            int r = shaped(c, strings, s, &p, end, out, null, &spans[i]);
             if (r != DONE)
                 return r;
-            spans[i].start = -1; /* never a key's: connector/columns.py keeps keys as they are */
             continue;
         }
         if (!null) {
