@@ -40,6 +40,8 @@ OPS: dict[str, int] = {
     "OP_JSON": 19,  # length-prefixed (a bytes) MySQL binary JSON -> its text as MySQL prints it (jsonb.c)
     "OP_TEXTMB": 20,  # length-prefixed (a bytes) multi-byte charset -> UTF-8 by code table b (CODE_TABLES)
     "OP_WIDE": 21,  # length-prefixed (a bytes) UTF-16, UTF-32 or UCS-2 text (WIDE_FORMS b) -> UTF-8
+    "OP_GEOMETRY": 22,  # length-prefixed (a bytes) SRID and WKB -> Avro bytes, as they are
+    "OP_VECTOR": 23,  # length-prefixed (a bytes) little-endian floats -> Avro array of float (no NaN)
 }
 
 # The Unicode charsets of more than one byte a unit, as an OP_WIDE column's b (and a WALK_WIDE walk's
@@ -112,6 +114,7 @@ WALK_CHECKS: dict[str, int] = {
     "WALK_JSON": 2,  # MySQL binary JSON the compiled printer takes (jsonb.c: jsonb_ok)
     "WALK_CODES": 3,  # codes of code table `table` (CODE_TABLES), one after another
     "WALK_WIDE": 4,  # characters of WIDE_FORMS's `table`, one after another
+    "WALK_FLOATS": 5,  # whole 4-byte floats (VECTOR: values.decode_vector refuses a part of one)
 }
 
 # A rows event's operation, as the transcoder and the kernel number it.

@@ -15,6 +15,7 @@ import io
 import itertools
 import json
 import random
+import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ COVERED = (
     "w1 CHAR(4) CHARACTER SET cp1251, j JSON, dec3 DECIMAL(65,30), gk VARCHAR(20) CHARACTER SET gbk, "
     "sj CHAR(8) CHARACTER SET sjis, b5 VARCHAR(10) CHARACTER SET big5, kr TINYTEXT CHARACTER SET euckr, "
     "uj VARCHAR(10) CHARACTER SET ujis, ej VARCHAR(10) CHARACTER SET eucjpms, ac VARCHAR(10) CHARACTER SET ascii, "
-    "u16 VARCHAR(10) CHARACTER SET utf16, u32 TEXT CHARACTER SET utf32, u2 CHAR(3) CHARACTER SET ucs2"
+    "u16 VARCHAR(10) CHARACTER SET utf16, u32 TEXT CHARACTER SET utf32, u2 CHAR(3) CHARACTER SET ucs2, "
+    "ge GEOMETRY"
 )
 # MySQL's binary JSON as the server writes it (connector/csrc/jsonb.c; MariaDB's JSON is text).
 JSONS = ('{"id": 7, "name": "a\\nb", "tags": [1.5, null, true, "x"], "n": {"deep": [1e300, -2.5e-7, 12345678.9]}}',
@@ -83,6 +85,8 @@ def _covered_row(rng: random.Random, key: int) -> tuple[Any, ...]:
         rng.choice(["日本語", "丂", "ｶﾅ", None]), rng.choice(["①②", "丂", ""]), rng.choice(["plain \\", ""]),
         # UTF-16, UTF-32 and UCS-2 (beyond the BMP but in ucs2)
         rng.choice(["a😀", "", None]), rng.choice(["💾" * 30, "x"]), rng.choice(["中", "\ue000", ""]),
+        # a GEOMETRY as stored: its SRID, then WKB (a POINT)
+        rng.choice([None, struct.pack("<IBIdd", rng.choice([0, 4326]), 1, 1, 45.5, rng.uniform(-90, 90))]),
     )  # fmt: skip
 
 

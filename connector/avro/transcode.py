@@ -18,7 +18,9 @@ utf32 (each character's code point: native_spec.WIDE_FORMS), and MySQL's
 binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
 DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
 charset's server does not store is declined too (the Python path replaces them and says so). Not
-covered (Python): geometry, VECTOR, pre-5.6 temporal types, and MariaDB's UUID/INET types.
+covered (Python): pre-5.6 temporal types, and MariaDB's UUID/INET types. GEOMETRY (its bytes as
+stored) and VECTOR (its floats, a NaN declined) are covered for Avro, not for canal's text (the
+JSON renderer, a hashed column's digest).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from connector.avro.binary import varint
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.rowplan import (
+    NO_TEXT_OPS,
     OP_BIT,
     OP_BIT64,
     OP_BYTES,
@@ -38,6 +41,7 @@ from connector.binlog.rowplan import (
     OP_DOUBLE,
     OP_ENUM,
     OP_FLOAT,
+    OP_GEOMETRY,
     OP_INT,
     OP_JSON,
     OP_SET,
@@ -48,6 +52,7 @@ from connector.binlog.rowplan import (
     OP_UINT,
     OP_UINT64,
     OP_UTF8,
+    OP_VECTOR,
     OP_WIDE,
     OP_YEAR,
     Op,
@@ -60,7 +65,7 @@ from connector.binlog.tablemap import ColumnMeta
 from connector.columns import DROP, HASH, KEEP, MASK
 from connector.native import transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
-from connector.schema.model import BINARY_TYPES, Column
+from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
 
@@ -130,7 +135,7 @@ def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, flags: int, s
     """A column the rule drops (`field` None), masks or hashes (`field` its string field): read by
     its op, written as `flags` (COLUMN_FLAGS, with their string) say."""
     op = column_op(meta, strings)
-    if op is None:
+    if op is None or (flags & _HASH and op[0] in NO_TEXT_OPS):  # the text a digest is of: Python's
         return None
     null = value = -1
     if field is not None:
@@ -172,6 +177,15 @@ def _branches(kind: Any) -> tuple[int, int, Any]:
     return -1, -1, kind
 
 
+# The ops that write a value as stored, by the column types and the Avro type they write it for:
+# JSON's text, GEOMETRY's bytes (SRID and WKB), VECTOR's floats.
+_AS_STORED: dict[int, tuple[frozenset[str], Any]] = {
+    OP_JSON: (frozenset({"json"}), "string"),
+    OP_GEOMETRY: (GEOMETRY_TYPES, "bytes"),
+    OP_VECTOR: (frozenset({"vector"}), {"type": "array", "items": "float"}),
+}
+
+
 def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
     """The operation writes what the Python path writes for this tracked column and Avro type."""
     code, kind = op[0], col.data_type
@@ -198,8 +212,9 @@ def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
         return kind == ("enum" if code == OP_ENUM else "set") and avro == "string"
     if code == OP_BYTES:
         return kind in BINARY_TYPES and avro == "bytes"
-    if code == OP_JSON:
-        return kind == "json" and avro == "string"
+    if code in _AS_STORED:
+        kinds, wanted = _AS_STORED[code]
+        return kind in kinds and avro == wanted
     return code in (OP_UTF8, OP_TEXT8, OP_TEXTMB, OP_WIDE) and kind in _TEXT_TYPES and avro == "string"
 
 

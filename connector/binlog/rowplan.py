@@ -36,7 +36,10 @@ OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2 = OPS["OP_DOUBLE"], OPS["OP_DECIMAL
 OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"], OPS["OP_UTF8"], OPS["OP_BYTES"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8, OP_JSON, OP_TEXTMB = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"], OPS["OP_TEXTMB"]
-OP_WIDE = OPS["OP_WIDE"]
+OP_WIDE, OP_GEOMETRY, OP_VECTOR = OPS["OP_WIDE"], OPS["OP_GEOMETRY"], OPS["OP_VECTOR"]
+# Ops the canal text of a value is not compiled for (GEOMETRY's hex, VECTOR's "%.5e" list): the
+# JSON renderer's tables and a hashed column's text take the Python path.
+NO_TEXT_OPS = frozenset({OP_GEOMETRY, OP_VECTOR})
 # The Unicode charsets of wider units, by the form OP_WIDE reads them in (charsets.py's codecs for them).
 WIDE = {"utf16": WIDE_FORMS["WIDE_UTF16"], "utf16le": WIDE_FORMS["WIDE_UTF16LE"], "utf32": WIDE_FORMS["WIDE_UTF32"],
         "ucs2": WIDE_FORMS["WIDE_UCS2"]}  # fmt: skip
@@ -47,7 +50,7 @@ KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
 WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS), code table
 WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]
-WALK_CODES, WALK_WIDE = WALK_CHECKS["WALK_CODES"], WALK_CHECKS["WALK_WIDE"]
+WALK_CODES, WALK_WIDE, WALK_FLOATS = WALK_CHECKS["WALK_CODES"], WALK_CHECKS["WALK_WIDE"], WALK_CHECKS["WALK_FLOATS"]
 
 Op = tuple[int, int, int, int]  # op, width, a, b
 
@@ -97,6 +100,12 @@ class Program:
     strings: bytes = b""  # ENUM and SET labels, single-byte charsets' characters
 
 
+# Length-prefixed values whose op reads them as stored (no collation).
+_AS_STORED: dict[int, int] = {
+    T.MYSQL_TYPE_JSON: OP_JSON, T.MYSQL_TYPE_GEOMETRY: OP_GEOMETRY, T.MYSQL_TYPE_VECTOR: OP_VECTOR,
+}
+
+
 def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
     """How the compiled code reads one binlog column, from its metadata alone; None where it does not."""
     kind = meta.real_type
@@ -125,9 +134,9 @@ def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
         return (OP_BIT64 if bits == 64 else OP_BIT, width, 0, 0) if 1 <= width <= 8 else None
     if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
         return _labels(meta, strings)
-    if kind == T.MYSQL_TYPE_JSON:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT)
+    if kind in _AS_STORED:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT), GEOMETRY, VECTOR
         prefix = length_prefix(meta)
-        return (OP_JSON, 0, prefix, 0) if 1 <= prefix <= 4 else None
+        return (_AS_STORED[kind], 0, prefix, 0) if 1 <= prefix <= 4 else None
     if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
         return _text(meta, meta.collation, strings)
     return None
@@ -308,7 +317,7 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
     ops, strings = [], Strings()
     for meta in columns:
         op = column_op(meta, strings)
-        if op is None:
+        if op is None or op[0] in NO_TEXT_OPS:
             return None
         ops.append(packed_column(op, strings))
     return Program(b"".join(ops), b"", strings.packed()) if ops else None
@@ -326,15 +335,16 @@ _WALKS_FIXED = frozenset(
 
 
 # What the walk checks of each length-prefixed op's bytes (native_spec.WALK_CHECKS).
-_WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON}
+_WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_GEOMETRY: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON,
+               OP_VECTOR: WALK_FLOATS}  # fmt: skip
 
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
     """How `count_rows` steps over each column of a row image (WALK per column); None unless
     column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
     of a charset whose every byte is a character, OP_TEXTMB (each value codes of its code table),
-    OP_WIDE (each value characters of its form)
-    or OP_JSON (checked by the compiled printer, which takes only documents the Python decoding
+    OP_WIDE (each value characters of its form), OP_GEOMETRY (bytes as they are), OP_VECTOR
+    (whole floats) or OP_JSON (checked by the compiled printer, which takes only documents the Python decoding
     reads)."""
     out, strings = [], Strings()
     for meta in columns:

@@ -222,6 +222,46 @@ static int text_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos
     return DONE;
 }
 
+/* VECTOR: its floats as an Avro array of float (a block of them, then the end; none: the end alone). Each
+ * float is the Python path's: its flat text, VECTOR_TO_STRING's "%.5e", read back (encoding._typed:
+ * convert(render(value))), by Python's own formatting and parsing, so six significant digits, rounded
+ * as Python rounds them. Declined: a length that is not whole floats (the Python path names it) and
+ * a NaN. */
+static int vector_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
+    bytes_t value;
+    Py_ssize_t used;
+    if (prefixed(c, v, room, &value, &used) != DONE || value.n % 4)
+        return DECLINE;
+    Py_ssize_t mark = out->len;
+    if (value.n && (buf_long(out, value.n / 4) < 0 || buf_reserve(out, value.n) < 0))
+        return FAIL;
+    for (Py_ssize_t i = 0; i < value.n; i += 4) { /* each float moves on by its 4 bytes */
+        uint32_t bits = (uint32_t)le(value.p + i, 4);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (f != f) {
+            out->len = mark;
+            return DECLINE;
+        }
+        char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
+        if (text == NULL)
+            return FAIL;
+        double back = PyOS_string_to_double(text, NULL, NULL);
+        PyMem_Free(text);
+        if (back == -1.0 && PyErr_Occurred())
+            return FAIL;
+        float rounded = (float)back; /* struct.pack("<f"): round to nearest, no overflow from 6 digits */
+        memcpy(&bits, &rounded, 4);
+        unsigned char *at = (unsigned char *)out->data + out->len;
+        for (int b = 0; b < 4; b++) /* Avro's float: little-endian */
+            at[b] = (unsigned char)(bits >> (8 * b));
+        out->len += 4;
+    }
+    *pos += used;
+    static const char end = 0;
+    return buf_put(out, &end, 1) < 0 ? FAIL : DONE;
+}
+
 static int temporal_value(const column_t *c, const unsigned char *v, buf_t *out, int *null) {
     int64_t days;
     int ok;
@@ -443,8 +483,10 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
     Py_ssize_t p = *pos;
     const unsigned char *v = s + p;
     *null = 0;
-    if (c->op == OP_UTF8 || c->op == OP_BYTES)
+    if (c->op == OP_UTF8 || c->op == OP_BYTES || c->op == OP_GEOMETRY)
         return text_value(c, v, pos, end - p, out);
+    if (c->op == OP_VECTOR)
+        return vector_value(c, v, pos, end - p, out);
     if (c->op == OP_TEXT8)
         return text8_value(c, strings, v, pos, end - p, out);
     if (c->op == OP_JSON)
@@ -912,6 +954,9 @@ static int column_ok(const column_t *c, const strings_t *strings) {
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
     case OP_BYTES:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
+    case OP_GEOMETRY:
+    case OP_VECTOR:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
     case OP_TEXT8:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && strings_ok(strings, c->b, 256);
     case OP_TEXTMB:
@@ -955,6 +1000,7 @@ int walk_ok(const walk_t *c) {
     int fixed = c->width > 0 && c->prefix == 0 && c->check == WALK_BYTES;
     int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 &&
                    (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON ||
+                    c->check == WALK_FLOATS ||
                     (c->check == WALK_CODES && code_table(c->table) != NULL) ||
                     (c->check == WALK_WIDE && c->table >= 0 && c->table < (int)WIDE_FORM_COUNT));
     return (fixed || prefixed) && (c->check == WALK_CODES || c->check == WALK_WIDE || c->table == 0);
@@ -997,7 +1043,7 @@ static int walk_image(const walk_t *cols, Py_ssize_t ncols, const unsigned char 
             p += cols[i].prefix;
         }
         if (n > end - p || (cols[i].check == WALK_UTF8 && !utf8_valid(s + p, n)) ||
-            (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)) ||
+            (cols[i].check == WALK_JSON && !jsonb_ok(s + p, n)) || (cols[i].check == WALK_FLOATS && n % 4) ||
             (cols[i].check == WALK_CODES && !codes_valid(code_table(cols[i].table), s + p, n)) ||
             (cols[i].check == WALK_WIDE && !wide_valid(cols[i].table, s + p, n)))
             return 0;

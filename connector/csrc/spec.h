@@ -25,6 +25,8 @@ enum {
     OP_JSON = 19,
     OP_TEXTMB = 20,
     OP_WIDE = 21,
+    OP_GEOMETRY = 22,
+    OP_VECTOR = 23,
 };
 enum {
     WIDE_UTF16 = 0,
@@ -44,6 +46,7 @@ enum {
     WALK_JSON = 2,
     WALK_CODES = 3,
     WALK_WIDE = 4,
+    WALK_FLOATS = 5,
 };
 enum {
     KIND_WRITE = 0,

@@ -247,7 +247,7 @@ def _route(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 # a TIME(6), a BIT(8), an ENUM and a SET of the strings' first labels, text in a charset table,
 # binary JSON with a 1-byte and a 4-byte length prefix, a DECIMAL(65,30), gbk text (its code table),
 # MySQL's ujis text (codes of up to three bytes), UTF-16 and UTF-32 text (OP_WIDE's forms 0 and 2),
-# gb18030 text (four-byte codes: its range).
+# gb18030 text (four-byte codes: its range), a GEOMETRY (4-byte prefix), a VECTOR (4-byte prefix, and 1).
 GBK = 4  # native_spec.CODE_TABLES.index("gbk"), learnt when the boundary target starts
 UJIS = 9  # native_spec.CODE_TABLES.index("ujis.mysql"), learnt then too
 GB18030 = 10  # native_spec.CODE_TABLES.index("gb18030.mysql"), and this one
@@ -256,11 +256,12 @@ GOOD_COLUMNS = [(1, 4, 0, 0, 0, 1), (3, 8, 0, 0, -1, -1), (5, 8, 0, 0, 0, 1), (6
                 (14, 1, 0, 0, 0, 1), (16, 1, 0, 2, 0, 1), (17, 1, 0, 3, 0, 1), (18, 0, 1, 4, 0, 1),
                 (19, 0, 1, 0, 0, 1), (19, 0, 4, 0, -1, -1), (6, 30, 65, 30, 0, 1), (20, 0, 1, GBK, 0, 1),
                 (20, 0, 2, GBK, -1, -1), (20, 0, 1, UJIS, 0, 1), (21, 0, 1, 0, 0, 1),
-                (21, 0, 2, 2, -1, -1), (20, 0, 2, GB18030, 0, 1)]  # fmt: skip
+                (21, 0, 2, 2, -1, -1), (20, 0, 2, GB18030, 0, 1), (22, 0, 4, 0, 0, 1), (23, 0, 4, 0, -1, -1),
+                (23, 0, 1, 0, 0, 1)]  # fmt: skip
 # Walks the parser makes (width, prefix, check, table): an INT, a VARCHAR of UTF-8, gbk text, JSON, ujis,
-# UCS-2 and UTF-16LE text, gb18030 text.
+# UCS-2 and UTF-16LE text, gb18030 text, a VECTOR's floats.
 GOOD_WALKS = [(4, 0, 0, 0), (0, 2, 1, 0), (0, 1, 3, GBK), (0, 2, 3, GBK), (0, 4, 2, 0), (0, 1, 3, UJIS), (0, 1, 4, 3),
-              (0, 2, 4, 1), (0, 1, 3, GB18030)]  # fmt: skip
+              (0, 2, 4, 1), (0, 1, 3, GB18030), (0, 4, 5, 0)]  # fmt: skip
 # The event types the kernel handles, and two it leaves to Python.
 KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
