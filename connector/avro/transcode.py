@@ -18,9 +18,9 @@ utf32 (each character's code point: native_spec.WIDE_FORMS), and MySQL's
 binary JSON (as MySQL prints it: connector/csrc/jsonb.c; a document with an opaque value, a
 DECIMAL or a date made by SQL, is declined and its event goes to Python). Text with bytes its
 charset's server does not store is declined too (the Python path replaces them and says so). Not
-covered (Python): pre-5.6 temporal types, and MariaDB's UUID/INET types. GEOMETRY (its bytes as
-stored) and VECTOR (its floats, a NaN declined) are covered for Avro, not for canal's text (the
-JSON renderer, a hashed column's digest).
+covered (Python): pre-5.6 temporal types. MariaDB's UUID, INET4 and INET6 are their stored bytes;
+GEOMETRY (its bytes as stored) and VECTOR (its floats as the Python path writes them, a NaN
+declined) are covered for Avro, not for canal's text (the JSON renderer, a hashed column's digest).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from connector.binlog.tablemap import ColumnMeta
 from connector.columns import DROP, HASH, KEEP, MASK
 from connector.native import transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
-from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column
+from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, STORED_BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
 
@@ -210,8 +210,8 @@ def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
         return _is_decimal(avro, 0) if code == OP_BIT64 else avro == "long"
     if code in (OP_ENUM, OP_SET):
         return kind == ("enum" if code == OP_ENUM else "set") and avro == "string"
-    if code == OP_BYTES:
-        return kind in BINARY_TYPES and avro == "bytes"
+    if code == OP_BYTES:  # MariaDB's UUID, INET4 and INET6 too: their stored bytes (a BINARY(n) in the binlog)
+        return (kind in BINARY_TYPES or kind in STORED_BINARY_TYPES) and avro == "bytes"
     if code in _AS_STORED:
         kinds, wanted = _AS_STORED[code]
         return kind in kinds and avro == wanted

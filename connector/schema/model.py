@@ -15,6 +15,8 @@ from typing import Any
 # Declared type families (canonical names, as connector/schema/ddl.py normalises them).
 CHARACTER_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+# MariaDB's fixed-size binary types, logged as BINARY(n) and published as their stored bytes, by size.
+STORED_BINARY_TYPES = {"uuid": 16, "inet6": 16, "inet4": 4}
 GEOMETRY_TYPES = frozenset(
     {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
      "geometrycollection", "geomcollection"}

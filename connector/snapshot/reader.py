@@ -34,7 +34,7 @@ from connector.flat import float32_text
 from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
 from connector.replica.server import is_mariadb, master_position
-from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, Column, Table
+from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, STORED_BINARY_TYPES, Column, Table
 from connector.schema.sqltokens import quote_identifier
 from connector.snapshot.state import Key, KeyValue
 
@@ -46,7 +46,6 @@ Chunk = Iterator[tuple[Rendered, Key]]
 # pymysql's encoders for query parameters, without its decoders for result values.
 _TEXT_RESULTS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 _INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
-_STORED_BYTES = {"uuid": 16, "inet6": 16, "inet4": 4}
 
 
 SETTLE_TIMEOUT_S = 10  # how long a chunk waits for the stream's transactions to commit (MySQL)
@@ -98,7 +97,7 @@ _RENDER: dict[str, Callable[[Any], str]] = {
     "double": lambda v: repr(float(v)),
     "bit": lambda v: str(int.from_bytes(v, "big")),
     "vector": _vector,
-    **dict.fromkeys(BINARY_TYPES | set(_STORED_BYTES), _latin1),
+    **dict.fromkeys(BINARY_TYPES | set(STORED_BINARY_TYPES), _latin1),
     **dict.fromkeys(GEOMETRY_TYPES, lambda v: bytes(v).hex()),
 }
 
@@ -118,8 +117,8 @@ def select_expression(col: Column) -> str:
     name = quote_identifier(col.name)
     if _read_as_bytes(col):
         return f"CAST({name} AS BINARY)"
-    if col.data_type in _STORED_BYTES:
-        return f"CAST({name} AS BINARY({_STORED_BYTES[col.data_type]}))"
+    if col.data_type in STORED_BINARY_TYPES:
+        return f"CAST({name} AS BINARY({STORED_BINARY_TYPES[col.data_type]}))"
     if col.data_type == "float":
         return f"CAST({name} AS DOUBLE)"  # the text protocol rounds FLOAT to 6 digits
     if col.data_type == "vector":
