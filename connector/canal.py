@@ -184,7 +184,7 @@ class CanalJsonEncoder:
         """None: the compiled kernel writes Avro, so canal's JSON takes the Python path (connector/lane.py)."""
         return None
 
-    def python_path(self, table_map: object, table: Table) -> str:
+    def python_path(self, table_map: object, table: Table, shaping: object = None) -> str:
         return "canal-json is written by the Python path"
 
     def check(self) -> None:

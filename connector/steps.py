@@ -168,9 +168,9 @@ class Encode:
         topic = self._topic(database, name)
         rows = self.encoder.kernel_rows(table_map, table, topic, shaping)
         if rows is None:
-            why = self.encoder.python_path(table_map, table)
+            why = self.encoder.python_path(table_map, table, shaping)
             if shaping is not None:
-                why = f"a [[kafka.columns]] rule shapes its messages ({why})"
+                why = f"a [[kafka.columns]] rule shapes its messages: {why}"
             self._python_path(database, name, why)
             return None
         partitions = self.sink.partitions(topic)

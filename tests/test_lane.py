@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import zstandard
@@ -35,11 +35,17 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> list[rig.Case]:
     return rig.load_cases(tmp_path_factory.mktemp("lane-cases"))
 
 
-def test_every_case_reads_the_same_with_the_kernel_and_without(cases: list[rig.Case]) -> None:
-    taken = errors = 0
+
+def _inputs(cases: list[rig.Case]) -> Iterator[Input]:
+    """Every seed of the session fuzzer, decoded (tests/fuzz/session.seeds)."""
     for seed in session.seeds(cases):
         inp = session.decode(cases, seed)
         assert inp is not None
+        yield inp
+
+def test_every_case_reads_the_same_with_the_kernel_and_without(cases: list[rig.Case]) -> None:
+    taken = errors = 0
+    for inp in _inputs(cases):
         outcome = session.check(inp)
         taken += outcome.kernel_rows > 0
         errors += outcome.error is not None
@@ -54,9 +60,7 @@ def test_every_case_reads_the_same_with_the_kernel_and_without(cases: list[rig.C
 def test_a_stream_cut_into_single_bytes_reads_the_same(cases: list[rig.Case]) -> None:
     """Every packet arrives a byte at a time: the kernel waits for whole packets, and takes them."""
     cut = 0
-    for seed in list(session.seeds(cases))[::2]:
-        inp = session.decode(cases, seed)
-        assert inp is not None
+    for inp in list(_inputs(cases))[::2]:
         whole = session.check(inp)
         if whole.kernel_rows and cut < 4:
             bytewise = session.check(dataclasses.replace(inp, chunks=(1,)))
@@ -70,9 +74,7 @@ def test_compressed_transactions_are_the_kernels_as_the_same_transactions_plain(
     The kernel takes the second payload wherever it takes the second plain transaction, and the
     session ends as the Python path's (its rows numbered across the payload's events, at its position)."""
     compared = taken = 0
-    for seed in session.seeds(cases):
-        inp = session.decode(cases, seed)
-        assert inp is not None
+    for inp in _inputs(cases):
         if not inp.compressed:
             continue
         compressed = session.check(inp)
@@ -160,9 +162,7 @@ def test_a_damaged_payload_reads_as_on_the_python_path(cases: list[rig.Case]) ->
     """Every fault of PAYLOAD_FAULTS, and every header byte changed, on sessions the kernel takes
     compressed: the same messages, position and error with the kernel as without."""
     taken: list[Input] = []
-    for seed in session.seeds(cases):
-        inp = session.decode(cases, seed)
-        assert inp is not None
+    for inp in _inputs(cases):
         if inp.compressed and len(taken) < 3 and session.check(inp).kernel_rows:
             taken.append(inp)
     assert len(taken) == 3
@@ -219,9 +219,7 @@ def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
     (ColumnRules.shaping made None: what a rule's table took before), for every corpus case, in both
     servers' charsets; and the kernel wrote them."""
     taken = ruled = keyed = 0
-    for seed in session.seeds(cases):
-        inp = session.decode(cases, seed)
-        assert inp is not None
+    for inp in _inputs(cases):
         for make in (_rules, _key_rules):
             rules = make(inp.case)
             if rules is None:
@@ -247,9 +245,7 @@ def test_transaction_records_are_written_from_the_kernel_s_bursts(
     compressed (MySQL), and with bursts of one message, so that a transaction's rows and its XID
     come in different bursts."""
     taken = 0
-    for seed in session.seeds(cases):
-        inp = session.decode(cases, seed)
-        assert inp is not None
+    for inp in _inputs(cases):
         if not inp.records:
             continue
         outcome = session.check(inp)

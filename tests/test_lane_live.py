@@ -5,7 +5,8 @@ The same binlog, read from the live server twice as `sluice run` reads it: once 
 taking what it can, once with every event on the Python path. The messages (topic, partition,
 key, value, in order), the saved position and its GTID set, and the counts must be equal, and the
 kernel must have taken most of the rows, including transactions it began and the Python path
-finished (a column type it does not cover, a key that moves, an image that leaves columns out).
+finished (a value it declines: a JSON document with opaque values; a key that moves, an image
+that leaves columns out).
 Both reads write transaction records, which the kernel's bursts give the pipeline (issue 33);
 a third read, with the kernel and heartbeats, checks the heartbeats."""
 

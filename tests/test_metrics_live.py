@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.config import MetricsSection
+from connector.config import ColumnRule, MetricsSection
 from connector.logs import JsonLogFormatter
 from connector.runner import Connector
 from tests.live import connect, server, wait_until
@@ -50,11 +50,12 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
     caplog.set_level(logging.INFO, logger="sluice")
     db = "metered"
     fresh(db)
-    with connect(db).cursor() as cur:  # a GEOMETRY column: its table's rows take the Python path
+    with connect(db).cursor() as cur:  # a GEOMETRY column, hashed by a rule: its table takes the Python path
         cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, doc GEOMETRY)")
     port = free_port()
     config = config_for(f"metrics{uuid.uuid4().hex[:6]}", db, tmp_path)
-    config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0))
+    config = replace(config, metrics=MetricsSection(port=port, host="127.0.0.1", progress_s=1.0),
+                     kafka=replace(config.kafka, columns=[ColumnRule(rf"{db}\.notes", hash=["doc"])]))  # fmt: skip
     Connector(config).run(blocking=False)  # first start: capture
     connector = Connector(config)
     runner = threading.Thread(target=connector.run, daemon=True)
@@ -88,8 +89,9 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
         assert path_rows[("order_lines", "kernel")] + path_rows[("order_lines", "python")] == 80, path_rows
         assert path_rows[("order_lines", "kernel")] > 0, path_rows  # the compiled kernel's table
         slow = [r.getMessage() for r in caplog.records if "take the Python path" in r.getMessage()]
-        assert slow == [f"rows of `{db}`.`notes` take the Python path, slower than the compiled kernel: "
-                        "column `doc` (geometry) is not compiled"], slow  # fmt: skip
+        assert slow == [f"rows of `{db}`.`notes` take the Python path, slower than the compiled kernel: a "
+                        "[[kafka.columns]] rule shapes its messages: column `doc` (geometry) is hashed, and the "
+                        "text its digest is of is not compiled"], slow  # fmt: skip
 
         # A session that logs its row changes as statements: not publishable, so warned and counted.
         with connect(db).cursor() as cur:

@@ -33,7 +33,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
-from connector.avro.transcode import program, shaped_program, uncovered
+from connector.avro.transcode import program, shaped_program, shaped_uncovered, uncovered
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
@@ -467,8 +467,10 @@ class MessageEncoder:
         return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
                           (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
 
-    def python_path(self, table_map: TableMapEvent, table: Table) -> str:
+    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
         """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
+        if shaping is not None:
+            return shaped_uncovered(table_map.columns, table.columns, shaping.treatment)
         codec = self._codec(table)
         plan = self._plan(codec, shape_of(table_map), table_map.columns)
         if plan is None:

@@ -169,6 +169,21 @@ def uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], row:
     return "its key's Avro types are not its row's"
 
 
+def shaped_uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], treatment: tuple[int, ...]) -> str:
+    """Why `shaped_program` gives no program for a rule's table, in a few words."""
+    if transcoder is None:
+        return "the compiled module is not built"
+    if not len(numbers) == len(columns) == len(treatment):
+        return "the binlog's columns are not the tracked table's"
+    for meta, col, treat in zip(numbers, columns, treatment):
+        op = column_op(meta, Strings())
+        if op is None:
+            return f"column `{col.name}` ({col.data_type}) is not compiled"
+        if treat == HASH and op[0] in NO_TEXT_OPS:
+            return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
+    return "a kept column's or its key's Avro type is not the one the compiled code writes"
+
+
 def _branches(kind: Any) -> tuple[int, int, Any]:
     """(null branch, value branch, the non-null type) of a field type; -1: not a union."""
     if isinstance(kind, list) and len(kind) == 2 and "null" in kind:
