@@ -138,11 +138,7 @@ class Encode:
         batch, table = item.batch, item.table
         if batch is None or table is None:
             return False
-        shaping = None
-        if self.columns.table(table) is not None:  # [[kafka.columns]]: compiled, or message by message
-            shaping = self.columns.shaping(table)
-            if shaping is None:
-                return False
+        shaping = self.columns.shaping(table)  # [[kafka.columns]]: a rule's table is the transcoder's alone
         database, name = batch.head["database"], batch.head["table"]
         topic = self._topic(database, name)
         encoded = self.encoder.rows(batch, table, topic, shaping)
@@ -156,15 +152,10 @@ class Encode:
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
         """How the compiled kernel writes this table's rows (connector/lane.py): the bytes, topic and
         partitions `_rows`, GatherStatement and Produce would give them. None where they are not
-        written that way: a column the transcoder does not cover, a [[kafka.columns]] rule the
-        compiled code does not write (ColumnRules.shaping None)."""
+        written that way: a column the transcoder does not cover (or, under a [[kafka.columns]]
+        rule, does not shape)."""
         database, name = table_map.schema, table_map.table
-        shaping = None
-        if self.columns.table(table) is not None:
-            shaping = self.columns.shaping(table)
-            if shaping is None:
-                self._python_path(database, name, "the compiled code does not write its [[kafka.columns]] rule")
-                return None
+        shaping = self.columns.shaping(table)
         topic = self._topic(database, name)
         rows = self.encoder.kernel_rows(table_map, table, topic, shaping)
         if rows is None:

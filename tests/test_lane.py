@@ -18,6 +18,7 @@ import pytest
 import zstandard
 
 from connector import lane
+from connector.avro import encoding
 from connector.binlog import constants as c
 from connector.columns import ColumnRules
 from connector.config import ColumnRule
@@ -215,9 +216,10 @@ def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
 ) -> None:
     """[[kafka.columns]] (issue 33): a rule that leaves a column out, masks one and hashes one, and one
     that masks or hashes key columns. The kernel's messages and the compiled transcoder's (the Python
-    path's reading, which defers the images) are those the per-message path writes
-    (ColumnRules.shaping made None: what a rule's table took before), for every corpus case, in both
-    servers' charsets; and the kernel wrote them."""
+    path's reading, which defers the images) are those the per-message path writes (the compiled
+    code given no program for a rule's table, under rules of its own so that no plan made before is
+    found: what a rule's table took before), for every corpus case, in both servers' charsets; and
+    the kernel wrote them."""
     taken = ruled = keyed = 0
     for inp in _inputs(cases):
         for make in (_rules, _key_rules):
@@ -227,9 +229,11 @@ def test_a_column_rule_s_tables_are_compiled_to_the_per_message_path_s_bytes(
             ruled += 1
             options = Options(columns=rules)
             outcome = session.check(inp, options=options)  # the kernel's == the transcoder's
+            fresh = make(inp.case)
+            assert fresh is not None
             with monkeypatch.context() as patched:
-                patched.setattr(ColumnRules, "shaping", lambda self, table: None)
-                reference = session.read(inp, False, options=options)
+                patched.setattr(encoding, "shaped_program", lambda *args: None)
+                reference = session.read(inp, False, options=Options(columns=fresh))
             assert reference.kernel_rows == 0 and outcome.same(reference), (inp.case.file, outcome, reference)
             taken += outcome.kernel_rows > 0
             keyed += make is _key_rules and outcome.kernel_rows > 0

@@ -175,11 +175,11 @@ def shaped_uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...
         return "the compiled module is not built"
     if not len(numbers) == len(columns) == len(treatment):
         return "the binlog's columns are not the tracked table's"
+    flags = {DROP: _DROP, MASK: _MASK, HASH: _HASH}
     for meta, col, treat in zip(numbers, columns, treatment):
-        op = column_op(meta, Strings())
-        if op is None:
+        if column_op(meta, Strings()) is None:
             return f"column `{col.name}` ({col.data_type}) is not compiled"
-        if treat == HASH and op[0] in NO_TEXT_OPS:
+        if treat in flags and _shaped_column(meta, None, flags[treat], Strings()) is None:
             return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
     return "a kept column's or its key's Avro type is not the one the compiled code writes"
 
@@ -194,7 +194,7 @@ def _branches(kind: Any) -> tuple[int, int, Any]:
 
 # The ops that write a value as stored, by the column types and the Avro type they write it for:
 # JSON's text, GEOMETRY's bytes (SRID and WKB), VECTOR's floats.
-_AS_STORED: dict[int, tuple[frozenset[str], Any]] = {
+_STORED_AVRO: dict[int, tuple[frozenset[str], Any]] = {
     OP_JSON: (frozenset({"json"}), "string"),
     OP_GEOMETRY: (GEOMETRY_TYPES, "bytes"),
     OP_VECTOR: (frozenset({"vector"}), {"type": "array", "items": "float"}),
@@ -227,8 +227,8 @@ def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
         return kind == ("enum" if code == OP_ENUM else "set") and avro == "string"
     if code == OP_BYTES:  # MariaDB's UUID, INET4 and INET6 too: their stored bytes (a BINARY(n) in the binlog)
         return (kind in BINARY_TYPES or kind in STORED_BINARY_TYPES) and avro == "bytes"
-    if code in _AS_STORED:
-        kinds, wanted = _AS_STORED[code]
+    if code in _STORED_AVRO:
+        kinds, wanted = _STORED_AVRO[code]
         return kind in kinds and avro == wanted
     return code in (OP_UTF8, OP_TEXT8, OP_TEXTMB, OP_WIDE) and kind in _TEXT_TYPES and avro == "string"
 
