@@ -232,17 +232,14 @@ static int vector_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     Py_ssize_t used;
     if (prefixed(c, v, room, &value, &used) != DONE || value.n % 4)
         return DECLINE;
-    Py_ssize_t mark = out->len;
     if (value.n && (buf_long(out, value.n / 4) < 0 || buf_reserve(out, value.n) < 0))
         return FAIL;
     for (Py_ssize_t i = 0; i < value.n; i += 4) { /* each float moves on by its 4 bytes */
         uint32_t bits = (uint32_t)le(value.p + i, 4);
         float f;
         memcpy(&f, &bits, 4);
-        if (f != f) {
-            out->len = mark;
-            return DECLINE;
-        }
+        if (f != f)
+            return DECLINE; /* what was written goes with the event, as any value's */
         char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
         if (text == NULL)
             return FAIL;
