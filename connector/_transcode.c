@@ -111,6 +111,52 @@ static PyObject *render_json(PyObject *self, PyObject *args) {
     return result;
 }
 
+PyDoc_STRVAR(canal_json_doc,
+             "canal_json(body, program, kind, keys, strings, names, types, full_old, middle, first_sql, rest_sql, tail)\n"
+             "--\n\n"
+             "Every row of a rows event's images as canal-json (key or None, value) bytes; None to decline.\n"
+             "`keys`: the key's columns (key_t_ records); `names`: each column's JSON key and colon, as a\n"
+             "program's strings; `types`: each column's sqltype_t; the rest: what the rows' messages share\n"
+             "(connector/canal.py, CanalJsonEncoder.compiled).");
+
+static PyObject *canal_json(PyObject *self, PyObject *args) {
+    Py_buffer body, program, keys, strings, names, types, middle, first_sql, rest_sql, tail;
+    int kind, full_old;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*py*y*y*y*", &body, &program, &kind, &keys, &strings, &names, &types,
+                          &full_old, &middle, &first_sql, &rest_sql, &tail))
+        return NULL;
+    PyObject *result = NULL;
+    const column_t *cols = program.buf;
+    const key_t_ *key_cols = keys.buf;
+    const sqltype_t *codes = types.buf;
+    Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t), nkeys = keys.len / (Py_ssize_t)sizeof(key_t_);
+    strings_t table, name_table;
+    int ok = program.len % (Py_ssize_t)sizeof(column_t) == 0 && keys.len % (Py_ssize_t)sizeof(key_t_) == 0 &&
+             kind >= 0 && kind <= 2 && strings_of(strings.buf, strings.len, &table) &&
+             program_ok(cols, ncols, &table) && !program_shapes(cols, ncols) && keys_ok(key_cols, nkeys, ncols) &&
+             strings_of(names.buf, names.len, &name_table) && name_table.n == ncols &&
+             types.len == ncols * (Py_ssize_t)sizeof(sqltype_t);
+    for (Py_ssize_t i = 0; ok && i < ncols; i++) /* a wider code reads the value's digits: unsigned integers' */
+        ok = codes[i].wider == codes[i].value || cols[i].op == OP_UINT || cols[i].op == OP_UINT64;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "malformed canal-json program");
+    } else {
+        program_t prog = {cols, ncols, key_cols, nkeys, table, {0}, {0}, {0}, {0}, {0}, {0}};
+        canal_t canal = {name_table, codes, full_old, span(&middle), span(&first_sql), span(&rest_sql), span(&tail)};
+        list_ctx ctx = {PyList_New(0)};
+        int r = ctx.list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, &ctx);
+        if (r == DONE)
+            result = Py_NewRef(ctx.list);
+        else if (r == DECLINE)
+            result = Py_NewRef(Py_None);
+        Py_XDECREF(ctx.list);
+    }
+    Py_buffer *all[] = {&body, &program, &keys, &strings, &names, &types, &middle, &first_sql, &rest_sql, &tail};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        PyBuffer_Release(all[i]);
+    return result;
+}
+
 /* -- walking ---------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(count_rows_doc,
@@ -277,6 +323,7 @@ static PyMethodDef methods[] = {
     {"transcode", transcode, METH_VARARGS, transcode_doc},
     {"count_rows", count_rows, METH_VARARGS, count_rows_doc},
     {"render_json", render_json, METH_VARARGS, render_json_doc},
+    {"canal_json", canal_json, METH_VARARGS, canal_json_doc},
     {"route", route, METH_VARARGS, route_doc},
     {"crc32", crc32_py, METH_VARARGS, crc32_doc},
     {"sha256", sha256_py, METH_VARARGS, sha256_doc},

@@ -29,7 +29,10 @@ from connector.avro.encoding import message_id
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
-from connector.flat import FlatMessage, RowBatch
+from connector.binlog.rowplan import COLUMN, KINDS, OP_ENUM, OP_SET, OP_UINT, OP_UINT64, Strings, json_program
+from connector.flat import FlatMessage, RowBatch, TableShape
+from connector.native import transcoder
+from connector.native_spec import record
 from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 from connector.sqltypes import CanalType, canal_type, mysql_type_of
@@ -150,6 +153,78 @@ def _sql_types(shape: CanalShape, row: dict[str, Text]) -> dict[str, int]:
     return {name: kind.of(row[name]) for name, kind in shape.sql_types if name in row}
 
 
+# -- compiled ---------------------------------------------------------------------------------
+
+_KEY = record("key_t_")
+_SQLTYPE = record("sqltype_t")
+
+
+@dataclass(frozen=True, slots=True)
+class CanalProgram:
+    """What connector/csrc/canaltext.c's canal_rows needs of one table version (besides the event's
+    fields): the columns' program, the key's columns, each column's JSON key and sqlType codes,
+    and the mysqlType object's text."""
+
+    columns: bytes
+    strings: bytes
+    keys: bytes
+    names: bytes
+    types: bytes
+    mysql_type: str
+
+
+def canal_program(flat: TableShape, table: Table, metas: tuple[Any, ...], shape: CanalShape) -> CanalProgram | None:
+    """The compiled program of a rows event's table, or None where the Python path's text could differ
+    from what the compiled code knows: names that repeat or are not the tracked table's, ENUM or SET
+    labels the binlog's and the table's do not agree on (an index or bit found under another label), a
+    wider sqlType on a column that is not an unsigned integer of the width its limit says."""
+    names = tuple(c.name for c in table.columns)
+    if flat.names != names or len(set(names)) != len(names) or len(metas) != len(names):
+        return None
+    program = json_program(metas, canal=True)
+    if program is None:
+        return None
+    ops = list(COLUMN.iter_unpack(program.columns))
+    for (op, width, *_), meta, (name, kind) in zip(ops, metas, shape.sql_types):
+        if kind.wider is not None and (op not in (OP_UINT, OP_UINT64) or kind.limit != (1 << (8 * width - 1)) - 1):
+            return None
+        if op in (OP_ENUM, OP_SET) and not _labels_agree(op, meta, dict(shape.renders).get(name)):
+            return None
+    if any(k not in names for k in shape.key):
+        return None
+    quoted = Strings()
+    quoted.add([f"{json.encoder.encode_basestring(name)}:".encode() for name in names])
+    keys = b"".join(_KEY.pack(names.index(k), -1, -1) for k in shape.key)
+    types = b"".join(_SQLTYPE.pack(t.value, t.null, t.value if t.wider is None else t.wider)
+                     for _, t in shape.sql_types)  # fmt: skip
+    return CanalProgram(program.columns, program.strings, keys, quoted.packed(), types, _dumps(shape.mysql_type))
+
+
+def _labels_agree(op: int, meta: Any, render: Render | None) -> bool:
+    """Whether canal's text of each label the binlog names a value by is its index (ENUM; "" is index
+    0) or its bit (SET), which is what the compiled code prints."""
+    labels = meta.enum_values if op == OP_ENUM else meta.set_values
+    if render is None or labels is None:
+        return False
+    if op == OP_ENUM:
+        return render("") == "0" and all(render(label) == str(i) for i, label in enumerate(labels, 1))
+    return all(label and "," not in label and render(label) == str(1 << i) for i, label in enumerate(labels))
+
+
+def _event_parts(batch: RowBatch, program: CanalProgram) -> tuple[bytes, bytes, bytes, bytes]:
+    """What a rows event's messages share, around each row's `data`, `old` and `sqlType`, as
+    CanalJsonEncoder.document writes it: middle, the first row's and the others' `sql` part, tail."""
+    head, source = batch.head, batch.source
+    message = message_id({"source": source})
+    middle = (f'],"database":{_dumps(head["database"])},"es":{head["es"]},"gtid":{_dumps(head["gtid"])},'
+              f'"id":{message},"isDdl":false,"mysqlType":{program.mysql_type},"old":')  # fmt: skip
+    pk = _dumps(head.get("pkNames"))
+    first = f',"pkNames":{pk},"sql":{_dumps(head["sql"])},"sqlType":'
+    rest = f',"pkNames":{pk},"sql":"","sqlType":'
+    tail = f',"table":{_dumps(head["table"])},"ts":{head["ts"]},"type":{_dumps(_canal_type(head["type"]))}}}'
+    return middle.encode(), first.encode(), rest.encode(), tail.encode()
+
+
 # -- messages ---------------------------------------------------------------------------------
 
 OLD_MODES = ("changed", "full")
@@ -175,7 +250,8 @@ class CanalJsonEncoder:
         self.per_event = rows == "event"
         self.full_old = old == "full"
         self._shapes: dict[int, tuple[Table, CanalShape]] = {}
-        self.compiled_rows = 0
+        self._programs: dict[int, tuple[TableShape, Table, CanalProgram | None]] = {}  # by the flat shape
+        self.compiled_rows = 0  # rows written by the compiled code (canal_rows)
 
     def registry(self) -> None:
         return None
@@ -235,6 +311,10 @@ class CanalJsonEncoder:
         changes, a table a [[kafka.columns]] rule shapes)."""
         if shaping is not None or len(batch.rows.present) != len(table.columns):
             return None  # MINIMAL/NOBLOB images: flat.py fills them per message
+        if not self.per_event:
+            compiled = self.compiled(batch, table)
+            if compiled is not None:
+                return compiled
         messages = list(batch.messages())
         if self.per_event:
             return [(None, _dumps(self.document(messages, table)).encode())]
@@ -244,6 +324,28 @@ class CanalJsonEncoder:
             if batch.rows.kind == RowsKind.UPDATE and _key_changed(message, table):
                 return None
             out.append((key, _dumps(self.document([message], table)).encode()))
+        return out
+
+    def compiled(self, batch: RowBatch, table: Table) -> list[tuple[bytes | None, bytes]] | None:
+        """`rows` (a message per row) by the compiled code from the images' bytes; None where it does
+        not apply (no bytes kept, a table it does not cover) or declines the event."""
+        rows = batch.rows
+        if not rows.raw or transcoder is None or rows.table is None:
+            return None
+        hit = self._programs.get(id(batch.shape))
+        if hit is None or hit[0] is not batch.shape or hit[1] is not table:
+            if len(self._programs) > 4096:
+                self._programs.clear()
+            program = canal_program(batch.shape, table, rows.table.columns, self.shape(table))
+            hit = self._programs[id(batch.shape)] = (batch.shape, table, program)
+        program = hit[2]
+        if program is None:
+            return None
+        middle, first, rest, tail = _event_parts(batch, program)
+        out = transcoder.canal_json(rows.raw, program.columns, KINDS[rows.kind], program.keys, program.strings,
+                                    program.names, program.types, self.full_old, middle, first, rest, tail)  # fmt: skip
+        if out is not None:
+            self.compiled_rows += len(out)
         return out
 
     def ddl(self, message: FlatMessage, topic: str) -> tuple[bytes, bytes]:

@@ -44,6 +44,12 @@ class Transcoder(Protocol):
         """Each row's canal strings as JSON: `data` (and an UPDATE's `old`); None: declined
         (programs: connector/binlog/rowplan.json_program)."""
 
+    def canal_json(
+        self, body: bytes, program: bytes, kind: int, keys: bytes, strings: bytes, names: bytes, types: bytes,
+        full_old: bool, middle: bytes, first_sql: bytes, rest_sql: bytes, tail: bytes, /,
+    ) -> list[tuple[bytes | None, bytes]] | None:  # fmt: skip
+        """Every row as canal-json (key or None, value); None: declined (connector/canal.py)."""
+
     def learn_code_table(self, number: int, nodes: bytes, texts: bytes, range_: bytes = b"", /) -> None:
         """A multi-byte charset's code table, learnt once (native_spec.CODE_TABLES; rowplan.code_table)."""
 

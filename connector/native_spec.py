@@ -85,6 +85,10 @@ RECORDS: dict[str, tuple[str, ...]] = {
     # a column of a walk (rowplan.walk_layout); check: WALK_CHECKS; table: WALK_CODES's code table,
     # WALK_WIDE's form
     "walk_t": ("width", "prefix", "check", "table"),
+    # canal-json's sqlType of a column (connector/sqltypes.CanalType): a value's, a NULL's, and an
+    # UNSIGNED value's above its width's signed maximum (the value's where none differs; only
+    # OP_UINT and OP_UINT64 have another)
+    "sqltype_t": ("value", "null", "wider"),
 }
 
 # A program column's flags (column_t.flags; 0 for every op but these).

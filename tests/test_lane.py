@@ -13,13 +13,16 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import pytest
 import zstandard
 
 from connector import lane
 from connector.avro import encoding
+from connector.avro.encoding import MessageEncoder
 from connector.binlog import constants as c
+from connector.canal import CanalJsonEncoder
 from connector.columns import ColumnRules
 from connector.config import ColumnRule
 from connector.native import transcoder
@@ -268,3 +271,25 @@ def test_transaction_records_are_written_from_the_kernel_s_bursts(
             patched.setattr(lane, "MAX_MESSAGES", 1)
             assert session.check(inp).kernel_rows == outcome.kernel_rows
     assert taken >= 40, taken
+
+
+def test_canal_json_rows_are_compiled_to_the_per_message_path_s_bytes(
+    cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """canal-json (issue 33): every corpus session's messages, with `old` the changed columns and the
+    whole before image, are byte for byte those of the Python path's per-message encoding (the
+    compiled code patched out), and the compiled code wrote the rows of most cases."""
+    compiled = sessions = 0
+    for inp in _inputs(cases):
+        for old in ("changed", "full"):
+            encoder = CanalJsonEncoder(None, "row", old)  # type: ignore[arg-type]
+            outcome = session.read(inp, False, encoder=cast(MessageEncoder, encoder))
+            with monkeypatch.context() as patched:
+                patched.setattr(CanalJsonEncoder, "compiled", lambda *args: None)
+                reference = session.read(
+                    inp, False, encoder=cast(MessageEncoder, CanalJsonEncoder(None, "row", old))  # type: ignore[arg-type]
+                )
+            assert outcome.same(reference), (inp.case.file, old, outcome, reference)
+            sessions += 1
+            compiled += encoder.compiled_rows > 0
+    assert compiled >= sessions // 2, (compiled, sessions)

@@ -192,14 +192,128 @@ static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
 /* A label (ENUM, SET) or a charset's character, escaped. */
 static int put_string(buf_t *out, bytes_t s) { return put_escaped(out, s.p, s.n); }
 
-/* One value's text (its JSON string's inside; numbers too: canal's values are all strings). */
+/* The text flat.py's renderer printed of a float (Python's repr), from `mark` on in out, rewritten as
+ * canal.java_float_text rewrites it: Java's Double.toString form of the same digits, plain from 10^-3
+ * up to 10^7 (at least one decimal), else d.dddE[-]n. */
+static int java_float(buf_t *out, Py_ssize_t mark) {
+    const char *t = out->data + mark, *end = out->data + out->len;
+    char digits[40], text[80];
+    int nd = 0, negative = *t == '-', point = -1, exponent = 0, n = 0;
+    t += negative;
+    for (; t < end && *t != 'e'; t++) { /* repr: digits, one point, at most 17 significant digits */
+        if (*t == '.')
+            point = nd;
+        else if (nd < (int)sizeof digits)
+            digits[nd++] = *t;
+        else
+            return DECLINE;
+    }
+    if (t < end) { /* e[+-]dd */
+        int sign = t + 1 < end && t[1] == '-' ? -1 : 1;
+        for (t += 2; t < end; t++)
+            exponent = exponent * 10 + (*t - '0');
+        exponent *= sign;
+    }
+    if (point < 0)
+        point = nd;
+    int first = 0, last = nd; /* the significant digits: digits[first..last) */
+    while (first < nd && digits[first] == '0')
+        first++;
+    while (last > first && digits[last - 1] == '0')
+        last--;
+    if (negative)
+        text[n++] = '-';
+    if (first == last) { /* zero */
+        memcpy(text + n, "0.0", 3);
+        n += 3;
+    } else {
+        int e = point - first - 1 + exponent, count = last - first; /* value = d.ddd x 10^e */
+        const char *d = digits + first;
+        if (e >= -3 && e < 7) {
+            if (e >= 0) {
+                for (int i = 0; i <= e; i++)
+                    text[n++] = i < count ? d[i] : '0';
+                text[n++] = '.';
+                if (count > e + 1) {
+                    memcpy(text + n, d + e + 1, (size_t)(count - e - 1));
+                    n += count - e - 1;
+                } else {
+                    text[n++] = '0';
+                }
+            } else {
+                text[n++] = '0', text[n++] = '.';
+                for (int i = 0; i < -e - 1; i++)
+                    text[n++] = '0';
+                memcpy(text + n, d, (size_t)count);
+                n += count;
+            }
+        } else {
+            text[n++] = d[0], text[n++] = '.';
+            if (count > 1) {
+                memcpy(text + n, d + 1, (size_t)(count - 1));
+                n += count - 1;
+            } else {
+                text[n++] = '0';
+            }
+            n += snprintf(text + n, sizeof text - (size_t)n, "E%d", e);
+        }
+    }
+    out->len = mark;
+    return buf_put(out, text, n) < 0 ? FAIL : DONE;
+}
+
+/* Canal's (Kafka) text of the ops whose text differs from flat.py's (canal._renderer): a float's
+ * in Java's form, an ENUM's index, a SET's bit mask, a GEOMETRY's bytes one character each;
+ * VECTOR (its floats packed from six-digit text) is declined. -1: an op whose text is flat.py's. */
+static int canal_cell(const column_t *c, const unsigned char *v, Py_ssize_t room, buf_t *out, Py_ssize_t *used) {
+    bytes_t text;
+    int r;
+    switch (c->op) {
+    case OP_ENUM: {
+        uint64_t index = le(v, c->width);
+        if (index > (uint64_t)c->b)
+            return DECLINE; /* values.decode_enum raises */
+        return put_format(out, "%llu", (unsigned long long)index) < 0 ? FAIL : DONE;
+    }
+    case OP_SET: {
+        uint64_t mask = le(v, c->width);
+        if (c->b < 64)
+            mask &= ((uint64_t)1 << c->b) - 1; /* bits past the labels: decode_set names none */
+        return put_format(out, "%llu", (unsigned long long)mask) < 0 ? FAIL : DONE;
+    }
+    case OP_GEOMETRY:
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        for (Py_ssize_t i = 0; i < text.n; i++) {
+            unsigned char ch = text.p[i], two[2] = {(unsigned char)(0xC0 | ch >> 6), (unsigned char)(0x80 | (ch & 0x3F))};
+            if ((ch < 0x80 ? put_escaped(out, &ch, 1) : buf_put(out, two, 2)) < 0)
+                return FAIL;
+        }
+        return DONE;
+    case OP_VECTOR:
+        return DECLINE;
+    }
+    return -1;
+}
+
+/* One value's text (its JSON string's inside; numbers too: canal's values are all strings);
+ * `canal`: canal's Kafka texts (canal_cell) where they differ from flat.py's. */
 static int cell(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
-                Py_ssize_t *used) {
+                Py_ssize_t *used, int canal) {
     bytes_t text;
     int r;
     *used = c->width;
     if (room < c->width) /* a length-prefixed op's width is 0 (column_ok): its prefix is checked below */
         return DECLINE;
+    if (canal) {
+        Py_ssize_t mark = out->len;
+        if ((r = canal_cell(c, v, room, out, used)) >= 0)
+            return r;
+        if (c->op == OP_FLOAT || c->op == OP_DOUBLE) {
+            r = cell(c, strings, v, room, out, used, 0);
+            return r == DONE ? java_float(out, mark) : r;
+        }
+    }
     switch (c->op) {
     case OP_INT: {
         uint64_t u = le(v, c->width);
@@ -339,7 +453,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
 int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
                Py_ssize_t *used) {
     Py_ssize_t mark = out->len;
-    int r = cell(c, strings, v, room, out, used);
+    int r = cell(c, strings, v, room, out, used, 0);
     if (r != DONE)
         return r;
     unsigned char *t = (unsigned char *)out->data + mark;
@@ -379,7 +493,7 @@ typedef struct {
 
 /* One image's values' texts, one after another in texts, marked per column. */
 static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end, buf_t *texts,
-                       mark_t *marks) {
+                       mark_t *marks, int canal) {
     Py_ssize_t ncols = prog->ncols, nbytes = (ncols + 7) / 8, p = *pos;
     if (end - p < nbytes)
         return DECLINE;
@@ -392,7 +506,7 @@ static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t
         }
         Py_ssize_t used;
         marks[i].start = texts->len;
-        int r = cell(&prog->cols[i], &prog->strings, s + p, end - p, texts, &used);
+        int r = cell(&prog->cols[i], &prog->strings, s + p, end - p, texts, &used, canal);
         if (r != DONE)
             return r;
         marks[i].end = texts->len;
@@ -402,25 +516,26 @@ static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t
     return DONE;
 }
 
-/* {"name":"text",...} of the columns `which` says (all: NULL). */
-static int object(const buf_t *texts, const mark_t *marks, const mark_t *other, PyObject *names, buf_t *json) {
-    json->len = 0;
+/* Whether two marks hold the same text (both NULL, or equal bytes). */
+static int same_text(const buf_t *texts, const mark_t *a, const mark_t *b) {
+    if (a->start < 0 || b->start < 0)
+        return a->start < 0 && b->start < 0;
+    return a->end - a->start == b->end - b->start &&
+           memcmp(texts->data + a->start, texts->data + b->start, (size_t)(a->end - a->start)) == 0;
+}
+
+/* {"name":"text",...} of every column's text in marks; `other`: only those whose text differs there
+ * (an UPDATE's `old`: the columns whose text it changed). names: each column's JSON key and colon. */
+static int object(const buf_t *texts, const mark_t *marks, const mark_t *other, const bytes_t *names,
+                  Py_ssize_t ncols, buf_t *json) {
     if (buf_put(json, "{", 1) < 0)
         return -1;
     int first = 1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+    for (Py_ssize_t i = 0; i < ncols; i++) {
         const mark_t *m = &marks[i];
-        if (other != NULL) { /* old: only the columns whose text the UPDATE changed */
-            const mark_t *o = &other[i];
-            int both_null = m->start < 0 && o->start < 0;
-            int same = m->start >= 0 && o->start >= 0 && m->end - m->start == o->end - o->start &&
-                       memcmp(texts->data + m->start, texts->data + o->start, (size_t)(m->end - m->start)) == 0;
-            if (both_null || same)
-                continue;
-        }
-        PyObject *name = PyTuple_GET_ITEM(names, i);
-        if ((!first && buf_put(json, ",", 1) < 0) ||
-            buf_put(json, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)) < 0)
+        if (other != NULL && same_text(texts, m, &other[i]))
+            continue;
+        if ((!first && buf_put(json, ",", 1) < 0) || buf_put(json, names[i].p, names[i].n) < 0)
             return -1;
         first = 0;
         if (m->start < 0 ? buf_put(json, "null", 4) < 0
@@ -436,26 +551,33 @@ static PyObject *json_text(const buf_t *json) { return PyUnicode_DecodeUTF8(json
 /* Every row's `data` JSON (and an UPDATE's `old`) into `out`: DONE, DECLINE or FAIL. */
 int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py_ssize_t end, int kind,
               PyObject *out) {
-    if (prog->ncols < 1 || PyTuple_GET_SIZE(names) != prog->ncols)
+    Py_ssize_t ncols = prog->ncols;
+    if (ncols < 1 || PyTuple_GET_SIZE(names) != ncols)
         return DECLINE;
     buf_t texts = {0}, json = {0}, old = {0};
-    mark_t *marks = PyMem_Calloc((size_t)prog->ncols * 2, sizeof(mark_t));
+    mark_t *marks = PyMem_Calloc((size_t)ncols * 2, sizeof(mark_t));
+    bytes_t *keys = PyMem_Calloc((size_t)ncols, sizeof(bytes_t));
     /* texts gets its memory first: a row of empty texts then still points its marks into it */
-    int r = marks == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
-    if (marks == NULL)
+    int r = marks == NULL || keys == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
+    if (marks == NULL || keys == NULL)
         PyErr_NoMemory();
+    for (Py_ssize_t i = 0; r == DONE && i < ncols; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        keys[i] = (bytes_t){(const unsigned char *)PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)};
+    }
     for (Py_ssize_t pos = 0; r == DONE && pos < end;) { /* each image moves pos on by its bitmap's byte */
         texts.len = 0;
         mark_t *after = marks + prog->ncols;
-        r = image_texts(prog, s, &pos, end, &texts, marks);
+        r = image_texts(prog, s, &pos, end, &texts, marks, 0);
         if (r == DONE && kind == KIND_UPDATE)
-            r = image_texts(prog, s, &pos, end, &texts, after);
+            r = image_texts(prog, s, &pos, end, &texts, after, 0);
         if (r != DONE)
             break;
         const mark_t *data = kind == KIND_UPDATE ? after : marks;
         PyObject *item = NULL;
-        if (object(&texts, data, NULL, names, &json) < 0 ||
-            (kind == KIND_UPDATE && object(&texts, marks, after, names, &old) < 0)) {
+        json.len = old.len = 0;
+        if (object(&texts, data, NULL, keys, ncols, &json) < 0 ||
+            (kind == KIND_UPDATE && object(&texts, marks, after, keys, ncols, &old) < 0)) {
             r = FAIL;
             break;
         }
@@ -472,8 +594,111 @@ int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py
         Py_XDECREF(item);
     }
     PyMem_Free(marks);
+    PyMem_Free(keys);
     PyMem_Free(texts.data);
     PyMem_Free(json.data);
     PyMem_Free(old.data);
+    return r;
+}
+
+/* -- canal-json's messages (connector/canal.py) ---------------------------------------------------- */
+
+/* Whether an UNSIGNED value's text is above its width's signed maximum (sqltypes.CanalType.limit). */
+static int wider(const buf_t *texts, const mark_t *m, int32_t width) {
+    uint64_t u = 0;
+    for (Py_ssize_t i = m->start; i < m->end; i++)
+        u = u * 10 + (uint64_t)(texts->data[i] - '0');
+    return width >= 1 && width <= 8 && u > ((uint64_t)1 << (8 * width - 1)) - 1;
+}
+
+/* One row's FlatMessage: its `data`, the event's fields up to `old`, its `old`, the event's fields up to
+ * `sqlType` (the statement's text on the first row only), its sqlType codes, the event's last fields. */
+static int canal_value(const program_t *prog, const canal_t *canal, const bytes_t *names, const buf_t *texts,
+                       const mark_t *data, const mark_t *before, int first, buf_t *out) {
+    Py_ssize_t ncols = prog->ncols;
+    const bytes_t *sql = first ? &canal->first_sql : &canal->rest_sql;
+    out->len = 0;
+    if (buf_put(out, "{\"data\":[", 9) < 0 || object(texts, data, NULL, names, ncols, out) < 0 ||
+        buf_put(out, canal->middle.p, canal->middle.n) < 0)
+        return -1;
+    if (before == NULL ? buf_put(out, "null", 4) < 0
+                       : buf_put(out, "[", 1) < 0 ||
+                             object(texts, before, canal->full_old ? NULL : data, names, ncols, out) < 0 ||
+                             buf_put(out, "]", 1) < 0)
+        return -1;
+    if (buf_put(out, sql->p, sql->n) < 0 || buf_put(out, "{", 1) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        const sqltype_t *t = &canal->types[i];
+        int32_t code = t->value;
+        if (data[i].start < 0)
+            code = t->null;
+        else if (t->wider != t->value && wider(texts, &data[i], prog->cols[i].width))
+            code = t->wider;
+        char digits[16];
+        int n = snprintf(digits, sizeof digits, "%d", code);
+        if ((i && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || buf_put(out, digits, n) < 0)
+            return -1;
+    }
+    return buf_put(out, "}", 1) < 0 || buf_put(out, canal->tail.p, canal->tail.n) < 0 ? -1 : 0;
+}
+
+/* The key: {"name":"text",...} of the key's columns in the data image. */
+static int canal_key(const program_t *prog, const bytes_t *names, const buf_t *texts, const mark_t *data, buf_t *out) {
+    out->len = 0;
+    if (buf_put(out, "{", 1) < 0)
+        return -1;
+    for (Py_ssize_t k = 0; k < prog->nkeys; k++) {
+        Py_ssize_t i = prog->keys[k].column;
+        const mark_t *m = &data[i];
+        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0)
+            return -1;
+        if (m->start < 0 ? buf_put(out, "null", 4) < 0
+                         : buf_put(out, "\"", 1) < 0 || buf_put(out, texts->data + m->start, m->end - m->start) < 0 ||
+                               buf_put(out, "\"", 1) < 0)
+            return -1;
+    }
+    return buf_put(out, "}", 1);
+}
+
+int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char *s, Py_ssize_t end, int kind,
+               emit_fn emit, void *ctx) {
+    Py_ssize_t ncols = prog->ncols;
+    if (ncols < 1 || canal->names.n != ncols)
+        return DECLINE;
+    buf_t texts = {0}, value = {0}, key = {0};
+    mark_t *marks = PyMem_Calloc((size_t)ncols * 2, sizeof(mark_t));
+    bytes_t *names = PyMem_Calloc((size_t)ncols, sizeof(bytes_t));
+    int r = marks == NULL || names == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
+    if (marks == NULL || names == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; r == DONE && i < ncols; i++)
+        names[i] = string_at(&canal->names, i);
+    for (Py_ssize_t pos = 0, row = 0; r == DONE && pos < end; row++) { /* each image moves pos on */
+        texts.len = 0;
+        mark_t *after = marks + ncols;
+        r = image_texts(prog, s, &pos, end, &texts, marks, 1);
+        if (r == DONE && kind == KIND_UPDATE)
+            r = image_texts(prog, s, &pos, end, &texts, after, 1);
+        if (r != DONE)
+            break;
+        const mark_t *data = kind == KIND_UPDATE ? after : marks;
+        for (Py_ssize_t k = 0; kind == KIND_UPDATE && k < prog->nkeys; k++)
+            if (!same_text(&texts, &marks[prog->keys[k].column], &after[prog->keys[k].column]))
+                r = DECLINE; /* the key moves: a message per image, as the Python path splits it */
+        if (r != DONE)
+            break;
+        if (canal_value(prog, canal, names, &texts, data, kind == KIND_UPDATE ? marks : NULL, row == 0, &value) < 0 ||
+            (prog->nkeys && canal_key(prog, names, &texts, data, &key) < 0)) {
+            r = FAIL;
+            break;
+        }
+        r = emit(ctx, prog->nkeys ? key.data : NULL, prog->nkeys ? key.len : 0, value.data, value.len);
+    }
+    PyMem_Free(marks);
+    PyMem_Free(names);
+    PyMem_Free(texts.data);
+    PyMem_Free(value.data);
+    PyMem_Free(key.data);
     return r;
 }

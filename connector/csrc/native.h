@@ -358,6 +358,23 @@ SL_INTERNAL Py_ssize_t walk_rows(const walk_t *cols, Py_ssize_t ncols, const uns
 SL_INTERNAL int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py_ssize_t end, int kind,
                           PyObject *out);
 
+/* canal-json's messages of a rows event (connector/canal.py): what they share, made per event by the
+ * caller. names: each column's JSON key and colon; types: each column's sqlType codes; middle: from
+ * `],"database"` to `"old":`; first_sql / rest_sql: from `,"pkNames"` to `"sqlType":`, with the
+ * statement's text (the first row's) or "" (the others'); tail: from `,"table"` to the end. */
+typedef struct {
+    strings_t names;
+    const sqltype_t *types;
+    int full_old; /* `old`: the whole before image, not its changed columns */
+    bytes_t middle, first_sql, rest_sql, tail;
+} canal_t;
+
+/* Every row of a rows event's images as a canal-json message, keyed by its key columns' canal texts
+ * (prog->keys: the key's columns, in order), each emitted; DECLINE where the Python path's text could
+ * differ, or an UPDATE moves a key (canaltext.c). */
+SL_INTERNAL int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char *s, Py_ssize_t end,
+                           int kind, emit_fn emit, void *ctx);
+
 /* -- hashes (hashes.c) ----------------------------------------------------------------------- */
 
 SL_INTERNAL uint32_t murmur2(const unsigned char *data, Py_ssize_t length);

@@ -106,6 +106,7 @@ enum {
 typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } column_t;
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check, table; } walk_t;
+typedef struct { int32_t value, null, wider; } sqltype_t;
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
 #endif

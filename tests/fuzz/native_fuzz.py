@@ -21,8 +21,8 @@ it can and on the Python path alone; the two must end alike, message for message
 position, error for error.
 
 --target=boundary fuzzes the module's boundary instead: `transcode`, `count_rows`, `route`,
-`render_json` and a `Kernel`, called directly with any arguments. Production hands them only the
-programs and walk layouts that connector/binlog/rowplan.py makes, and the module checks them anyway
+`render_json`, `canal_json` and a `Kernel`, called directly with any arguments. Production hands
+them only the programs and walk layouts that connector/binlog/rowplan.py makes, and the module checks them anyway
 (program_ok, walk_ok, route's checks) rather than trust them: every call returns or raises
 ValueError (TypeError for a message that is not a pair of bytes), under the sanitizers.
 """
@@ -136,7 +136,9 @@ def boundary(module: ModuleType, data: bytes) -> None:
     """One call of the module with arguments made of `data`: it returns, or refuses them."""
     fdp = atheris.FuzzedDataProvider(data)
     with contextlib.suppress(ValueError):
-        (_transcode, _count_rows, _route, _kernel, _render_json, _learn)[fdp.ConsumeIntInRange(0, 5)](module, fdp)
+        (_transcode, _count_rows, _route, _kernel, _render_json, _learn, _canal_json)[fdp.ConsumeIntInRange(0, 6)](
+            module, fdp
+        )
 
 
 def _int(fdp: atheris.FuzzedDataProvider) -> int:
@@ -158,6 +160,26 @@ def _render_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     count = max(0, len(program) // 28 + fdp.ConsumeIntInRange(-1, 1))  # a name per column, or one too few or many
     names = tuple(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(count))
     module.render_json(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, _strings(fdp), names)
+
+
+def _canal_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
+    program = _program(fdp)
+    kind = fdp.ConsumeIntInRange(-1, 3)
+    keys = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(fdp.ConsumeIntInRange(0, 3)))
+    count = max(0, len(program) // 28 + fdp.ConsumeIntInRange(-1, 1))  # a name and sqlType per column, or not
+    types = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(count))
+    names = _strings(fdp) if fdp.ConsumeBool() else _names(count, fdp)
+    parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 8)) for _ in range(4)]  # middle .. tail
+    module.canal_json(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, _strings(fdp), names, types,
+                      fdp.ConsumeBool(), *parts)  # fmt: skip
+
+
+def _names(count: int, fdp: atheris.FuzzedDataProvider) -> bytes:
+    from connector.binlog.rowplan import Strings  # noqa: PLC0415 - after the sanitizer build took its place
+
+    strings = Strings()
+    strings.add([fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(count)])
+    return strings.packed()
 
 
 def _program(fdp: atheris.FuzzedDataProvider) -> bytes:

@@ -5,7 +5,8 @@ a BinlogParser with typed rows on and the schema tracker's TABLE_MAP hook (Chang
 the TransactionAssembler, and the Pipeline with the Avro MessageEncoder and a MemorySink. So the
 compiled module is reached where production reaches it: `count_rows` when the parser walks a
 rows event's images (connector/binlog/rows._deferred), `transcode` when the encoder writes them
-(connector/avro/encoding._transcode), `route` when the sink places the messages.
+(connector/avro/encoding._transcode), `route` when the sink places the messages; and `canal_json`
+where canal-json's encoder writes the same images (connector/canal.py), held to its per-message path.
 
 The cases are real TABLE_MAP + rows event pairs from ../shared/binlog-corpus and from the
 project's own servers' files of text in every compiled charset (tests/fuzz/binlogs/, made by
@@ -42,6 +43,7 @@ from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import ROWS_EVENT_TYPES, RowsEvent
 from connector.binlog.tablemap import TableMapEvent
+from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import AvroWriteError, BinlogDecodeError, EncodingError
 from connector.filters import TableFilter
@@ -318,9 +320,17 @@ def _same_as_python(encoder: MessageEncoder, item: StreamItem) -> None:
         return
     batch, table = item.batch, item.table
     topic = f"cdc.{batch.head['database']}.{batch.head['table']}"
+    for canal in CANAL_ENCODERS:  # canal-json's compiled messages (connector/canal.py), both `old` modes
+        written = canal.compiled(batch, table)
+        if written is not None:
+            python_json = [canal.row(m, table, topic) for m in batch.messages()]
+            assert written == python_json, f"the compiled canal-json differs from Python's for {topic}"
     fast = encoder.compiled(batch, table, topic)
     if fast is None:
         return
     eager = batch.rows._replace(typed=batch.rows.typed_images(), deferred=None, raw=b"")
     python = encoder.rows(replace(batch, rows=eager), table, topic)
     assert python == fast, f"the compiled transcoder's bytes differ from Python's for {topic}"
+
+
+CANAL_ENCODERS = (CanalJsonEncoder(None, "row", "changed"), CanalJsonEncoder(None, "row", "full"))  # type: ignore[arg-type]

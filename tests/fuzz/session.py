@@ -35,6 +35,7 @@ from typing import cast
 
 import zstandard
 
+from connector.avro.encoding import MessageEncoder
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
@@ -231,10 +232,12 @@ class Outcome:
 
 
 def read(
-    inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS
+    inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS,
+    encoder: MessageEncoder | None = None,
 ) -> Outcome:
     """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path
-    (`options`: the pipeline's, [[kafka.columns]] rules say)."""
+    (`options`: the pipeline's, [[kafka.columns]] rules say; `encoder`: the value format's, the
+    case's Avro encoder if None)."""
     case = inp.case
     tracker = case.tracker
     tracker.seeded_at = Position(case.file, 1 << 40) if inp.before_seed else None
@@ -248,7 +251,7 @@ def read(
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     if inp.records:  # each read its own records' state
         options = replace(options, transactions=TransactionTopic(RECORDS, clock=lambda: WALL))
-    pipeline = Pipeline(rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
+    pipeline = Pipeline(encoder or rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
     lane = Lane.of(pipeline, tracker, parser, assembler, NO_QUERIES) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
     dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
