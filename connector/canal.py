@@ -25,12 +25,24 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from connector.avro.encoding import message_id
+from connector.avro.encoding import KernelRows, message_id
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowplan import COLUMN, KINDS, OP_ENUM, OP_SET, OP_UINT, OP_UINT64, Strings, json_program
-from connector.flat import FlatMessage, RowBatch, TableShape
+from connector.binlog.rowplan import (
+    CANAL_NO_TEXT_OPS,
+    COLUMN,
+    KINDS,
+    OP_ENUM,
+    OP_SET,
+    OP_UINT,
+    OP_UINT64,
+    Strings,
+    column_op,
+    json_program,
+)
+from connector.binlog.tablemap import TableMapEvent
+from connector.flat import FlatMessage, RowBatch, TableShape, shape_of
 from connector.native import transcoder
 from connector.native_spec import record
 from connector.schema.labels import as_printed
@@ -256,12 +268,44 @@ class CanalJsonEncoder:
     def registry(self) -> None:
         return None
 
-    def kernel_rows(self, table_map: object, table: Table, topic: str, shaping: object = None) -> None:
-        """None: the compiled kernel writes Avro, so canal's JSON takes the Python path (connector/lane.py)."""
-        return None
+    def kernel_rows(
+        self, table_map: TableMapEvent, table: Table, topic: str, shaping: object = None
+    ) -> KernelRows | None:
+        """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
+        (connector/lane.py): the program, and the table's parts of a message; None where `rows`
+        does not compile them (a rule's table, a message per event, `canal_program`'s cases)."""
+        if shaping is not None or self.per_event:
+            return None
+        flat = shape_of(table_map)
+        program = canal_program(flat, table, table_map.columns, self.shape(table))
+        if program is None:
+            return None
+        canal = (
+            program.names, program.types, self.full_old,
+            f'],"database":{_dumps(table_map.schema)},"es":'.encode(),
+            f',"isDdl":false,"mysqlType":{program.mysql_type},"old":'.encode(),
+            f',"pkNames":{_dumps(flat.pk_names)},"sql":'.encode(),
+            f',"table":{_dumps(table_map.table)},"ts":'.encode(),
+            *(f',"type":"{kind}"}}'.encode() for kind in ("INSERT", "UPDATE", "DELETE")),
+        )  # fmt: skip
+        return KernelRows(program.columns, program.keys, program.strings, b"", b"", (b"", b"", b""), b"", b"", b"",
+                          canal)  # type: ignore[arg-type]  # fmt: skip
 
-    def python_path(self, table_map: object, table: Table, shaping: object = None) -> str:
-        return "canal-json is written by the Python path"
+    def python_path(self, table_map: TableMapEvent, table: Table, shaping: object = None) -> str:
+        """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
+        if shaping is not None:
+            return "canal-json under a rule is written message by message"
+        if self.per_event:
+            return 'canal-json\'s message_rows = "event" is written by the Python path'
+        if transcoder is None:
+            return "the compiled module is not built"
+        if len(table_map.columns) != len(table.columns):
+            return "the binlog's columns are not the tracked table's"
+        for meta, col in zip(table_map.columns, table.columns):
+            op = column_op(meta, Strings())
+            if op is None or op[0] in CANAL_NO_TEXT_OPS:
+                return f"column `{col.name}` ({col.data_type}) is not compiled for canal-json"
+        return "the binlog's and the schema's names, ENUM or SET labels or sqlTypes of its columns differ"
 
     def check(self) -> None:
         pass

@@ -79,6 +79,7 @@ class KernelPlan:
     key_skip: int  # the key's framing, which the hash leaves out
     kinds: int  # the operations it may write (1 << KIND_*): DELETEs are Python's when tombstones follow them
     limit: int  # the most key + value bytes a message may have (else the oversize policy decides)
+    canal: tuple[Any, ...] | None = None  # canal-json's rows instead of Avro's (encoding.KernelRows.canal)
 
 
 Planner = Callable[[TableMapEvent, Table], "KernelPlan | None"]
@@ -319,7 +320,7 @@ class Lane:
         return (
             plan.columns, plan.keys, plan.strings, plan.value_prefix, plan.key_prefix, *plan.heads, plan.data_open,
             plan.old_null, plan.old_open, topic, metric, plan.partitions, plan.fixed, plan.key_skip, plan.kinds,
-            plan.limit,
+            plan.limit, plan.canal,
         )  # fmt: skip
 
     def _query(self, query: QueryEvent, body: bytes) -> None:

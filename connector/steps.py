@@ -172,7 +172,7 @@ class Encode:
             topic, database, name, rows.columns, rows.keys, rows.strings, rows.value_prefix, rows.key_prefix,
             rows.heads, rows.data_open, rows.old_null, rows.old_open, partitions, fixed, self.sink.key_framing_bytes,
             kinds,
-            self.sink.limit(topic) - RECORD_OVERHEAD,
+            self.sink.limit(topic) - RECORD_OVERHEAD, rows.canal,
         )  # fmt: skip
 
     def _python_path(self, database: str, name: str, reason: str) -> None:

@@ -27,6 +27,7 @@ from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema, Table
 
 COLUMN = record("column_t")
+SQLTYPE = record("sqltype_t")
 ASCII, DROP_FLAG, MASK_FLAG = COLUMN_FLAGS["COL_ASCII"], COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"]
 HASH_FLAG = COLUMN_FLAGS["COL_HASH"]
 MASKED = b"\x06***"  # an Avro string: its length (3, zig-zag), its bytes
@@ -134,17 +135,26 @@ def test_flags_that_do_not_hold_are_refused(flags: int) -> None:
         _transcode(ROW, (*INT, 0), (*INT, 0), (*INT, flags), strings=_strings(MASKED, MASKED))
 
 
-def test_canal_json_s_renderer_takes_no_shaped_column() -> None:
-    """canal-json output is the Python path's: its renderer refuses the flags."""
+def test_canal_json_s_renderers_take_no_shaped_column() -> None:
+    """canal-json under a rule is the Python path's, message by message: its renderers (JSON lines'
+    and canal-json's messages) refuse the flags."""
     assert transcoder is not None
+    canal_names = Strings()
+    canal_names.add([b'"a":', b'"b":'])
+    types = SQLTYPE.pack(4, 4, 4) * 2
     for flags in (0, DROP_FLAG, MASK_FLAG, HASH_FLAG):
         program = COLUMN.pack(*INT, 0) + COLUMN.pack(*INT, flags)
         names = (b'"a":', b'"b":')
+        canal_args = (ROW[:9], program, KINDS[RowsKind.WRITE], b"", _strings(MASKED), canal_names.packed(), types,
+                      False, b"", b"", b"", b"")  # fmt: skip
         if flags == 0:
             assert transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(MASKED), names)
+            assert transcoder.canal_json(*canal_args)
             continue
         with pytest.raises(ValueError, match="malformed"):
             transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(MASKED), names)
+        with pytest.raises(ValueError, match="malformed"):
+            transcoder.canal_json(*canal_args)
 
 
 def _table(sql: str) -> Table:

@@ -293,3 +293,18 @@ def test_canal_json_rows_are_compiled_to_the_per_message_path_s_bytes(
             sessions += 1
             compiled += encoder.compiled_rows > 0
     assert compiled >= sessions // 2, (compiled, sessions)
+
+
+def test_canal_json_sessions_read_the_same_with_the_kernel_and_without(cases: list[rig.Case]) -> None:
+    """canal-json on the kernel (issue 33): every corpus session, with `old` changed and whole, reads
+    the same messages, positions and errors with the kernel as on the Python path alone (whose rows
+    the compiled code writes: held to the per-message path above); and the kernel wrote the rows of
+    most of them."""
+    taken = sessions = 0
+    for inp in _inputs(cases):
+        for old in ("changed", "full"):
+            with_kernel = session.check_canal(inp, old)
+            sessions += 1
+            taken += with_kernel.kernel_rows > 0
+            assert with_kernel.kernel_rows in (0, with_kernel.rows), (inp.case.file, with_kernel)
+    assert taken >= sessions // 2, (taken, sessions)

@@ -19,12 +19,13 @@ import random
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
+from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
@@ -174,12 +175,14 @@ class Read:
 
 def _read(
     config: Any, prepared: Prepared, work: Path, kernel: bool, query: QueryText = NO_QUERIES,
-    options: Options = NO_OPTIONS,
+    options: Options = NO_OPTIONS, canal: str | None = None,
 ) -> Read:  # fmt: skip
     """The binlog from the prepared start to its end, as `sluice run` reads it, into a MemorySink
     (`query`: what row messages' `sql` carries of their statement's text; `options`: the [kafka]
-    options that add messages)."""
+    options that add messages; `canal`: canal-json with this `old`, not Avro)."""
     encoder = MessageEncoder(SchemaDirectory(work), SingleObjectFraming())
+    if canal is not None:
+        encoder = cast(MessageEncoder, CanalJsonEncoder(None, "row", canal))  # type: ignore[arg-type]
     sink = MemorySink(partitions=3)
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     pipeline = Pipeline(encoder, sink, TopicRouter("lane", []), checkpointer, options=options)
@@ -263,6 +266,16 @@ def test_the_kernel_hands_on_what_the_python_path_does(tmp_path: Path) -> None:
     assert positions == sorted(positions, key=Position.sort_key) and len(set(positions)) == len(positions)
     assert python.committed is not None and positions[-1].sort_key() <= python.committed.sort_key()
 
+    # canal-json (issue 33): the kernel writes the Python path's messages, `old` changed and whole
+    for old in ("changed", "full"):
+        canal_kernel = _read(config, prepare(config, history, resume=first.start), tmp_path / f"canal-{old}",
+                             kernel=True, canal=old)  # fmt: skip
+        canal_python = _read(config, prepare(config, history, resume=first.start), tmp_path / f"canal-p-{old}",
+                             kernel=False, canal=old)  # fmt: skip
+        assert canal_kernel.messages == canal_python.messages and canal_kernel.rows == canal_python.rows
+        assert canal_kernel.committed == canal_python.committed
+        assert canal_kernel.kernel_rows > 0.6 * canal_kernel.rows, (canal_kernel.kernel_rows, canal_kernel.rows)
+
 
 # What `sql` carries here: up to 300 bytes (the configuration's least is 256), so that long
 # statements are cut, some inside a character (the Chinese text is three bytes a character).
@@ -282,6 +295,7 @@ def _statement_workload(rng: random.Random) -> None:
         for key in range(30):  # single rows, the text around the cut
             cur.execute(f"INSERT INTO q VALUES ({key}, '{'中文' * (key * 4)}')")
         cur.execute("INSERT INTO q VALUES " + ", ".join(f"({key}, 'many {key}')" for key in range(30, 90)))
+        cur.execute("INSERT INTO q VALUES (300, 'say \"hi\"\\\\ \t now')")  # JSON escapes in canal-json's `sql`
         cur.execute("BEGIN")
         cur.execute(f"INSERT INTO {OTHER}.o VALUES (1, 1)")  # its text is read, its rows skipped
         cur.execute("UPDATE q SET t = CONCAT(t, '+') WHERE id < 5")
@@ -317,3 +331,10 @@ def test_the_kernel_carries_statement_text_as_the_python_path_does(tmp_path: Pat
     assert sum(b"INSERT INTO q VALUES (30, 'many 30')" in v for v in values) == 1  # the first row's only
     # the kernel's: the single rows and the statement of many (not the key move, nor the latin1 text)
     assert with_kernel.kernel_rows >= 80 and with_kernel.kernel_transactions >= 25, with_kernel
+    # canal-json's `sql` too, the first row's text JSON-escaped
+    canal_kernel = _read(config, prepare(config, history, resume=first.start), tmp_path / "canal", kernel=True,
+                         query=QUERY, canal="changed")  # fmt: skip
+    canal_python = _read(config, prepare(config, history, resume=first.start), tmp_path / "canal-p", kernel=False,
+                         query=QUERY, canal="changed")  # fmt: skip
+    assert canal_kernel.messages == canal_python.messages and canal_kernel.committed == canal_python.committed
+    assert canal_kernel.kernel_rows == with_kernel.kernel_rows, (canal_kernel.kernel_rows, with_kernel.kernel_rows)

@@ -366,6 +366,9 @@ class KernelRows:
     data_open: bytes
     old_null: bytes
     old_open: bytes
+    # canal-json's rows instead (connector/canal.py, CanalJsonEncoder.kernel_rows; the Avro parts empty):
+    # names, sqlTypes, whether `old` is whole, the table's parts of a message (kernel.c, canal_from)
+    canal: tuple[bytes, bytes, bool, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None = None
 
 
 # What the kernel writes of the envelope itself (connector/csrc/kernel.c, envelope()): `id`, `es`

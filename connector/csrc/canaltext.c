@@ -39,6 +39,8 @@ Py_ssize_t escaped_length(unsigned char c) { return plain(c) ? 1 : two_escape(c)
  * copied at once, the others escaped. */
 int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n) {
     static const char hex[] = "0123456789abcdef";
+    if (n == 0) /* text not kept yet has no bytes: NULL + 0 is undefined */
+        return 0;
     Py_ssize_t run = 0; /* the first plain byte not put yet */
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];

@@ -43,6 +43,12 @@ typedef struct {
     buf_t value_prefix, key_prefix, heads[3], data_open, old_null, old_open;
     int32_t topic, metric, partitions, fixed, key_skip, kinds;
     Py_ssize_t limit; /* key + value bytes a message may have */
+    /* canal-json's rows instead of Avro's (canal_rows): each column's JSON key and sqlType codes, the
+     * table's parts of a message around what the event gives (canal_parts) */
+    int canal, full_old;
+    buf_t names_blob, types;
+    strings_t names;
+    buf_t c_database, c_mysql, c_pk, c_table, c_kinds[3];
 } plan_t;
 
 typedef struct {
@@ -155,7 +161,9 @@ static void plan_free(plan_t *p) {
     PyMem_Free(p->cols);
     PyMem_Free(p->keys);
     buf_t *bufs[] = {&p->strings_blob, &p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1],
-                     &p->heads[2], &p->data_open, &p->old_null, &p->old_open};
+                     &p->heads[2], &p->data_open, &p->old_null, &p->old_open, &p->names_blob, &p->types,
+                     &p->c_database, &p->c_mysql, &p->c_pk, &p->c_table, &p->c_kinds[0], &p->c_kinds[1],
+                     &p->c_kinds[2]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         PyMem_Free(bufs[i]->data);
     PyMem_Free(p);
@@ -227,15 +235,49 @@ static int copy_bytes(buf_t *b, PyObject *o) {
     return buf_put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
 }
 
+/* A plan's canal-json parts (connector/lane.py, KernelPlan.canal; connector/canal.py, kernel_rows):
+ * names, sqlTypes and whether `old` is whole, then the table's parts of a message, into p. 0: refused
+ * (a Python error set). Checked as canal_json's are: a name and a sqlType per column, a wider code
+ * only on an unsigned integer, no column a rule shapes. */
+static int canal_from(PyObject *t, plan_t *p) {
+    PyObject *names, *types, *database, *mysql, *pk, *table, *k0, *k1, *k2;
+    int full_old;
+    if (!PyArg_ParseTuple(t, "SSpSSSSSSS;canal-json kernel parts", &names, &types, &full_old, &database, &mysql, &pk,
+                          &table, &k0, &k1, &k2))
+        return 0;
+    PyObject *parts[] = {names, types, database, mysql, pk, table, k0, k1, k2};
+    buf_t *into[] = {&p->names_blob, &p->types, &p->c_database, &p->c_mysql, &p->c_pk, &p->c_table,
+                     &p->c_kinds[0], &p->c_kinds[1], &p->c_kinds[2]};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (copy_bytes(into[i], parts[i]) < 0)
+            return 0;
+    int ok = strings_of((const unsigned char *)p->names_blob.data, p->names_blob.len, &p->names) &&
+             p->names.n == p->ncols && p->types.len == p->ncols * (Py_ssize_t)sizeof(sqltype_t) &&
+             !program_shapes(p->cols, p->ncols);
+    const sqltype_t *codes = (const sqltype_t *)p->types.data;
+    for (Py_ssize_t i = 0; ok && i < p->ncols; i++)
+        ok = codes[i].wider == codes[i].value || p->cols[i].op == OP_UINT || p->cols[i].op == OP_UINT64;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "malformed canal-json kernel parts");
+        return 0;
+    }
+    p->canal = 1, p->full_old = full_old;
+    return 1;
+}
+
 /* A plan from Python's tuple (connector/lane.py, KernelPlan.parts), checked as the transcoder
  * checks a program: every column walkable, every key column inside the row, partitions sane. */
 static plan_t *plan_from(PyObject *t) {
-    PyObject *cols, *keys, *strings, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen;
+    PyObject *cols, *keys, *strings, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen, *canal;
     int topic, metric, partitions, fixed, skip, kinds;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(t, "SSSSSSSSSSSiiiiiin;a kernel plan", &cols, &keys, &strings, &vp, &kp, &h0, &h1, &h2,
-                          &dopen, &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit))
+    if (!PyArg_ParseTuple(t, "SSSSSSSSSSSiiiiiinO;a kernel plan", &cols, &keys, &strings, &vp, &kp, &h0, &h1, &h2,
+                          &dopen, &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit, &canal))
         return NULL;
+    if (canal != Py_None && !PyTuple_Check(canal)) {
+        PyErr_SetString(PyExc_TypeError, "a kernel plan's canal-json parts are a tuple or None");
+        return NULL;
+    }
     Py_ssize_t ncols = PyBytes_GET_SIZE(cols) / (Py_ssize_t)sizeof(column_t);
     Py_ssize_t nkeys = PyBytes_GET_SIZE(keys) / (Py_ssize_t)sizeof(key_t_);
     strings_t table;
@@ -276,6 +318,10 @@ static plan_t *plan_from(PyObject *t) {
     strings_of((const unsigned char *)p->strings_blob.data, p->strings_blob.len, &p->strings);
     p->topic = topic, p->metric = metric, p->partitions = partitions, p->fixed = fixed, p->key_skip = skip;
     p->kinds = kinds, p->limit = limit;
+    if (canal != Py_None && !canal_from(canal, p)) {
+        plan_free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -830,7 +876,40 @@ static int count_part(Kernel *k, int32_t metric, long long n) {
 typedef struct {
     buf_t open, first, tail; /* first: the first row's envelope, where it carries a statement's text */
     long long ts_ms;
+    buf_t rest; /* canal-json: the other rows' `sql` part */
 } scratch_t;
+
+static int put_digits(buf_t *b, long long v) {
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lld", v);
+    return buf_put(b, digits, n);
+}
+
+/* canal-json: what a rows event's messages share (canal._event_parts): from `],"database"` to
+ * `"old":` (the event's time, the transaction's GTID, the message id) in open, the first row's `sql`
+ * part (the statement's text) in first and the others' in rest, the last fields (ts, type) in tail. */
+static int canal_parts(Kernel *k, const plan_t *plan, const event_t *e, int kind, long long ts_ms, scratch_t *sc) {
+    buf_t *open = &sc->open, *first = &sc->first, *rest = &sc->rest, *tail = &sc->tail;
+    open->len = first->len = rest->len = tail->len = 0;
+    int bad = buf_put(open, plan->c_database.data, plan->c_database.len) < 0 ||
+              put_digits(open, (long long)e->timestamp * 1000) < 0 || buf_put(open, ",\"gtid\":", 8) < 0;
+    if (!bad && k->has_gtid)
+        bad = buf_put(open, "\"", 1) < 0 || put_escaped(open, (const unsigned char *)k->gtid, k->gtid_len) < 0 ||
+              buf_put(open, "\"", 1) < 0;
+    else if (!bad)
+        bad = buf_put(open, "null", 4) < 0;
+    bad = bad || buf_put(open, ",\"id\":", 6) < 0 || put_digits(open, k->file_number << 32 | (long long)e->pos) < 0 ||
+          buf_put(open, plan->c_mysql.data, plan->c_mysql.len) < 0;
+    bad = bad || buf_put(first, plan->c_pk.data, plan->c_pk.len) < 0 || buf_put(first, "\"", 1) < 0 ||
+          put_escaped(first, (const unsigned char *)k->sql.data, k->sql.len) < 0 ||
+          buf_put(first, "\",\"sqlType\":", 12) < 0;
+    bad = bad || buf_put(rest, plan->c_pk.data, plan->c_pk.len) < 0 || buf_put(rest, "\"\",\"sqlType\":", 13) < 0;
+    bad = bad || buf_put(tail, plan->c_table.data, plan->c_table.len) < 0 || put_digits(tail, ts_ms) < 0 ||
+          buf_put(tail, plan->c_kinds[kind].data, plan->c_kinds[kind].len) < 0;
+    return bad ? -1 : 0;
+}
+
+static bytes_t of_buf(const buf_t *b) { return (bytes_t){(const unsigned char *)b->data, b->len}; }
 
 /* A rows event of a taught table: every row to its message, or PYTHONS with nothing taken. */
 static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
@@ -863,8 +942,9 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
         (images == 2 && !all_set(present_after, plan->ncols)))
         return PYTHONS;
     static const buf_t no_sql = {NULL, 0, 0};
-    if (envelope(k, plan, e, rt.kind, sc->ts_ms, &no_sql, &sc->open, &sc->tail) < 0 ||
-        (k->sql.len && envelope(k, plan, e, rt.kind, sc->ts_ms, &k->sql, &sc->first, &sc->tail) < 0))
+    if (plan->canal ? canal_parts(k, plan, e, rt.kind, sc->ts_ms, sc) < 0
+                    : envelope(k, plan, e, rt.kind, sc->ts_ms, &no_sql, &sc->open, &sc->tail) < 0 ||
+                          (k->sql.len && envelope(k, plan, e, rt.kind, sc->ts_ms, &k->sql, &sc->first, &sc->tail) < 0))
         return -1;
     bytes_t open = {(const unsigned char *)sc->open.data, sc->open.len};
     bytes_t first = k->sql.len ? (bytes_t){(const unsigned char *)sc->first.data, sc->first.len} : open;
@@ -876,7 +956,14 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     emit_ctx ctx = {k, plan};
     Py_ssize_t before = k->event_len;
     long long base = k->staging ? k->txn_rows - k->payload_rows : 0; /* `source.row`, as flat.RowBatch's */
-    int done = transcode_rows(&prog, b + r, n - r, rt.kind, base, emit_message, &ctx);
+    int done;
+    if (plan->canal) {
+        canal_t canal = {plan->names, (const sqltype_t *)plan->types.data, plan->full_old, of_buf(&sc->open),
+                         of_buf(&sc->first), of_buf(&sc->rest), of_buf(&sc->tail)};
+        done = canal_rows(&prog, &canal, b + r, n - r, rt.kind, emit_message, &ctx);
+    } else {
+        done = transcode_rows(&prog, b + r, n - r, rt.kind, base, emit_message, &ctx);
+    }
     if (done != DONE) {
         for (Py_ssize_t i = before; i < k->event_len; i++) {
             Py_XDECREF(k->event_outs[i].key);
@@ -1366,7 +1453,7 @@ static PyObject *Kernel_run(Kernel *k, PyObject *args) {
     const unsigned char *s = buffer.buf;
     Py_ssize_t p = start;
     int reason = STOP_NEED_BYTES, failed = 0;
-    scratch_t sc = {{0}, {0}, {0}, ts_ms};
+    scratch_t sc = {{0}, {0}, {0}, ts_ms, {0}};
     while (k->configured) {
         if (end - p < 4)
             break;
@@ -1405,6 +1492,7 @@ static PyObject *Kernel_run(Kernel *k, PyObject *args) {
     PyMem_Free(sc.open.data);
     PyMem_Free(sc.first.data);
     PyMem_Free(sc.tail.data);
+    PyMem_Free(sc.rest.data);
     PyBuffer_Release(&buffer);
     if (failed) { /* memory: nothing of the run is handed on, and the caller stops */
         outs_clear(k);

@@ -123,6 +123,7 @@ def main(argv: list[str]) -> None:
         decoded = session.decode(cases, data)
         if decoded is not None:
             session.check(decoded)
+            session.check_canal(decoded, "full" if decoded.records else "changed")  # both formats, each input
 
     atheris.Setup(argv, one_session if target == "session" else one_input)
     atheris.Fuzz()
@@ -327,7 +328,8 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
 
 
 def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
-    """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit."""
+    """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit, and
+    canal-json's parts (or None: Avro's rows)."""
     program = _program(fdp)
     fields = range(fdp.ConsumeIntInRange(0, 2))
     keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
@@ -337,7 +339,13 @@ def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
     limit = int(fdp.PickValueInList([-1, 0, 50, 1 << 20]))
     numbers = [fdp.ConsumeIntInRange(0, 3), fdp.ConsumeIntInRange(0, 3), partitions, fixed,
                fdp.ConsumeIntInRange(-1, 12), fdp.ConsumeIntInRange(-1, 8), limit]  # fmt: skip
-    return (program, keys, *parts, *numbers)
+    canal = None
+    if fdp.ConsumeBool():  # names and sqlTypes a column each (or one too few or many), any parts
+        count = max(0, len(program) // 28 + fdp.ConsumeIntInRange(-1, 1))
+        types = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(count))
+        canal = (_names(count, fdp), types, fdp.ConsumeBool(),
+                 *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(7)))  # fmt: skip
+    return (program, keys, *parts, *numbers, canal)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ twice, each time into its own pipeline and MemorySink: with the kernel's lane (w
 the first BEGIN and TABLE_MAP, untaught, has the Python path decode and teach them, and goes
 on), and on the Python path alone. The two must end alike: the same messages on every
 partition, in order, the same saved position, the same error (type and words) or none.
-tests/test_lane.py runs the unmutated cases; tests/fuzz/native_fuzz.py --target=session
-mutates them under the sanitizers.
+The same twice more with canal-json's encoder (`check_canal`). tests/test_lane.py runs the
+unmutated cases; tests/fuzz/native_fuzz.py --target=session mutates them under the sanitizers.
 
 Input layout: case (1 byte: bits 0-6 the case, modulo the cases; bit 7 transaction records on),
 flags (1: bits 0-2 the chunk pattern, bit 3 the TABLE_MAP older than the tracker's seed, bits
@@ -39,6 +39,7 @@ from connector.avro.encoding import MessageEncoder
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
+from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import SourceError
 from connector.extras import TransactionTopic
@@ -277,4 +278,14 @@ def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None, options: O
     assert python.kernel_rows == 0
     if not with_kernel.same(python):
         raise AssertionError(f"the kernel's session differs from the Python path's:\n{with_kernel}\n{python}")
+    return with_kernel
+
+
+def check_canal(inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
+    """`check` with canal-json's encoder (`old`: its [kafka] old), a fresh one for each read."""
+    readers = [cast(MessageEncoder, CanalJsonEncoder(None, "row", old)) for _ in range(2)]  # type: ignore[arg-type]
+    with_kernel, python = read(inp, True, mangle, encoder=readers[0]), read(inp, False, mangle, encoder=readers[1])
+    assert python.kernel_rows == 0
+    if not with_kernel.same(python):
+        raise AssertionError(f"the kernel's canal-json session differs from Python's:\n{with_kernel}\n{python}")
     return with_kernel
