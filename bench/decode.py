@@ -47,16 +47,16 @@ DOC = (
 NOTES = {"gbk": "备注：订单已发货 ", "gb18030": "备注：订单已发货 📦 "}
 
 
-def workload(rows: int, charset: str = "utf8mb4", json: bool = False) -> str:
+def workload(rows: int, charset: str = "utf8mb4", json: bool = False, db: str = DB) -> str:
     """Fill a fresh binlog file with `rows` inserts plus updates and deletes of a tenth each;
-    `json`: the table has a JSON column `doc` too."""
+    `json`: the table has a JSON column `doc` too; `db`: the database it is made in (made anew)."""
     rng = random.Random(42)
     conn = connect()
     with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-        cur.execute(f"CREATE DATABASE {DB}")
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        cur.execute(f"CREATE DATABASE {db}")
         cur.execute(
-            f"CREATE TABLE {DB}.sbtest (id INT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, "
+            f"CREATE TABLE {db}.sbtest (id INT PRIMARY KEY, k INT NOT NULL, c CHAR(120) NOT NULL, "
             "pad CHAR(60) NOT NULL, amount DECIMAL(12,2) NOT NULL, created DATETIME(6) NOT NULL, note TEXT"
             f"{', doc JSON' if json else ''}) CHARACTER SET {charset}"
         )
@@ -69,12 +69,12 @@ def workload(rows: int, charset: str = "utf8mb4", json: bool = False) -> str:
             row = (i, rng.randrange(rows), c, c[:59], rng.randrange(10**8) / 100, "2024-05-06 07:08:09.123456", note)
             batch.append((*row, DOC.format(i, i % 10**5, i / 100, i % 9)) if json else row)
             if len(batch) == 1000:
-                cur.executemany(f"INSERT INTO {DB}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
+                cur.executemany(f"INSERT INTO {db}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
                 batch = []
         if batch:
-            cur.executemany(f"INSERT INTO {DB}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
-        cur.execute(f"UPDATE {DB}.sbtest SET k = k + 1 WHERE id % 10 = 0")
-        cur.execute(f"DELETE FROM {DB}.sbtest WHERE id % 10 = 5")
+            cur.executemany(f"INSERT INTO {db}.sbtest VALUES ({', '.join(['%s'] * len(batch[0]))})", batch)
+        cur.execute(f"UPDATE {db}.sbtest SET k = k + 1 WHERE id % 10 = 0")
+        cur.execute(f"DELETE FROM {db}.sbtest WHERE id % 10 = 5")
         cur.execute("FLUSH BINARY LOGS")
     conn.close()
     return file

@@ -105,11 +105,21 @@ class RecordingSink:
 RULES = [ColumnRule(rf"{DB}\.sbtest", exclude=["pad"], mask=["c"], mask_chars=8, hash=["note"], hash_salt="pepper")]
 
 
-def config(name: str, tmp: str, rules: list[ColumnRule] | None = None, records: bool = False) -> Config:
-    base = live_config([rf"{DB}\..*"], name=name, server_id=4600)
+# The plain table a variant is timed beside. A run reads to the binlog's end, so each round writes
+# the variant's rows, times them, then writes the plain table's and times those: neither reads
+# (and skips) the other's.
+PLAIN_DB = f"{DB}_plain"
+
+
+def config(
+    name: str, tmp: str, rules: list[ColumnRule] | None = None, records: bool = False, db: str = DB,
+    value_format: str = "avro",
+) -> Config:  # fmt: skip
+    base = live_config([rf"{db}\..*"], name=name, server_id=4600)
     return replace(
         base,
-        kafka=replace(base.kafka, topic_prefix=name, columns=rules or [], transaction_topic=records),
+        kafka=replace(base.kafka, topic_prefix=name, columns=rules or [], transaction_topic=records,
+                      value_format=value_format),
         avro=AvroSection(schemas_dir=os.path.join(tmp, name, "schemas")),  # a directory per connector
     )
 
@@ -122,11 +132,13 @@ class Run(NamedTuple):
 
 
 def end_to_end(
-    file: str, tmp: str, kernel: bool = True, rules: list[ColumnRule] | None = None, records: bool = False
-) -> Run:
+    file: str, tmp: str, kernel: bool = True, rules: list[ColumnRule] | None = None, records: bool = False,
+    db: str = DB, value_format: str = "avro",
+) -> Run:  # fmt: skip
     """`kernel` False: every event on the Python path ([source] compiled_kernel = false); `rules`:
-    the configuration's [[kafka.columns]]; `records`: transaction records on."""
-    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp, rules, records)
+    the configuration's [[kafka.columns]]; `records`: transaction records on; `db`: the database
+    captured; `value_format`: [kafka] value_format."""
+    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp, rules, records, db, value_format)
     cfg = replace(cfg, source=replace(cfg.source, compiled_kernel=kernel))
     stores = checkpoint_stores(cfg)
     for store in (stores.fast, stores.durable):
@@ -195,11 +207,12 @@ def ceiling(messages: list[tuple[str, bytes | None, bytes, int | None]], cfg: Co
     return elapsed
 
 
-def compare(label: str, run: Run, tmp: str) -> float:
+def compare(label: str, run: Run, tmp: str, value_format: str = "avro") -> float:
     """One round: the connector's run beside the ceiling on the messages it produced; their ratio."""
     ceiling_s = ceiling(run.kept, config("ceiling", tmp))
     e2e_rate, ceiling_rate = len(run.kept) / run.streaming_s, len(run.kept) / ceiling_s
-    print(f"{label}: end to end (binlog -> Avro -> Kafka acked, checkpoints on): {e2e_rate:10,.0f} msgs/s, "
+    written = "Avro" if value_format == "avro" else value_format
+    print(f"{label}: end to end (binlog -> {written} -> Kafka acked, checkpoints on): {e2e_rate:10,.0f} msgs/s, "
           f"{run.rows / run.streaming_s:10,.0f} rows/s ({run.rows:,} rows, {len(run.kept):,} messages in "
           f"{run.streaming_s:.2f} s, after {run.startup_s:.2f} s of start-up); producer ceiling (same "
           f"pre-encoded messages): {ceiling_rate:10,.0f} msgs/s ({ceiling_s:.2f} s); ratio "
@@ -207,13 +220,13 @@ def compare(label: str, run: Run, tmp: str) -> float:
     return e2e_rate / ceiling_rate
 
 
-def oltp_workload(transactions: int, json: bool = False) -> str:
+def oltp_workload(transactions: int, json: bool = False, db: str = DB) -> str:
     """A fresh binlog file of single-row transactions on the bench table: inserts, updates, deletes
-    (`json`: the table's JSON column too, as workload(json=True) made it)."""
+    (`json`: the table's JSON column too, as workload(json=True) made it; `db`: the table's database)."""
     rng = random.Random(7)
     conn = connect()
     with conn.cursor() as cur:
-        cur.execute(f"TRUNCATE {DB}.sbtest")
+        cur.execute(f"TRUNCATE {db}.sbtest")
         cur.execute("FLUSH BINARY LOGS")
         file, _ = current_binlog(conn)
         for i in range(transactions):  # autocommit: one transaction each
@@ -222,17 +235,17 @@ def oltp_workload(transactions: int, json: bool = False) -> str:
                 if json:
                     row += (DOC.format(i, i % 10**5, i / 100, i % 9),)
                 values = "%s, %s, %s, %s, %s, NOW(6), NULL" + (", %s" if json else "")
-                cur.execute(f"INSERT INTO {DB}.sbtest VALUES ({values})", row)
+                cur.execute(f"INSERT INTO {db}.sbtest VALUES ({values})", row)
             elif i % 10 < 9:
-                cur.execute(f"UPDATE {DB}.sbtest SET k = k + 1 WHERE id = %s", (rng.randrange(i),))
+                cur.execute(f"UPDATE {db}.sbtest SET k = k + 1 WHERE id = %s", (rng.randrange(i),))
             else:
-                cur.execute(f"DELETE FROM {DB}.sbtest WHERE id = %s", (rng.randrange(i),))
+                cur.execute(f"DELETE FROM {db}.sbtest WHERE id = %s", (rng.randrange(i),))
         cur.execute("FLUSH BINARY LOGS")
     conn.close()
     return file
 
 
-VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030", "columns", "records")
+VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030", "columns", "records", "canal")
 
 
 def compressed(variant: str, write: Callable[[], str]) -> str:
@@ -306,12 +319,15 @@ def main() -> None:
                              "its notes Chinese; gb18030 (MySQL's): the same in gb18030, an emoji in each note "
                              "(four-byte codes); columns: a [[kafka.columns]] rule leaves `pad` out, masks "
                              "`c` and hashes `note`; records: transaction records on (a BEGIN and an END "
-                             "message a transaction: the ratio is of messages)")  # fmt: skip
+                             "message a transaction: the ratio is of messages); canal: value_format = "
+                             "canal-json. Every variant but plain is timed beside the plain table (Avro, "
+                             "same rows) in the same rounds: its rows/s as a share of the plain table's")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
     charset = args.variant if args.variant in ("gbk", "gb18030") else "utf8mb4"
     rules = RULES if args.variant == "columns" else None
     records = args.variant == "records"
+    value_format = "canal-json" if args.variant == "canal" else "avro"
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -321,21 +337,35 @@ def main() -> None:
             profile(file, tmp, kernel=True)
             profile(file, tmp, kernel=False)
             return
-        runs: list[tuple[str, Callable[[], str]]] = [
-            ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, charset, json))),
-            ("single-row transactions", lambda: compressed(args.variant, lambda: oltp_workload(args.oltp, json))),
+        runs: list[tuple[str, Callable[[], str], Callable[[], str]]] = [
+            ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, charset, json)),
+             lambda: workload(args.rows, db=PLAIN_DB)),
+            ("single-row transactions", lambda: compressed(args.variant, lambda: oltp_workload(args.oltp, json)),
+             lambda: oltp_workload(args.oltp, db=PLAIN_DB)),
         ]  # fmt: skip
+        beside = args.variant != "plain"
         print(f"variant: {args.variant}")
-        for label, write in runs:  # each workload right before its runs: a run reads to the binlog's end
+        for label, write, write_plain in runs:  # each workload right before its runs: a run reads to the binlog's end
             file = write()
-            ratios, speedups = [], []
-            for _ in range(args.rounds):
-                run = end_to_end(file, tmp, rules=rules, records=records)
-                ratios.append(compare(label, run, tmp))
-                python = end_to_end(file, tmp, kernel=False, rules=rules, records=records)  # all on the Python path
+            ratios, speedups, shares = [], [], []
+            for round_ in range(args.rounds):
+                if beside and round_:
+                    file = write()  # after the plain table's rows of the last round
+                run = end_to_end(file, tmp, rules=rules, records=records, value_format=value_format)
+                ratios.append(compare(label, run, tmp, value_format))
+                python = end_to_end(file, tmp, kernel=False, rules=rules, records=records,
+                                    value_format=value_format)  # all on the Python path  # fmt: skip
                 speedups.append(run.rows / run.streaming_s / (python.rows / python.streaming_s))
                 print(f"{label}: Python path alone {python.rows / python.streaming_s:10,.0f} rows/s; "
                       f"the kernel {speedups[-1]:.1f}x that")  # fmt: skip
+                if beside:
+                    plain = end_to_end(write_plain(), tmp, db=PLAIN_DB)
+                    shares.append(run.rows / run.streaming_s / (plain.rows / plain.streaming_s))
+                    print(f"{label}: the plain table {plain.rows / plain.streaming_s:10,.0f} rows/s; "
+                          f"the variant {shares[-1]:.2f} of that")  # fmt: skip
+            if shares:
+                print(f"{label}: the variant {statistics.median(shares):.2f} of the plain table's rows/s, median of "
+                      f"{', '.join(f'{x:.2f}' for x in shares)} (goal: at least 0.8)")  # fmt: skip
             listed = ", ".join(f"{r:.2f}" for r in ratios)
             goal = "0.6" if label == "bulk" else "0.3, and 50,000 rows/s"  # issue 17's
             print(f"{label}: ratio {statistics.median(ratios):.2f} of the ceiling, median of {listed} "
