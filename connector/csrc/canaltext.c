@@ -518,6 +518,16 @@ static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t
     return DONE;
 }
 
+/* A value's JSON: its text quoted (escaped already), or null. */
+static int put_value(buf_t *out, const buf_t *texts, const mark_t *m) {
+    if (m->start < 0)
+        return buf_put(out, "null", 4);
+    return buf_put(out, "\"", 1) < 0 || buf_put(out, texts->data + m->start, m->end - m->start) < 0 ||
+                   buf_put(out, "\"", 1) < 0
+               ? -1
+               : 0;
+}
+
 /* Whether two marks hold the same text (both NULL, or equal bytes). */
 static int same_text(const buf_t *texts, const mark_t *a, const mark_t *b) {
     if (a->start < 0 || b->start < 0)
@@ -537,18 +547,52 @@ static int object(const buf_t *texts, const mark_t *marks, const mark_t *other, 
         const mark_t *m = &marks[i];
         if (other != NULL && same_text(texts, m, &other[i]))
             continue;
-        if ((!first && buf_put(json, ",", 1) < 0) || buf_put(json, names[i].p, names[i].n) < 0)
+        if ((!first && buf_put(json, ",", 1) < 0) || buf_put(json, names[i].p, names[i].n) < 0 ||
+            put_value(json, texts, m) < 0)
             return -1;
         first = 0;
-        if (m->start < 0 ? buf_put(json, "null", 4) < 0
-                         : buf_put(json, "\"", 1) < 0 || buf_put(json, texts->data + m->start, m->end - m->start) < 0 ||
-                               buf_put(json, "\"", 1) < 0)
-            return -1;
     }
     return buf_put(json, "}", 1);
 }
 
 static PyObject *json_text(const buf_t *json) { return PyUnicode_DecodeUTF8(json->data, json->len, NULL); }
+
+/* A rows event's images read row by row into texts: each row's (the before image's, for an UPDATE)
+ * marks in marks, an UPDATE's after image's in marks + ncols; names: each column's JSON key. */
+typedef struct {
+    buf_t texts;
+    mark_t *marks;
+    bytes_t *names;
+    Py_ssize_t pos; /* the next row's first byte */
+} reader_t;
+
+/* 0, or -1 with a Python error set (reader_close frees what it got either way). */
+static int reader_open(reader_t *rd, Py_ssize_t ncols) {
+    *rd = (reader_t){{0}, NULL, NULL, 0};
+    rd->marks = PyMem_Calloc((size_t)ncols * 2, sizeof(mark_t));
+    rd->names = PyMem_Calloc((size_t)ncols, sizeof(bytes_t));
+    if (rd->marks == NULL || rd->names == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return buf_reserve(&rd->texts, 64); /* first: a row of empty texts then still points its marks into it */
+}
+
+static void reader_close(reader_t *rd) {
+    PyMem_Free(rd->texts.data);
+    PyMem_Free(rd->marks);
+    PyMem_Free(rd->names);
+}
+
+/* The next row's images' texts (flat.py's, or with `canal` canal's Kafka texts): DONE, DECLINE or FAIL.
+ * Each image moves pos on by at least its bitmap's byte. */
+static int next_row(const program_t *prog, reader_t *rd, const unsigned char *s, Py_ssize_t end, int kind, int canal) {
+    rd->texts.len = 0;
+    int r = image_texts(prog, s, &rd->pos, end, &rd->texts, rd->marks, canal);
+    if (r == DONE && kind == KIND_UPDATE)
+        r = image_texts(prog, s, &rd->pos, end, &rd->texts, rd->marks + prog->ncols, canal);
+    return r;
+}
 
 /* Every row's `data` JSON (and an UPDATE's `old`) into `out`: DONE, DECLINE or FAIL. */
 int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py_ssize_t end, int kind,
@@ -556,30 +600,19 @@ int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py
     Py_ssize_t ncols = prog->ncols;
     if (ncols < 1 || PyTuple_GET_SIZE(names) != ncols)
         return DECLINE;
-    buf_t texts = {0}, json = {0}, old = {0};
-    mark_t *marks = PyMem_Calloc((size_t)ncols * 2, sizeof(mark_t));
-    bytes_t *keys = PyMem_Calloc((size_t)ncols, sizeof(bytes_t));
-    /* texts gets its memory first: a row of empty texts then still points its marks into it */
-    int r = marks == NULL || keys == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
-    if (marks == NULL || keys == NULL)
-        PyErr_NoMemory();
+    reader_t rd;
+    buf_t json = {0}, old = {0};
+    int r = reader_open(&rd, ncols) < 0 ? FAIL : DONE;
     for (Py_ssize_t i = 0; r == DONE && i < ncols; i++) {
         PyObject *name = PyTuple_GET_ITEM(names, i);
-        keys[i] = (bytes_t){(const unsigned char *)PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)};
+        rd.names[i] = (bytes_t){(const unsigned char *)PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)};
     }
-    for (Py_ssize_t pos = 0; r == DONE && pos < end;) { /* each image moves pos on by its bitmap's byte */
-        texts.len = 0;
-        mark_t *after = marks + prog->ncols;
-        r = image_texts(prog, s, &pos, end, &texts, marks, 0);
-        if (r == DONE && kind == KIND_UPDATE)
-            r = image_texts(prog, s, &pos, end, &texts, after, 0);
-        if (r != DONE)
-            break;
-        const mark_t *data = kind == KIND_UPDATE ? after : marks;
+    while (r == DONE && rd.pos < end && (r = next_row(prog, &rd, s, end, kind, 0)) == DONE) {
+        const mark_t *after = rd.marks + ncols, *data = kind == KIND_UPDATE ? after : rd.marks;
         PyObject *item = NULL;
         json.len = old.len = 0;
-        if (object(&texts, data, NULL, keys, ncols, &json) < 0 ||
-            (kind == KIND_UPDATE && object(&texts, marks, after, keys, ncols, &old) < 0)) {
+        if (object(&rd.texts, data, NULL, rd.names, ncols, &json) < 0 ||
+            (kind == KIND_UPDATE && object(&rd.texts, rd.marks, after, rd.names, ncols, &old) < 0)) {
             r = FAIL;
             break;
         }
@@ -595,9 +628,7 @@ int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py
             r = FAIL;
         Py_XDECREF(item);
     }
-    PyMem_Free(marks);
-    PyMem_Free(keys);
-    PyMem_Free(texts.data);
+    reader_close(&rd);
     PyMem_Free(json.data);
     PyMem_Free(old.data);
     return r;
@@ -653,11 +684,7 @@ static int canal_key(const program_t *prog, const bytes_t *names, const buf_t *t
     for (Py_ssize_t k = 0; k < prog->nkeys; k++) {
         Py_ssize_t i = prog->keys[k].column;
         const mark_t *m = &data[i];
-        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0)
-            return -1;
-        if (m->start < 0 ? buf_put(out, "null", 4) < 0
-                         : buf_put(out, "\"", 1) < 0 || buf_put(out, texts->data + m->start, m->end - m->start) < 0 ||
-                               buf_put(out, "\"", 1) < 0)
+        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || put_value(out, texts, m) < 0)
             return -1;
     }
     return buf_put(out, "}", 1);
@@ -668,38 +695,27 @@ int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char 
     Py_ssize_t ncols = prog->ncols;
     if (ncols < 1 || canal->names.n != ncols)
         return DECLINE;
-    buf_t texts = {0}, value = {0}, key = {0};
-    mark_t *marks = PyMem_Calloc((size_t)ncols * 2, sizeof(mark_t));
-    bytes_t *names = PyMem_Calloc((size_t)ncols, sizeof(bytes_t));
-    int r = marks == NULL || names == NULL || buf_reserve(&texts, 64) < 0 ? FAIL : DONE;
-    if (marks == NULL || names == NULL)
-        PyErr_NoMemory();
+    reader_t rd;
+    buf_t value = {0}, key = {0};
+    int r = reader_open(&rd, ncols) < 0 ? FAIL : DONE;
     for (Py_ssize_t i = 0; r == DONE && i < ncols; i++)
-        names[i] = string_at(&canal->names, i);
-    for (Py_ssize_t pos = 0, row = 0; r == DONE && pos < end; row++) { /* each image moves pos on */
-        texts.len = 0;
-        mark_t *after = marks + ncols;
-        r = image_texts(prog, s, &pos, end, &texts, marks, 1);
-        if (r == DONE && kind == KIND_UPDATE)
-            r = image_texts(prog, s, &pos, end, &texts, after, 1);
-        if (r != DONE)
-            break;
-        const mark_t *data = kind == KIND_UPDATE ? after : marks;
+        rd.names[i] = string_at(&canal->names, i);
+    for (Py_ssize_t row = 0; r == DONE && rd.pos < end && (r = next_row(prog, &rd, s, end, kind, 1)) == DONE; row++) {
+        const mark_t *before = rd.marks, *data = kind == KIND_UPDATE ? rd.marks + ncols : rd.marks;
         for (Py_ssize_t k = 0; kind == KIND_UPDATE && k < prog->nkeys; k++)
-            if (!same_text(&texts, &marks[prog->keys[k].column], &after[prog->keys[k].column]))
+            if (!same_text(&rd.texts, &before[prog->keys[k].column], &data[prog->keys[k].column]))
                 r = DECLINE; /* the key moves: a message per image, as the Python path splits it */
         if (r != DONE)
             break;
-        if (canal_value(prog, canal, names, &texts, data, kind == KIND_UPDATE ? marks : NULL, row == 0, &value) < 0 ||
-            (prog->nkeys && canal_key(prog, names, &texts, data, &key) < 0)) {
+        if (canal_value(prog, canal, rd.names, &rd.texts, data, kind == KIND_UPDATE ? before : NULL, row == 0,
+                        &value) < 0 ||
+            (prog->nkeys && canal_key(prog, rd.names, &rd.texts, data, &key) < 0)) {
             r = FAIL;
             break;
         }
         r = emit(ctx, prog->nkeys ? key.data : NULL, prog->nkeys ? key.len : 0, value.data, value.len);
     }
-    PyMem_Free(marks);
-    PyMem_Free(names);
-    PyMem_Free(texts.data);
+    reader_close(&rd);
     PyMem_Free(value.data);
     PyMem_Free(key.data);
     return r;
