@@ -264,6 +264,16 @@ static int java_float(buf_t *out, Py_ssize_t mark) {
     return buf_put(out, text, n) < 0 ? FAIL : DONE;
 }
 
+/* Bytes one character each (latin-1), as canal prints binary values, as a JSON string's inside. */
+static int put_latin1(buf_t *out, bytes_t text) {
+    for (Py_ssize_t i = 0; i < text.n; i++) {
+        unsigned char ch = text.p[i], two[2] = {(unsigned char)(0xC0 | ch >> 6), (unsigned char)(0x80 | (ch & 0x3F))};
+        if ((ch < 0x80 ? put_escaped(out, &ch, 1) : buf_put(out, two, 2)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Canal's (Kafka) text of the ops whose text differs from flat.py's (canal._renderer): a float's
  * in Java's form, an ENUM's index, a SET's bit mask, a GEOMETRY's bytes one character each;
  * VECTOR (its floats packed from six-digit text) is declined. -1: an op whose text is flat.py's. */
@@ -286,12 +296,7 @@ static int canal_cell(const column_t *c, const unsigned char *v, Py_ssize_t room
     case OP_GEOMETRY:
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
             return r;
-        for (Py_ssize_t i = 0; i < text.n; i++) {
-            unsigned char ch = text.p[i], two[2] = {(unsigned char)(0xC0 | ch >> 6), (unsigned char)(0x80 | (ch & 0x3F))};
-            if ((ch < 0x80 ? put_escaped(out, &ch, 1) : buf_put(out, two, 2)) < 0)
-                return FAIL;
-        }
-        return DONE;
+        return put_latin1(out, text) < 0 ? FAIL : DONE;
     case OP_VECTOR:
         return DECLINE;
     }
@@ -378,11 +383,8 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     case OP_BYTES: /* one character per byte (latin-1), as canal prints binary values; BINARY(n) padded */
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
             return r;
-        for (Py_ssize_t i = 0; i < text.n; i++) {
-            unsigned char ch = text.p[i], two[2] = {(unsigned char)(0xC0 | ch >> 6), (unsigned char)(0x80 | (ch & 0x3F))};
-            if ((ch < 0x80 ? put_escaped(out, &ch, 1) : buf_put(out, two, 2)) < 0)
-                return FAIL;
-        }
+        if (put_latin1(out, text) < 0)
+            return FAIL;
         for (Py_ssize_t i = text.n; i < c->b; i++) /* the 0x00 pad the binlog leaves out (rowcodec) */
             if (buf_put(out, "\\u0000", 6) < 0)
                 return FAIL;
