@@ -223,18 +223,45 @@ def _labels_agree(op: int, meta: Any, render: Render | None) -> bool:
     return all(label and "," not in label and render(label) == str(1 << i) for i, label in enumerate(labels))
 
 
+_KIND_NAMES = ("INSERT", "UPDATE", "DELETE")  # by KINDS' numbers
+
+
+@dataclass(frozen=True, slots=True)
+class TableParts:
+    """A table's parts of each canal-json row message, as CanalJsonEncoder.document writes one: the
+    message is `{"data":[`, the row, `database` (then the event's time), `gtid` and `id` (the
+    event's), `mysql` (then the row's `old`), `pk` (then the statement's text, `,"sqlType":` and the
+    row's codes), `table` (then the run's ts) and the part of its kind. What the event gives between
+    them, the kernel writes itself (connector/csrc/kernel.c, canal_parts), and _event_parts here."""
+
+    database: bytes  # ],"database":..,"es":
+    mysql: bytes  # ,"isDdl":false,"mysqlType":{..},"old":
+    pk: bytes  # ,"pkNames":[..],"sql":
+    table: bytes  # ,"table":..,"ts":
+    kinds: tuple[bytes, bytes, bytes]  # ,"type":"INSERT"} .. for each of KINDS
+
+    @staticmethod
+    def of(database: str, table: str, pk_names: list[str] | None, program: CanalProgram) -> TableParts:
+        kinds = tuple(f',"type":"{kind}"}}'.encode() for kind in _KIND_NAMES)
+        return TableParts(
+            f'],"database":{_dumps(database)},"es":'.encode(),
+            f',"isDdl":false,"mysqlType":{program.mysql_type},"old":'.encode(),
+            f',"pkNames":{_dumps(pk_names)},"sql":'.encode(), f',"table":{_dumps(table)},"ts":'.encode(),
+            (kinds[0], kinds[1], kinds[2]),
+        )  # fmt: skip
+
+
 def _event_parts(batch: RowBatch, program: CanalProgram) -> tuple[bytes, bytes, bytes, bytes]:
-    """What a rows event's messages share, around each row's `data`, `old` and `sqlType`, as
-    CanalJsonEncoder.document writes it: middle, the first row's and the others' `sql` part, tail."""
+    """What a rows event's messages share, around each row's `data`, `old` and `sqlType`: middle,
+    the first row's and the others' `sql` part, tail (what canal_parts writes in the kernel)."""
     head, source = batch.head, batch.source
+    parts = TableParts.of(head["database"], head["table"], head.get("pkNames"), program)
     message = message_id({"source": source})
-    middle = (f'],"database":{_dumps(head["database"])},"es":{head["es"]},"gtid":{_dumps(head["gtid"])},'
-              f'"id":{message},"isDdl":false,"mysqlType":{program.mysql_type},"old":')  # fmt: skip
-    pk = _dumps(head.get("pkNames"))
-    first = f',"pkNames":{pk},"sql":{_dumps(head["sql"])},"sqlType":'
-    rest = f',"pkNames":{pk},"sql":"","sqlType":'
-    tail = f',"table":{_dumps(head["table"])},"ts":{head["ts"]},"type":{_dumps(_canal_type(head["type"]))}}}'
-    return middle.encode(), first.encode(), rest.encode(), tail.encode()
+    event = f'{head["es"]},"gtid":{_dumps(head["gtid"])},"id":{message}'.encode()
+    first = parts.pk + f'{_dumps(head["sql"])},"sqlType":'.encode()
+    rest = parts.pk + b'"","sqlType":'
+    tail = parts.table + str(head["ts"]).encode() + parts.kinds[KINDS[batch.rows.kind]]
+    return parts.database + event + parts.mysql, first, rest, tail
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -280,16 +307,11 @@ class CanalJsonEncoder:
         program = canal_program(flat, table, table_map.columns, self.shape(table))
         if program is None:
             return None
-        canal = (
-            program.names, program.types, self.full_old,
-            f'],"database":{_dumps(table_map.schema)},"es":'.encode(),
-            f',"isDdl":false,"mysqlType":{program.mysql_type},"old":'.encode(),
-            f',"pkNames":{_dumps(flat.pk_names)},"sql":'.encode(),
-            f',"table":{_dumps(table_map.table)},"ts":'.encode(),
-            *(f',"type":"{kind}"}}'.encode() for kind in ("INSERT", "UPDATE", "DELETE")),
-        )  # fmt: skip
+        parts = TableParts.of(table_map.schema, table_map.table, flat.pk_names, program)
+        canal = (program.names, program.types, self.full_old, parts.database, parts.mysql, parts.pk, parts.table,
+                 *parts.kinds)  # fmt: skip
         return KernelRows(program.columns, program.keys, program.strings, b"", b"", (b"", b"", b""), b"", b"", b"",
-                          canal)  # type: ignore[arg-type]  # fmt: skip
+                          canal)  # fmt: skip
 
     def python_path(self, table_map: TableMapEvent, table: Table, shaping: object = None) -> str:
         """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
