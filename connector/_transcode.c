@@ -133,11 +133,8 @@ static PyObject *canal_json(PyObject *self, PyObject *args) {
     strings_t table, name_table;
     int ok = program.len % (Py_ssize_t)sizeof(column_t) == 0 && keys.len % (Py_ssize_t)sizeof(key_t_) == 0 &&
              kind >= 0 && kind <= 2 && strings_of(strings.buf, strings.len, &table) &&
-             program_ok(cols, ncols, &table) && !program_shapes(cols, ncols) && keys_ok(key_cols, nkeys, ncols) &&
-             strings_of(names.buf, names.len, &name_table) && name_table.n == ncols &&
-             types.len == ncols * (Py_ssize_t)sizeof(sqltype_t);
-    for (Py_ssize_t i = 0; ok && i < ncols; i++) /* a wider code reads the value's digits: unsigned integers' */
-        ok = codes[i].wider == codes[i].value || cols[i].op == OP_UINT || cols[i].op == OP_UINT64;
+             program_ok(cols, ncols, &table) && keys_ok(key_cols, nkeys, ncols) &&
+             strings_of(names.buf, names.len, &name_table) && canal_ok(cols, ncols, &name_table, codes, types.len);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json program");
     } else {

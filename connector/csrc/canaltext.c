@@ -670,9 +670,7 @@ static int canal_value(const program_t *prog, const canal_t *canal, const bytes_
             code = t->null;
         else if (t->wider != t->value && wider(texts, &data[i], prog->cols[i].width))
             code = t->wider;
-        char digits[16];
-        int n = snprintf(digits, sizeof digits, "%d", code);
-        if ((i && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || buf_put(out, digits, n) < 0)
+        if ((i && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || buf_int_text(out, code) < 0)
             return -1;
     }
     return buf_put(out, "}", 1) < 0 || buf_put(out, canal->tail.p, canal->tail.n) < 0 ? -1 : 0;
@@ -690,6 +688,16 @@ static int canal_key(const program_t *prog, const bytes_t *names, const buf_t *t
             return -1;
     }
     return buf_put(out, "}", 1);
+}
+
+int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, const sqltype_t *types,
+             Py_ssize_t types_len) {
+    if (names->n != ncols || types_len != ncols * (Py_ssize_t)sizeof(sqltype_t) || program_shapes(cols, ncols))
+        return 0;
+    for (Py_ssize_t i = 0; i < ncols; i++)
+        if (types[i].wider != types[i].value && cols[i].op != OP_UINT && cols[i].op != OP_UINT64)
+            return 0;
+    return 1;
 }
 
 int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char *s, Py_ssize_t end, int kind,

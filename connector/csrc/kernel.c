@@ -237,8 +237,7 @@ static int copy_bytes(buf_t *b, PyObject *o) {
 
 /* A plan's canal-json parts (connector/lane.py, KernelPlan.canal; connector/canal.py, kernel_rows):
  * names, sqlTypes and whether `old` is whole, then the table's parts of a message, into p. 0: refused
- * (a Python error set). Checked as canal_json's are: a name and a sqlType per column, a wider code
- * only on an unsigned integer, no column a rule shapes. */
+ * (a Python error set). Checked as canal_json's are (canal_ok). */
 static int canal_from(PyObject *t, plan_t *p) {
     PyObject *names, *types, *database, *mysql, *pk, *table, *k0, *k1, *k2;
     int full_old;
@@ -251,13 +250,8 @@ static int canal_from(PyObject *t, plan_t *p) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (copy_bytes(into[i], parts[i]) < 0)
             return 0;
-    int ok = strings_of((const unsigned char *)p->names_blob.data, p->names_blob.len, &p->names) &&
-             p->names.n == p->ncols && p->types.len == p->ncols * (Py_ssize_t)sizeof(sqltype_t) &&
-             !program_shapes(p->cols, p->ncols);
-    const sqltype_t *codes = (const sqltype_t *)p->types.data;
-    for (Py_ssize_t i = 0; ok && i < p->ncols; i++)
-        ok = codes[i].wider == codes[i].value || p->cols[i].op == OP_UINT || p->cols[i].op == OP_UINT64;
-    if (!ok) {
+    if (!strings_of((const unsigned char *)p->names_blob.data, p->names_blob.len, &p->names) ||
+        !canal_ok(p->cols, p->ncols, &p->names, (const sqltype_t *)p->types.data, p->types.len)) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json kernel parts");
         return 0;
     }
@@ -879,12 +873,6 @@ typedef struct {
     buf_t rest; /* canal-json: the other rows' `sql` part */
 } scratch_t;
 
-static int put_digits(buf_t *b, long long v) {
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lld", v);
-    return buf_put(b, digits, n);
-}
-
 /* canal-json: what a rows event's messages share (canal._event_parts): from `],"database"` to
  * `"old":` (the event's time, the transaction's GTID, the message id) in open, the first row's `sql`
  * part (the statement's text) in first and the others' in rest, the last fields (ts, type) in tail. */
@@ -892,19 +880,20 @@ static int canal_parts(Kernel *k, const plan_t *plan, const event_t *e, int kind
     buf_t *open = &sc->open, *first = &sc->first, *rest = &sc->rest, *tail = &sc->tail;
     open->len = first->len = rest->len = tail->len = 0;
     int bad = buf_put(open, plan->c_database.data, plan->c_database.len) < 0 ||
-              put_digits(open, (long long)e->timestamp * 1000) < 0 || buf_put(open, ",\"gtid\":", 8) < 0;
+              buf_int_text(open, (long long)e->timestamp * 1000) < 0 || buf_put(open, ",\"gtid\":", 8) < 0;
     if (!bad && k->has_gtid)
         bad = buf_put(open, "\"", 1) < 0 || put_escaped(open, (const unsigned char *)k->gtid, k->gtid_len) < 0 ||
               buf_put(open, "\"", 1) < 0;
     else if (!bad)
         bad = buf_put(open, "null", 4) < 0;
-    bad = bad || buf_put(open, ",\"id\":", 6) < 0 || put_digits(open, k->file_number << 32 | (long long)e->pos) < 0 ||
+    bad = bad || buf_put(open, ",\"id\":", 6) < 0 ||
+          buf_int_text(open, k->file_number << 32 | (long long)e->pos) < 0 ||
           buf_put(open, plan->c_mysql.data, plan->c_mysql.len) < 0;
     bad = bad || buf_put(first, plan->c_pk.data, plan->c_pk.len) < 0 || buf_put(first, "\"", 1) < 0 ||
           put_escaped(first, (const unsigned char *)k->sql.data, k->sql.len) < 0 ||
           buf_put(first, "\",\"sqlType\":", 12) < 0;
     bad = bad || buf_put(rest, plan->c_pk.data, plan->c_pk.len) < 0 || buf_put(rest, "\"\",\"sqlType\":", 13) < 0;
-    bad = bad || buf_put(tail, plan->c_table.data, plan->c_table.len) < 0 || put_digits(tail, ts_ms) < 0 ||
+    bad = bad || buf_put(tail, plan->c_table.data, plan->c_table.len) < 0 || buf_int_text(tail, ts_ms) < 0 ||
           buf_put(tail, plan->c_kinds[kind].data, plan->c_kinds[kind].len) < 0;
     return bad ? -1 : 0;
 }

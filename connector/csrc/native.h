@@ -67,6 +67,15 @@ static inline char *digits_before(char *end, uint64_t u) {
     return end;
 }
 
+/* v's decimal text (a minus sign, then its digits) appended to b: digits_before, not printf, on
+ * the per-row path (kernel.c's gtid_number says why). */
+static inline int buf_int_text(buf_t *b, int64_t v) {
+    char text[21], *at = digits_before(text + sizeof text, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--at = '-';
+    return buf_put(b, at, text + sizeof text - at);
+}
+
 /* -- reading --------------------------------------------------------------------------------- */
 
 static inline uint64_t le(const unsigned char *p, int n) {
@@ -368,6 +377,12 @@ typedef struct {
     int full_old; /* `old`: the whole before image, not its changed columns */
     bytes_t middle, first_sql, rest_sql, tail;
 } canal_t;
+
+/* Whether a program's canal-json parts fit it: a name and a sqlType per column, a wider code only on
+ * an unsigned integer (canal_rows reads its digits), no column a rule shapes (canaltext.c). What
+ * canal_json and the kernel's plans check, with program_ok and keys_ok, before they use them. */
+SL_INTERNAL int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, const sqltype_t *types,
+                         Py_ssize_t types_len);
 
 /* Every row of a rows event's images as a canal-json message, keyed by its key columns' canal texts
  * (prog->keys: the key's columns, in order), each emitted; DECLINE where the Python path's text could
