@@ -251,11 +251,10 @@ class TableParts:
         )  # fmt: skip
 
 
-def _event_parts(batch: RowBatch, program: CanalProgram) -> tuple[bytes, bytes, bytes, bytes]:
+def _event_parts(batch: RowBatch, parts: TableParts) -> tuple[bytes, bytes, bytes, bytes]:
     """What a rows event's messages share, around each row's `data`, `old` and `sqlType`: middle,
     the first row's and the others' `sql` part, tail (what canal_parts writes in the kernel)."""
     head, source = batch.head, batch.source
-    parts = TableParts.of(head["database"], head["table"], head.get("pkNames"), program)
     message = message_id({"source": source})
     event = f'{head["es"]},"gtid":{_dumps(head["gtid"])},"id":{message}'.encode()
     first = parts.pk + f'{_dumps(head["sql"])},"sqlType":'.encode()
@@ -289,7 +288,9 @@ class CanalJsonEncoder:
         self.per_event = rows == "event"
         self.full_old = old == "full"
         self._shapes: dict[int, tuple[Table, CanalShape]] = {}
-        self._programs: dict[int, tuple[TableShape, Table, CanalProgram | None]] = {}  # by the flat shape
+        # by the flat shape: its program and table parts (the head's database, table and pkNames are
+        # its TABLE_MAP's)
+        self._programs: dict[int, tuple[TableShape, Table, tuple[CanalProgram, TableParts] | None]] = {}
         self.compiled_rows = 0  # rows written by the compiled code (canal_rows)
 
     def registry(self) -> None:
@@ -403,11 +404,14 @@ class CanalJsonEncoder:
             if len(self._programs) > 4096:
                 self._programs.clear()
             program = canal_program(batch.shape, table, rows.table.columns, self.shape(table))
-            hit = self._programs[id(batch.shape)] = (batch.shape, table, program)
-        program = hit[2]
-        if program is None:
+            made = None
+            if program is not None:
+                made = program, TableParts.of(rows.table.schema, rows.table.table, batch.shape.pk_names, program)
+            hit = self._programs[id(batch.shape)] = (batch.shape, table, made)
+        if hit[2] is None:
             return None
-        middle, first, rest, tail = _event_parts(batch, program)
+        program, parts = hit[2]
+        middle, first, rest, tail = _event_parts(batch, parts)
         out = transcoder.canal_json(rows.raw, program.columns, KINDS[rows.kind], program.keys, program.strings,
                                     program.names, program.types, self.full_old, middle, first, rest, tail)  # fmt: skip
         if out is not None:
