@@ -73,6 +73,23 @@ def test_a_stream_cut_into_single_bytes_reads_the_same(cases: list[rig.Case]) ->
     assert cut == 4
 
 
+def test_packets_longer_than_the_read_buffer_are_the_kernels_too(cases: list[rig.Case]) -> None:
+    """A read buffer of 64 bytes, shorter than nearly every event and every TRANSACTION_PAYLOAD: it
+    grows to hold each packet the kernel waits for, so the kernel takes what it takes through the
+    usual buffer, and the session ends alike (a compressed transaction's payload holds all of it:
+    a 20,000-row UPDATE is MiBs of one packet)."""
+    grown = compressed = 0
+    for inp in list(_inputs(cases))[::3]:
+        usual = session.check(inp)
+        if not usual.kernel_rows:
+            continue
+        small = session.check(dataclasses.replace(inp, buffer=64))
+        assert small.kernel_rows == usual.kernel_rows and small.same(usual), inp.case.file
+        grown += 1
+        compressed += inp.compressed
+    assert grown >= 20 and compressed >= 5, (grown, compressed)
+
+
 def test_compressed_transactions_are_the_kernels_as_the_same_transactions_plain(cases: list[rig.Case]) -> None:
     """binlog_transaction_compression: each transaction after its GTID in a zstd TRANSACTION_PAYLOAD.
     The kernel takes the second payload wherever it takes the second plain transaction, and the

@@ -13,6 +13,7 @@ from connector.binlog.reader import Reader
 from connector.errors import PositionError, ProtocolError, SequenceRestartError
 from connector.position import MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key, varlen
 from connector.replica import packets
+from connector.replica.client import DumpBuffer
 from connector.replica.packets import PacketReader, frame
 
 
@@ -181,3 +182,46 @@ def test_mysql_gtid_set_subsets() -> None:
     assert not MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:100-101").issubset(big)
     assert not MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:tag_b:1").issubset(big)
     assert not MysqlGtidSet.parse("4e11fa47-71ca-11e1-9e33-c80aa9429562:6").issubset(big)
+
+
+class _Socket:
+    """A socket twin that hands out its bytes in reads of at most `chunk` bytes."""
+
+    def __init__(self, data: bytes, chunk: int) -> None:
+        self.data, self.chunk, self.at = data, chunk, 0
+
+    def recv_into(self, view: memoryview) -> int:
+        size = min(len(view), self.chunk, len(self.data) - self.at)
+        view[:size] = self.data[self.at : self.at + size]
+        self.at += size
+        return size
+
+
+def _packet(size: int, sequence: int) -> bytes:
+    return size.to_bytes(3, "little") + bytes([sequence]) + bytes([sequence]) * size
+
+
+def test_the_dump_buffer_grows_for_a_long_packet_and_shrinks_back_after_it() -> None:
+    stream = _packet(10, 1) + _packet(3000, 2) + _packet(20, 3)
+    buffer = DumpBuffer(_Socket(stream, 700), lambda: "test", size=256)  # type: ignore[arg-type]
+    taken: list[tuple[int, int, bool]] = []
+    while len(taken) < 3:
+        unread = buffer.end - buffer.start
+        length = int.from_bytes(buffer.data[buffer.start : buffer.start + 3], "little") if unread >= 4 else -1
+        if 0 <= length <= unread - 4:  # a whole packet in place, as the kernel takes it
+            body = bytes(buffer.data[buffer.start + 4 : buffer.start + 4 + length])
+            taken.append((length, len(buffer.data), body == bytes([len(taken) + 1]) * length))
+            buffer.advance(4 + length)
+        else:
+            assert buffer.fill()
+    # the 3,000-byte packet was read whole into a buffer grown for it; the next one after the shrink
+    assert taken == [(10, 256, True), (3000, 3004, True), (20, 256, True)]
+    assert buffer.start == buffer.end
+
+
+def test_the_dump_buffer_leaves_a_packet_continued_in_the_next_to_the_packet_reader() -> None:
+    stream = _packet(packets.MAX_PACKET, 1)[:1000]
+    buffer = DumpBuffer(_Socket(stream, 1000), lambda: "test", size=256)  # type: ignore[arg-type]
+    assert buffer.fill() and buffer.end - buffer.start == 256
+    assert not buffer.fill()  # the kernel never takes it whole: PacketReader reads it
+    assert len(buffer.data) == 256

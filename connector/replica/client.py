@@ -46,8 +46,9 @@ _unlisted_warned: list[bool] = []  # the replica list was refused once already (
 _LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
 MARIA_SLAVE_CAPABILITY_MINE = 4
-# The dump's read buffer (DumpBuffer): the compiled kernel handles the packets inside it in place,
-# so a rows event of up to about this size stays on the kernel's path.
+# The dump's read buffer (DumpBuffer): the compiled kernel handles the packets inside it in place.
+# It grows for one longer packet (a compressed transaction's TRANSACTION_PAYLOAD holds the whole
+# transaction: a 20,000-row UPDATE is 2 MiB of it) and shrinks back once that packet is read.
 _STREAM_BUFFER = 1 << 20
 # How this process registers (SHOW SLAVE HOSTS shows it): one name per process, so a
 # reconnect recognises its own earlier registration and any other holder is a conflict.
@@ -177,11 +178,14 @@ class DumpBuffer:
     """The dump's bytes, read from the socket in large chunks into one buffer, which the compiled
     kernel reads in place (`window`, `advance`, `fill`) and PacketReader reads from (`read`).
 
-    A payload longer than the buffer is read into bytes of its own, never through it."""
+    The buffer grows to hold a whole packet of up to MAX_PACKET bytes when the kernel waits for
+    one (`fill`); a payload longer than the buffer that PacketReader reads is read into bytes of
+    its own, never through it."""
 
     def __init__(self, sock: socket.socket, where: Callable[[], str], size: int = _STREAM_BUFFER) -> None:
         self._sock = sock
         self._where = where
+        self._size = size  # what the buffer shrinks back to
         self.data = bytearray(size)
         self._view = memoryview(self.data)
         self.start = self.end = 0  # the unread bytes: data[start:end]
@@ -191,12 +195,17 @@ class DumpBuffer:
         self.start += n
 
     def fill(self) -> bool:
-        """Read what the socket has (waiting for some); False when the packet at `start` is longer
-        than the buffer, so that reading more could never complete it."""
-        if self.end - self.start >= 4:
+        """Read what the socket has (waiting for some); False when the packet at `start` is one that
+        continues in the next (MAX_PACKET long), which the kernel never takes whole. The buffer grows
+        to hold the packet at `start`, and shrinks back once what is unread fits the usual size."""
+        unread, need = self.end - self.start, self._size
+        if unread >= 4:
             length = int.from_bytes(self._view[self.start : self.start + 3], "little")
-            if length + 4 > len(self.data):
+            if length == packets.MAX_PACKET:
                 return False
+            need = max(need, length + 4)
+        if need > len(self.data) or (len(self.data) > need == self._size >= unread):
+            self._resize(need)
         self._recv()
         return True
 
@@ -220,6 +229,15 @@ class DumpBuffer:
             raise SourceUnavailableError(f"{self._where()}: the server closed the connection mid-packet")
         self.end += got
 
+    def _resize(self, size: int) -> None:
+        """A buffer of `size` bytes holding the unread ones at its front."""
+        unread = self.end - self.start
+        data = bytearray(size)
+        data[:unread] = self._view[self.start : self.end]
+        self._view.release()
+        self.data, self._view = data, memoryview(data)
+        self.start, self.end = 0, unread
+
     def _read_long(self, n: int) -> bytes:
         out = bytearray(n)
         have = self.end - self.start
@@ -241,9 +259,10 @@ class DumpStream:
     which takes whole packets from it in place (`buffer`, `took`, `fill`)."""
 
     def __init__(
-        self, sock: socket.socket, where: Callable[[], str], server_error: Callable[[packets.ServerError], Exception]
+        self, sock: socket.socket, where: Callable[[], str], server_error: Callable[[packets.ServerError], Exception],
+        buffer_size: int = _STREAM_BUFFER,
     ) -> None:  # fmt: skip
-        self.buffer = DumpBuffer(sock, where)
+        self.buffer = DumpBuffer(sock, where, buffer_size)
         self.reader = PacketReader(self.buffer.read)
         self.reader.reset(0)
         self._where = where

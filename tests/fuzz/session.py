@@ -87,6 +87,7 @@ class Input:
     before_seed: bool
     compressed: bool = False  # MySQL cases: each transaction after its GTID in a TRANSACTION_PAYLOAD
     records: bool = False  # transaction records (BEGIN and END on cdc._transaction)
+    buffer: int = 1 << 20  # the dump's read buffer's usual size (it grows for a longer packet)
 
 
 def encode(
@@ -255,7 +256,7 @@ def read(
     pipeline = Pipeline(encoder or rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
     lane = Lane.of(pipeline, tracker, parser, assembler, NO_QUERIES) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
-    dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)))
+    dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)), inp.buffer)
     error = None
     try:
         pipeline.run(session_items(dump, parser, assembler, lane))
