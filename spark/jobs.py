@@ -56,6 +56,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import DateType, NumericType, StringType, StructType, TimestampNTZType, TimestampType
 
 from connector.avro.registry import SchemaDirectory
+from connector.avro.schemas import row_fields
 from connector.config import Config, load_config
 from connector.errors import SluiceError
 from connector.metrics import serve
@@ -450,13 +451,6 @@ def changes_of(messages: DataFrame, full: bool = True) -> DataFrame:
         F.col("m.data").getItem(0).alias("_data"),
         *(rest if full else []),
     )
-
-
-def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fields of a value schema's row record (its `data` items)."""
-    data = next(f for f in schema["fields"] if f["name"] == "data")
-    fields: list[dict[str, Any]] = data["type"][1]["items"]["fields"]
-    return fields
 
 
 def column_mapping(spark: SparkSession, path: str) -> None:

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connector.avro.reader import MessageReader
-from connector.avro.schemas import avro_name
+from connector.avro.schemas import avro_name, row_fields
 from tests.live import KAFKA, connect
 
 Row = dict[str, Any]
@@ -129,11 +129,6 @@ class Replay:
             state.add(row)
 
 
-def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    fields: list[dict[str, Any]] = schema["fields"][10]["type"][1]["items"]["fields"]
-    return fields
-
-
 def field_of(schema: dict[str, Any], column: str) -> str:
     """The field of a value schema that holds `column`: by name, or by an alias (renamed since)."""
     name = avro_name(column)
@@ -165,9 +160,9 @@ def normalise(value: Any, avro_type: Any) -> Any:
 
 def source_rows(database: str, table: str, reader: MessageReader) -> dict[Any, Row] | list[Row]:
     schema = reader.latest(database, table)
-    row_fields = schema["fields"][10]["type"][1]["items"]["fields"]
+    fields = row_fields(schema)
     types = {f["name"]: (f["type"][1] if isinstance(f["type"], list) and f["type"][0] == "null" else
-                         f["type"][0] if isinstance(f["type"], list) else f["type"]) for f in row_fields}  # fmt: skip
+                         f["type"][0] if isinstance(f["type"], list) else f["type"]) for f in fields}  # fmt: skip
     conn = connect(database)
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")

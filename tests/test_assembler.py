@@ -10,21 +10,12 @@ from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
 from connector.position import MysqlGtidSet, Position
-from connector.querytext import NO_QUERIES, QueryText
+from connector.querytext import QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.stream import Changes, Commit, Heartbeat, StreamItem, TransactionAssembler, statement_logged_change
+from connector.stream import Changes, Commit, Heartbeat, TransactionAssembler, statement_logged_change
 from tests.corpus import CORPUS
-
-
-def assemble(name: str, included: TableFilter | None = None, query: QueryText = NO_QUERIES) -> list[StreamItem]:
-    path = CORPUS / name
-    included = included or TableFilter.of(None, None)
-    tracker = SchemaTracker(MemoryHistoryStore(), included)
-    assembler = TransactionAssembler(Position(path.name, 4), tracker, included, mariadb=False, query=query)
-    parser = BinlogParser(path.name)
-    parser.table_hook = lambda table, pos: table if included(table.schema, table.table) else None
-    return [item for event in iter_file_events(str(path), parser=parser) for item in assembler.feed(event)]
+from tests.support.units import assemble
 
 
 def test_rows_query_attaches_sql_and_is_no_boundary() -> None:

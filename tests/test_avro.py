@@ -17,24 +17,15 @@ import pytest
 from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory, fingerprint_of
-from connector.avro.schemas import backward_compatible, key_schema, value_schema
+from connector.avro.schemas import backward_compatible, key_schema, row_fields, value_schema
 from connector.avro.values import converter, zero_date_key
 from connector.errors import ConfigError, EncodingError, UnreadableMessageError
 from connector.position import Position
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table, without_aliases
+from tests.support.units import TYPES, table
 
-TYPES = """CREATE TABLE t (
-  id BIGINT UNSIGNED PRIMARY KEY, i INT, iu INT UNSIGNED, amount DECIMAL(30,10) NOT NULL, f FLOAT, d DOUBLE,
-  day DATE, at DATETIME(6), ts TIMESTAMP(3) NULL, span TIME(6), y YEAR, b BIT(12), name VARCHAR(20),
-  blob_ BLOB, e ENUM('x','y'), s SET('p','q'), j JSON, g POINT, `odd name-é` INT, region VARCHAR(5) DEFAULT 'eu'
-)"""
-
-
-def table(sql: str = TYPES, db: str = "shop") -> Table:
-    schema = Schema()
-    apply_ddl(schema, sql, db)
-    return next(iter(schema.tables.values()))
+SHOP = table(TYPES, "shop")  # the table of every type, in database `shop`
 
 
 def message(data: dict[str, Any], kind: str = "INSERT", old: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -57,8 +48,8 @@ ROW: dict[str, Any] = {
 def test_single_object_encoding_round_trip(tmp_path: Path) -> None:
     directory = SchemaDirectory(tmp_path)
     encoder = MessageEncoder(directory, SingleObjectFraming())
-    key, value = encoder.row(message(ROW), table(), "cdc.shop.t")
-    version = directory.version_of(table())
+    key, value = encoder.row(message(ROW), SHOP, "cdc.shop.t")
+    version = directory.version_of(SHOP)
     assert value[:2] == b"\xc3\x01" and value[2:10] == version.value_fingerprint
     assert key is not None and key[2:10] == version.key_fingerprint
     reader = MessageReader(SchemaDirectory(tmp_path))  # a consumer with only the directory
@@ -88,7 +79,7 @@ def test_fingerprint_is_the_spec_crc64_little_endian() -> None:
 
 def test_update_carries_the_whole_before_image(tmp_path: Path) -> None:
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
-    _, value = encoder.row(message({**ROW, "name": "new"}, "UPDATE", {"name": "old", "region": "us"}), table(), "t")
+    _, value = encoder.row(message({**ROW, "name": "new"}, "UPDATE", {"name": "old", "region": "us"}), SHOP, "t")
     record = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]
     assert record["data"][0]["name"] == "new" and record["old"][0]["name"] == "old"
     assert record["old"][0]["region"] == "us" and record["old"][0]["amount"] == Decimal(ROW["amount"])
@@ -97,7 +88,7 @@ def test_update_carries_the_whole_before_image(tmp_path: Path) -> None:
 def test_confluent_framing_through_the_mock_registry(tmp_path: Path) -> None:
     framing = ConfluentFraming("mock://sluice-test")
     encoder = MessageEncoder(SchemaDirectory(tmp_path), framing)
-    key, value = encoder.row(message(ROW), table(), "cdc.shop.t")
+    key, value = encoder.row(message(ROW), SHOP, "cdc.shop.t")
     assert value[:1] == b"\x00" and key is not None and key[:1] == b"\x00"
     client = framing.client
     assert client.get_latest_version("cdc.shop.t-value").schema_id == int.from_bytes(value[1:5], "big")
@@ -107,10 +98,10 @@ def test_confluent_framing_through_the_mock_registry(tmp_path: Path) -> None:
 
 def test_schema_versions_index_and_compatibility(tmp_path: Path) -> None:
     directory = SchemaDirectory(tmp_path)
-    v1 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"))
-    again = SchemaDirectory(tmp_path).version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"))
-    v2 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5), b INT DEFAULT 3)"))
-    v3 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a INT NOT NULL, b INT DEFAULT 3)"))
+    v1 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))", "shop"))
+    again = SchemaDirectory(tmp_path).version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))", "shop"))
+    v2 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5), b INT DEFAULT 3)", "shop"))
+    v3 = directory.version_of(table("CREATE TABLE t (id INT PRIMARY KEY, a INT NOT NULL, b INT DEFAULT 3)", "shop"))
     assert (v1.version, again.version, v2.version, v3.version) == (1, 1, 2, 3)
     index = json.loads((tmp_path / "index.json").read_text())
     entries = index["tables"]["shop.t"]
@@ -148,14 +139,14 @@ def test_a_null_in_a_not_null_column_names_the_column(tmp_path: Path) -> None:
     encoder, whose field has no null, and came out as AttributeError ('NoneType' has no 'encode')."""
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     with pytest.raises(EncodingError, match=r"`shop`.`t`.`amount`: a NULL, but the column is decimal\(30,10\) NOT"):
-        encoder.row(message({**ROW, "amount": None}), table(), "t")
+        encoder.row(message({**ROW, "amount": None}), SHOP, "t")
 
 
 def test_a_null_in_a_primary_key_column_names_the_column(tmp_path: Path) -> None:
     """Found by tests/test_native_fuzz.py in CI: a TABLE_MAP whose null bitmap says a primary key
     column takes NULL (bytes no server wrote), and a NULL in it. The value's field has a null, the
     key's never does, and the generated key encoder raised TypeError ('<=' with None)."""
-    keyed = table("CREATE TABLE t (id INT NOT NULL, n INT, PRIMARY KEY (id))")
+    keyed = table("CREATE TABLE t (id INT NOT NULL, n INT, PRIMARY KEY (id))", "shop")
     loose = replace(keyed, columns=tuple(replace(c, nullable=True) for c in keyed.columns))
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     with pytest.raises(EncodingError, match=r"`shop`.`t`.`id`: a NULL, but the column is in the primary key"):
@@ -168,7 +159,7 @@ def test_zero_dates_in_a_key_are_distinct_keys_below_every_real_date(tmp_path: P
     """Found by tests/test_native_fuzz.py in CI: a TIMESTAMP in a primary key holding a zero date
     (legal without NO_ZERO_DATE; legacy tables have them). Its value is null; its key field has
     none, and the generated key encoder raised TypeError, which stopped the run."""
-    keyed = table("CREATE TABLE t (d DATE NOT NULL, at DATETIME(6) NOT NULL, n INT, PRIMARY KEY (d, at))")
+    keyed = table("CREATE TABLE t (d DATE NOT NULL, at DATETIME(6) NOT NULL, n INT, PRIMARY KEY (d, at))", "shop")
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     # plain numbers: fastavro's date and timestamp types end at 0001-01-01 (Java's and Spark's do not)
     schema = json.loads(json.dumps(key_schema(keyed)).replace('"logicalType"', '"plainType"'))
@@ -204,8 +195,8 @@ def test_zero_date_key_numbers() -> None:
 
 def test_old_rows_read_with_a_newer_schema_get_the_new_columns_default(tmp_path: Path) -> None:
     old, new = (
-        table("CREATE TABLE t (id INT PRIMARY KEY)"),
-        table("CREATE TABLE t (id INT PRIMARY KEY, r VARCHAR(3) NOT NULL DEFAULT 'eu', n INT)"),
+        table("CREATE TABLE t (id INT PRIMARY KEY)", "shop"),
+        table("CREATE TABLE t (id INT PRIMARY KEY, r VARCHAR(3) NOT NULL DEFAULT 'eu', n INT)", "shop"),
     )
     assert backward_compatible(old, new).backward
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
@@ -217,14 +208,14 @@ def test_old_rows_read_with_a_newer_schema_get_the_new_columns_default(tmp_path:
 def test_values_that_do_not_fit_name_the_column(tmp_path: Path) -> None:
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     with pytest.raises(EncodingError, match=r"`shop`.`t`.`i`: 'abc' does not fit int"):
-        encoder.row(message({**ROW, "i": "abc"}), table(), "t")
+        encoder.row(message({**ROW, "i": "abc"}), SHOP, "t")
     with pytest.raises(UnreadableMessageError):
         MessageReader(SchemaDirectory(tmp_path)).read(b"\xc3\x01" + bytes(8) + b"\x00")
 
 
 def test_zero_dates_are_null(tmp_path: Path) -> None:
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
-    _, value = encoder.row(message({**ROW, "day": "0000-00-00", "at": "0000-00-00 00:00:00"}), table(), "t")
+    _, value = encoder.row(message({**ROW, "day": "0000-00-00", "at": "0000-00-00 00:00:00"}), SHOP, "t")
     row = MessageReader(SchemaDirectory(tmp_path)).read(value)[1]["data"][0]
     assert row["day"] is None and row["at"] is None
 
@@ -238,17 +229,17 @@ def test_datetime_texts_become_epoch_micros(text: str) -> None:
     moment = dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     expected = (moment - epoch) // dt.timedelta(microseconds=1)
-    assert converter(table().columns[7])(text) == expected  # `at DATETIME(6)`
+    assert converter(SHOP.columns[7])(text) == expected  # `at DATETIME(6)`
 
 
 def test_zero_datetimes_have_no_epoch_micros() -> None:
-    assert converter(table().columns[7])("0000-00-00 00:00:00") is None
-    assert converter(table().columns[7])("2024-00-06 07:08:09") is None
+    assert converter(SHOP.columns[7])("0000-00-00 00:00:00") is None
+    assert converter(SHOP.columns[7])("2024-00-06 07:08:09") is None
 
 
 def test_bit64_is_a_decimal_so_values_past_2_63_stay_valid_avro(tmp_path: Path) -> None:
     """A `long` cannot hold BIT(64)'s 2^64 - 1 (Java readers refuse the longer varint)."""
-    bits = table("CREATE TABLE t (id INT PRIMARY KEY, b64 BIT(64), b63 BIT(63), b BIT)")
+    bits = table("CREATE TABLE t (id INT PRIMARY KEY, b64 BIT(64), b63 BIT(63), b BIT)", "shop")
     schema = value_schema(bits, 1)
     types = {f["name"]: f["type"] for f in schema["fields"][10]["type"][1]["items"]["fields"]}
     assert types["b64"] == ["null", {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 0}]
@@ -269,8 +260,8 @@ def versions(*statements: str, db: str = "shop") -> list[Table]:
     return out
 
 
-def row_fields(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f["name"]: f for f in schema["fields"][10]["type"][1]["items"]["fields"]}
+def fields_by_name(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["name"]: f for f in row_fields(schema)}
 
 
 RENAMES = (
@@ -282,7 +273,7 @@ RENAMES = (
 
 def test_renamed_fields_carry_their_earlier_names_as_aliases() -> None:
     v1, _, v3 = versions(*RENAMES)
-    fields = row_fields(value_schema(v3, 3))
+    fields = fields_by_name(value_schema(v3, 3))
     assert fields["display"]["aliases"] == ["full_name", "first_name"]  # Avro names, as field names are made
     assert fields["pid"]["aliases"] == ["id"] and "aliases" not in fields["n"]
     key = key_schema(v3)
@@ -294,7 +285,7 @@ def test_renamed_fields_carry_their_earlier_names_as_aliases() -> None:
     # An alias that is another field's name now (or two fields' alias) would mix columns: left out.
     clash = Table("shop", "t", (Column("a", "int", aliases=("b", "x-y")), Column("b", "int"),
                                 Column("c", "int", aliases=("x_y", "z"))))  # fmt: skip
-    assert [f.get("aliases") for f in row_fields(value_schema(clash, 1)).values()] == [None, None, ["z"]]
+    assert [f.get("aliases") for f in fields_by_name(value_schema(clash, 1)).values()] == [None, None, ["z"]]
 
 
 def test_the_directory_carries_aliases_forward_and_records_renames(tmp_path: Path) -> None:
@@ -307,10 +298,10 @@ def test_the_directory_carries_aliases_forward_and_records_renames(tmp_path: Pat
                              RENAMES[2])[1]  # fmt: skip
     assert [c.aliases for c in after_refresh.columns] == [("id",), ("full_name",), ()]
     v3 = directory.version_of(after_refresh)
-    assert row_fields(v3.value)["display"]["aliases"] == ["full_name", "first_name"]
+    assert fields_by_name(v3.value)["display"]["aliases"] == ["full_name", "first_name"]
     back = versions(*RENAMES, "ALTER TABLE t CHANGE display `first name` VARCHAR(20) NOT NULL, RENAME COLUMN pid TO id")
     v4 = directory.version_of(back[3])  # v1's layout, but readers must find v2's and v3's data: a new version
-    assert v4.version == 4 and row_fields(v4.value)["first_name"]["aliases"] == ["display", "full_name"]
+    assert v4.version == 4 and fields_by_name(v4.value)["first_name"]["aliases"] == ["display", "full_name"]
     assert v4.value_fingerprint == directory.version_of(v1).value_fingerprint
     assert SchemaDirectory(tmp_path).version_of(v1).version == 4  # v1's layout, newest aliases
     index = json.loads((tmp_path / "index.json").read_text())
@@ -329,7 +320,7 @@ def test_no_alias_where_a_version_had_both_names(tmp_path: Path) -> None:
                       "ALTER TABLE t RENAME COLUMN a TO b")  # fmt: skip
     directory = SchemaDirectory(tmp_path)
     found = [directory.version_of(t) for t in tables]
-    assert [v.version for v in found] == [1, 2, 3] and "aliases" not in row_fields(found[2].value)["b"]
+    assert [v.version for v in found] == [1, 2, 3] and "aliases" not in fields_by_name(found[2].value)["b"]
     assert json.loads((tmp_path / "index.json").read_text())["tables"]["shop.t"][2]["renamed"] == {"b": "a"}
     assert directory.version_of(tables[2]).version == 3 and SchemaDirectory(tmp_path).version_of(tables[2]).version == 3
 
@@ -378,8 +369,8 @@ def test_a_long_running_reader_sees_each_version_a_connector_adds(tmp_path: Path
 
 def test_a_value_the_newest_version_cannot_read_comes_as_written(tmp_path: Path) -> None:
     old, new = (
-        table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))"),
-        table("CREATE TABLE t (id INT PRIMARY KEY, a INT)"),
+        table("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5))", "shop"),
+        table("CREATE TABLE t (id INT PRIMARY KEY, a INT)", "shop"),
     )
     encoder = MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming())
     _, value = encoder.row({**message({"id": "1", "a": "x"}), "pkNames": ["id"]}, old, "t")
@@ -420,7 +411,7 @@ def test_the_newest_schema_is_the_table_s_current_version_not_its_last(tmp_path:
     added = table("CREATE TABLE t (id INT PRIMARY KEY, c INT)", "d")
 
     def fields() -> list[str]:
-        return list(row_fields(directory.latest_schema("d", "t")))
+        return list(fields_by_name(directory.latest_schema("d", "t")))
 
     directory.set_current([first], Position("bin.000001", 4))
     directory.set_current([added], Position("bin.000001", 100))

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from connector.avro.binary import compile_schema, varint
 from connector.avro.schemas import ddl_schema, value_schema
 from connector.errors import AvroWriteError
-from tests.test_avro import table
+from tests.support.units import TYPES, table
 
-SCHEMA = value_schema(table(), 1)
+SCHEMA = value_schema(table(TYPES, "shop"), 1)
 ROW_FIELDS = SCHEMA["fields"][10]["type"][1]["items"]["fields"]
 
 

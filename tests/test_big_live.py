@@ -29,8 +29,8 @@ from connector.sink.kafka import KafkaSettings, KafkaSink
 from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
 from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 from tests.replay import consume
-from tests.test_differential_live import COLUMNS, _placeholder
-from tests.test_metrics_live import free_port, metric, scrape
+from tests.support.metrics import free_port, metric, scrape
+from tests.support.typed import COLUMNS, placeholder
 
 pytestmark = pytest.mark.live
 
@@ -38,7 +38,7 @@ MIB = 1 << 20
 # A wide table of every column type of the differential test (46 columns).
 WIDE = "CREATE TABLE {db}.wide (id INT PRIMARY KEY, " + ", ".join(f"{n} {k}" for n, k, _ in COLUMNS) + ")"
 WIDE_INSERT = (f"INSERT INTO wide (id, {', '.join(n for n, _, _ in COLUMNS)}) VALUES "
-               f"(%s, {', '.join(_placeholder(n) for n, _, _ in COLUMNS)})")  # fmt: skip
+               f"(%s, {', '.join(placeholder(n) for n, _, _ in COLUMNS)})")  # fmt: skip
 
 
 def blob_sql(mib: int) -> str:

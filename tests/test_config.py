@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from connector.config import load_config, parse_config
 from connector.errors import ConfigError
-
-REQUIRED = {"source": {"host": "db", "user": "cdc"}, "kafka": {"bootstrap_servers": "kafka:9092"}}
-
-
-def complete(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with the keys every configuration must set, where it does not set them itself."""
-    out: dict[str, Any] = {**raw}
-    for section, keys in REQUIRED.items():
-        if isinstance(out.get(section, {}), dict):
-            out[section] = {**keys, **out.get(section, {})}
-    return out
+from tests.support.units import complete
 
 
 def test_defaults_and_values(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +21,12 @@ from connector.binlog.events import QueryEvent
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
 from tests.live import connect, current_binlog, peer_settings, row_metadata, server
+from tests.support.typed import (
+    BINARY_COLUMNS,
+    BITS,
+    COLUMNS,
+    placeholder,
+)
 
 pytestmark = pytest.mark.live
 
@@ -29,104 +35,6 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 DB = "sluice_difftest"
-Gen = Callable[[random.Random], Any]
-
-
-def _text(rng: random.Random, n: int) -> str:
-    alphabet = "abcXYZ 019_'\"\\\n\tßéü中文字💾🚀"
-    return "".join(rng.choices(alphabet, k=rng.randint(0, n)))
-
-
-def _latin1(rng: random.Random, n: int) -> str:
-    return "".join(rng.choices("abc XYZ éèàçñü¿", k=rng.randint(0, n)))
-
-
-def _bytes(rng: random.Random, n: int) -> bytes:
-    return rng.randbytes(rng.randint(0, n))
-
-
-def _datetime(rng: random.Random, fsp: int) -> str:
-    moment = dt.datetime(1970, 1, 2) + dt.timedelta(seconds=rng.randrange(2_000_000_000))
-    micros = rng.randrange(1_000_000) // 10 ** (6 - fsp) * 10 ** (6 - fsp)
-    return (moment + dt.timedelta(microseconds=micros)).isoformat(" ")
-
-
-def _time(rng: random.Random, fsp: int) -> str:
-    seconds = rng.randrange(-838 * 3600 + 1, 838 * 3600)
-    micros = rng.randrange(10**fsp) if fsp else 0
-    sign = "-" if seconds < 0 else ""
-    s = abs(seconds)
-    frac = f".{micros:0{fsp}d}" if fsp else ""
-    return f"{sign}{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}{frac}"
-
-
-def _decimal(rng: random.Random, precision: int, scale: int) -> Decimal:
-    digits = "".join(rng.choice("0123456789") for _ in range(precision))
-    sign = rng.choice(["", "-"])
-    return Decimal(
-        f"{sign}{digits[: precision - scale] or '0'}.{digits[precision - scale :]}" if scale else sign + digits
-    )
-
-
-# name, column type, generator of a non-NULL value
-COLUMNS: list[tuple[str, str, Gen]] = [
-    ("c_tiny", "TINYINT", lambda r: r.randint(-128, 127)),
-    ("c_utiny", "TINYINT UNSIGNED", lambda r: r.randint(0, 255)),
-    ("c_small", "SMALLINT", lambda r: r.randint(-32768, 32767)),
-    ("c_usmall", "SMALLINT UNSIGNED", lambda r: r.randint(0, 65535)),
-    ("c_medium", "MEDIUMINT", lambda r: r.randint(-(2**23), 2**23 - 1)),
-    ("c_umedium", "MEDIUMINT UNSIGNED", lambda r: r.randint(0, 2**24 - 1)),
-    ("c_int", "INT", lambda r: r.randint(-(2**31), 2**31 - 1)),
-    ("c_uint", "INT UNSIGNED", lambda r: r.randint(0, 2**32 - 1)),
-    ("c_big", "BIGINT", lambda r: r.randint(-(2**63), 2**63 - 1)),
-    ("c_ubig", "BIGINT UNSIGNED", lambda r: r.randint(0, 2**64 - 1)),
-    ("c_float", "FLOAT", lambda r: r.choice([0.0, 1.5, -3.25, r.uniform(-1e6, 1e6)])),
-    ("c_double", "DOUBLE", lambda r: r.uniform(-1e300, 1e300)),
-    ("c_dec", "DECIMAL(10,2)", lambda r: _decimal(r, 10, 2)),
-    ("c_dec65", "DECIMAL(65,30)", lambda r: _decimal(r, 65, 30)),
-    ("c_dec0", "DECIMAL(18,0)", lambda r: _decimal(r, 18, 0)),
-    ("c_year", "YEAR", lambda r: r.randint(1901, 2155)),
-    ("c_date", "DATE", lambda r: _datetime(r, 0)[:10]),
-    ("c_time", "TIME", lambda r: _time(r, 0)),
-    ("c_time6", "TIME(6)", lambda r: _time(r, 6)),
-    ("c_time3", "TIME(3)", lambda r: _time(r, 3)),
-    ("c_dt", "DATETIME", lambda r: _datetime(r, 0)),
-    ("c_dt6", "DATETIME(6)", lambda r: _datetime(r, 6)),
-    ("c_dt2", "DATETIME(2)", lambda r: _datetime(r, 2)),
-    ("c_ts", "TIMESTAMP NULL", lambda r: _datetime(r, 0)),  # all within 1970-2033
-    ("c_ts4", "TIMESTAMP(4) NULL", lambda r: _datetime(r, 4)),
-    ("c_char", "CHAR(20)", lambda r: _text(r, 20).rstrip(" ")),
-    ("c_varchar", "VARCHAR(300)", lambda r: _text(r, 300)),
-    ("c_latin1", "VARCHAR(40) CHARACTER SET latin1", lambda r: _latin1(r, 40)),
-    ("c_binary", "BINARY(8)", lambda r: _bytes(r, 8).ljust(8, b"\0")),
-    ("c_varbinary", "VARBINARY(50)", lambda r: _bytes(r, 50)),
-    ("c_tinyblob", "TINYBLOB", lambda r: _bytes(r, 255)),
-    ("c_blob", "BLOB", lambda r: _bytes(r, 2000)),
-    ("c_mediumblob", "MEDIUMBLOB", lambda r: _bytes(r, 70000)),
-    ("c_longblob", "LONGBLOB", lambda r: _bytes(r, 300)),
-    ("c_tinytext", "TINYTEXT", lambda r: _text(r, 60)),
-    ("c_text", "TEXT", lambda r: _text(r, 3000)),
-    ("c_mediumtext", "MEDIUMTEXT", lambda r: _text(r, 100)),
-    ("c_longtext", "LONGTEXT", lambda r: _text(r, 100)),
-    ("c_enum", "ENUM('a','bb','ccc','ü')", lambda r: r.choice(["a", "bb", "ccc", "ü"])),
-    ("c_set", "SET('x','y','z','w')", lambda r: ",".join(s for s in "xyzw" if r.random() < 0.5)),
-    ("c_bit1", "BIT(1)", lambda r: r.randint(0, 1)),
-    ("c_bit13", "BIT(13)", lambda r: r.randint(0, 2**13 - 1)),
-    ("c_bit64", "BIT(64)", lambda r: r.randint(0, 2**64 - 1)),
-    ("c_json", "JSON", lambda r: '{"k": %d, "s": "%s"}' % (r.randint(0, 99), r.choice(["x", "中", "💾"]))),
-    ("c_geom", "GEOMETRY", lambda r: f"POINT({r.randint(-90, 90)} {r.randint(-90, 90)})"),
-]
-GEOMETRY = {"c_geom"}
-BITS = {"c_bit1", "c_bit13", "c_bit64"}
-BINARY_COLUMNS = {"c_binary", "c_varbinary", "c_tinyblob", "c_blob", "c_mediumblob", "c_longblob"}
-
-
-def _placeholder(name: str) -> str:
-    if name in GEOMETRY:
-        return "ST_GeomFromText(%s)"
-    if name in BITS:
-        return "CAST(%s AS UNSIGNED)"
-    return "%s"
 
 
 def _row(rng: random.Random, key: int) -> list[Any]:
@@ -139,7 +47,7 @@ def _workload(seed: int, inserts: int) -> list[tuple[int, str, Any]]:
     written: list[tuple[int, str, Any]] = []
     conn = connect()
     names = ["id"] + [name for name, _, _ in COLUMNS]
-    insert = f"INSERT INTO {DB}.t ({', '.join(names)}) VALUES (%s, {', '.join(_placeholder(n) for n in names[1:])})"
+    insert = f"INSERT INTO {DB}.t ({', '.join(names)}) VALUES (%s, {', '.join(placeholder(n) for n in names[1:])})"
     with conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {DB}")
         cur.execute(f"CREATE DATABASE {DB}")
@@ -156,7 +64,7 @@ def _workload(seed: int, inserts: int) -> list[tuple[int, str, Any]]:
         for key in rng.sample(range(inserts), inserts // 3):
             name, _, gen = rng.choice(COLUMNS)
             value = None if rng.random() < 0.2 else gen(rng)
-            cur.execute(f"UPDATE {DB}.t SET {name} = {_placeholder(name)} WHERE id = %s", (value, key))
+            cur.execute(f"UPDATE {DB}.t SET {name} = {placeholder(name)} WHERE id = %s", (value, key))
             written.append((key, name, value))
         for key in rng.sample(range(inserts), inserts // 5):
             cur.execute(f"DELETE FROM {DB}.t WHERE id = %s", (key,))

@@ -18,8 +18,7 @@ from connector.errors import ConfigError
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.pipeline import NO_OPTIONS, Options
 from connector.stream import Commit, Heartbeat
-from tests.test_config import complete
-from tests.test_pipeline import Rig, changes, pos, row, table
+from tests.support.units import Rig, changes, complete, pos, row, table
 
 
 def _canal(tmp_path: Path, old: str = "changed", options: Options = NO_OPTIONS) -> Rig:

@@ -24,6 +24,7 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
+from connector.avro.schemas import row_fields
 from connector.config import AvroSection, Config
 from connector.filters import TableFilter
 from connector.replica.client import open_connection
@@ -31,7 +32,7 @@ from connector.runner import Connector
 from connector.schema.capture import capture
 from tests import live
 from tests.live import connect, live_config
-from tests.replay import Replay, comparable, consume, row_fields, set_columns, source_rows
+from tests.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
 

@@ -29,7 +29,7 @@ from tests.pipelines import (
     workload,
     write_config,
 )
-from tests.test_metrics_live import free_port, scrape, scrape_or_none
+from tests.support.metrics import free_port, scrape, scrape_or_none
 
 pytestmark = pytest.mark.live
 

@@ -39,8 +39,7 @@ from connector.sink.partitioning import TopicRouter
 from connector.startup import Prepared, prepare
 from connector.stream import ChangeStream
 from tests.live import connect, fresh_database, live_config, server
-from tests.test_rows_avro_live import DB as TYPED_DB
-from tests.test_rows_avro_live import _workload as typed_workload
+from tests.support.typed import TYPED_DB, typed_workload
 
 pytestmark = pytest.mark.live
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -20,30 +17,15 @@ from connector.logs import JsonLogFormatter
 from connector.runner import Connector
 from tests.live import connect, server, wait_until
 from tests.pipelines import config_for, fresh
+from tests.support.metrics import free_port, metric, scrape, scrape_or_none
 
 pytestmark = pytest.mark.live
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
-def scrape(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
-def metric(text: str, name: str, **labels: str) -> float:
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{wanted}}} ") or (not labels and line.startswith(f"{name} ")):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -123,11 +105,6 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
         runner.join(60)
 
 
-def scrape_or_none(port: int) -> str | None:
-    try:
-        return scrape(port, "/metrics")[1]
-    except OSError:
-        return None
 
 
 def test_json_log_lines() -> None:

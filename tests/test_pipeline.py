@@ -5,94 +5,21 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
 from connector.avro.reader import MessageReader
-from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError, StoppedWaitingError
 from connector.inflight import InFlight
-from connector.oversize import TRUNCATED_HEADER, OversizePolicy
-from connector.pipeline import NO_OPTIONS, Options, Pipeline
+from connector.oversize import TRUNCATED_HEADER
 from connector.position import Position
-from connector.schema.ddl import apply_ddl
-from connector.schema.model import Schema, Table
 from connector.sink.kafka import MemorySink
-from connector.sink.partitioning import TopicRouter, partition_for
+from connector.sink.partitioning import partition_for
 from connector.stream import Changes, Commit, Heartbeat, StreamItem
-from tests.test_assembler import assemble
-
-
-def pos(n: int) -> Position:
-    return Position("bin.000001", n, "", 1, 1700000000 + n)
-
-
-def table(sql: str = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))") -> Table:
-    schema = Schema()
-    apply_ddl(schema, sql, "db")
-    return next(iter(schema.tables.values()))
-
-
-def row(kind: str, id_: int, v: str | None, at: int, old: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "database": "db", "table": "t", "type": kind, "isDdl": False, "pkNames": ["id"], "es": 1, "ts": 2,
-        "sql": "", "gtid": None, "data": [{"id": str(id_), "v": v}], "old": [old] if old else None,
-        "source": {"file": "bin.000001", "pos": at, "server_id": 1, "row": 0},
-    }  # fmt: skip
-
-
-def changes(*messages: dict[str, Any], t: Table | None = None) -> Changes:
-    return Changes(tuple(messages), "bin.000001", messages[0]["source"]["pos"], t or table())
-
-
-def _avro(directory: SchemaDirectory) -> MessageEncoder:
-    return MessageEncoder(directory, SingleObjectFraming())
-
-
-class Rig:
-    def __init__(
-        self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None,
-        encoder: Callable[[SchemaDirectory], MessageEncoder] | None = None, options: Options = NO_OPTIONS,
-    ) -> None:  # fmt: skip
-        self.now = 0.0  # the pipeline's clock: tests move it
-        self.sink = sink or MemorySink()
-        self.stop = threading.Event()
-        self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
-        self.checkpointer = Checkpointer(self.fast, self.durable, 3.0, clock=lambda: self.now)
-        self.directory = SchemaDirectory(tmp / "schemas")
-        self.sleeps: list[float] = []
-        self.on_sleep: Any = self.sleeps.append  # what the pipeline's waits do: tests may replace it
-        self.pipeline = Pipeline(
-            (encoder or _avro)(self.directory), self.sink, TopicRouter("cdc", []),
-            self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
-            clock=lambda: self.now,
-            oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"), options=options,
-        )  # fmt: skip
-
-    def _sleep(self, seconds: float) -> None:
-        self.on_sleep(seconds)  # looked up at each wait: a test sets on_sleep after the rig is built
-
-    def run(self, items: list[StreamItem]) -> None:
-        self.pipeline.run(items)
-
-    def run_in_time(self, items: list[StreamItem], step_s: float = 0.01) -> None:
-        """As `run`, with the clock moving between items (Kafka is polled by time as well as by count)."""
-
-        def moving() -> Iterator[StreamItem]:
-            for item in items:
-                yield item
-                self.now += step_s
-
-        self.pipeline.run(moving())
-
-    def records(self, topic: str = "cdc.db.t") -> list[dict[str, Any]]:
-        reader = MessageReader(self.directory)
-        return [reader.read(m.value)[1] for m in self.sink.messages(topic) if m.value is not None]
+from tests.support.units import Rig, assemble, changes, pos, row, table
 
 
 def test_inflight_tracks_a_batch_with_one_callback() -> None:

@@ -20,47 +20,24 @@ from connector.runner import Connector
 from tests.live import ROOT, connect, fresh_database
 from tests.pipelines import assert_replay_equals_source, config_for, write_config
 from tests.replay import consume
+from tests.support.renames import PHASE_ROWS, RENAMED_TABLE, RENAMES, names_on_server, write_phase
 
 pytestmark = pytest.mark.live
 
-TABLE = "CREATE TABLE {db}.people (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, score INT NOT NULL, note TEXT)"
-# Each statement starts a schema version; the rows of each phase are written with it.
-RENAMES = [
-    "ALTER TABLE people RENAME COLUMN name TO full_name",
-    "ALTER TABLE people CHANGE COLUMN full_name display VARCHAR(40) NOT NULL, RENAME COLUMN id TO pid",
-]
-ROWS = 40  # per phase
-
-
-def write(db: str, phase: int) -> None:
-    """New rows (`n<id>`, a name that never changes), and updates of rows of every phase so far
-    (their messages carry before images of the current version)."""
-    with connect(db).cursor() as cur:
-        first = phase * ROWS + 1
-        cur.executemany("INSERT INTO people VALUES (%s, %s, %s, NULL)",
-                        [(i, f"n{i}", i % 5) for i in range(first, first + ROWS)])  # fmt: skip
-        cur.execute("UPDATE people SET note = %s WHERE score = %s", (f"phase {phase}", phase))
-
 
 def renamed_workload(db: str) -> None:
-    write(db, 0)
+    write_phase(db, 0)
     for phase, statement in enumerate(RENAMES, 1):
         with connect(db).cursor() as cur:
             cur.execute(statement)
-        write(db, phase)
-
-
-def names_on_server(db: str) -> dict[int, str]:
-    with connect(db).cursor() as cur:
-        cur.execute("SELECT pid, display FROM people")
-        return {int(pid): str(display) for pid, display in cur.fetchall()}
+        write_phase(db, phase)
 
 
 def run_renames(tmp_path: Path, db: str, partitions: int = 1, **avro: Any) -> tuple[Config, Connector]:
     """The workload through the connector (one partition unless asked)."""
     config = config_for(f"ren{uuid.uuid4().hex[:6]}", db, tmp_path)
     config = replace(config, avro=replace(config.avro, **avro), kafka=replace(config.kafka, partitions=partitions))
-    fresh_database(db, TABLE)
+    fresh_database(db, RENAMED_TABLE)
     Connector(config).run(blocking=False)  # first start: the table captured before any row
     renamed_workload(db)
     connector = Connector(config)
@@ -72,7 +49,7 @@ def assert_newest_reads_old_names(config: Config, db: str, reader: MessageReader
     """Every message of the table read with its newest version: the renamed columns hold what
     SELECT shows, whichever version wrote the message; keys too, with the newest key schema."""
     server = names_on_server(db)
-    assert len(server) == ROWS * 3
+    assert len(server) == PHASE_ROWS * 3
     newest = reader.latest(db, "people")
     assert newest["sluice.version"] == 3
     newest_key = json.loads((Path(config.avro.schemas_dir) / db / "people" / "v3.key.avsc").read_text())
@@ -86,7 +63,7 @@ def assert_newest_reads_old_names(config: Config, db: str, reader: MessageReader
         assert [image["display"] for image in images] == [server[image["pid"]] for image in images]
         assert key is not None and reader.read(key, newest_key)[1] == {"pid": record["data"][0]["pid"]}
     assert sorted(written) == [1, 2, 3]  # before RENAME COLUMN, between, after CHANGE COLUMN
-    assert written[1] >= ROWS and written[2] >= ROWS and written[3] >= ROWS
+    assert written[1] >= PHASE_ROWS and written[2] >= PHASE_ROWS and written[3] >= PHASE_ROWS
 
 
 def test_rows_written_before_renames_read_with_the_newest_schema(tmp_path: Path) -> None:
@@ -112,7 +89,7 @@ def test_rows_written_before_renames_read_with_the_newest_schema(tmp_path: Path)
     server = names_on_server(db)
     lines = [json.loads(line) for line in printed]
     rows = [line for line in lines if line["topic"] == f"{config.kafka.topic_prefix}.{db}.people"]
-    assert len(rows) >= ROWS * 3 and {line["version"] for line in rows} == {3}
+    assert len(rows) >= PHASE_ROWS * 3 and {line["version"] for line in rows} == {3}
     for line in rows:
         for image in line["value"]["data"] + (line["value"]["old"] or []):
             assert image["display"] == server[image["pid"]], line
@@ -134,6 +111,6 @@ def test_a_renamed_key_column_keeps_each_key_in_its_partition(tmp_path: Path) ->
     topic = f"{config.kafka.topic_prefix}.{db}.people"
     for _, partition, _, _, value in (m for m in consume(config.kafka.topic_prefix) if m[0] == topic):
         partitions.setdefault(reader.read_newest(value)[1]["data"][0]["pid"], set()).add(partition)
-    assert len(partitions) == ROWS * 3
+    assert len(partitions) == PHASE_ROWS * 3
     moved = sorted(pid for pid, found in partitions.items() if len(found) > 1)
     assert moved == [], f"{len(moved)} keys have messages in two partitions: their order is lost"

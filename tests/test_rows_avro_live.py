@@ -16,54 +16,10 @@ from connector.binlog.constants import RowsKind
 from connector.config import SnapshotSection
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
-from tests.live import connect, fresh_database, live_config
-from tests.test_snapshot_live import create_typed_tables, typed_columns, typed_placeholder
+from tests.live import fresh_database, live_config
+from tests.support.typed import TYPED_DB, typed_columns, typed_workload
 
 pytestmark = pytest.mark.live
-
-DB = "rowsavro"
-
-
-def _workload(rng: random.Random) -> None:
-    conn = connect(DB)
-    with conn.cursor() as cur:
-        insert = create_typed_tables(cur)
-        cur.execute("CREATE TABLE pair (a INT, b CHAR(3), v DOUBLE, PRIMARY KEY (b, a))")
-        cur.execute("CREATE TABLE defaults (id BIGINT UNSIGNED PRIMARY KEY, x INT NULL DEFAULT 5, "
-                    "y VARCHAR(5) NOT NULL DEFAULT 'a', z DATETIME NULL DEFAULT '2020-01-01 00:00:00', "
-                    "d DECIMAL(6,3) DEFAULT 1.5)")  # fmt: skip
-        for start in range(0, 60, 6):  # transactions of several rows events
-            cur.execute("BEGIN")
-            for key in range(start, start + 6):
-                cur.execute(insert, [key] + [None if rng.random() < 0.15 else g(rng) for _, _, g in typed_columns()])
-            cur.execute("COMMIT")
-        cur.executemany("INSERT INTO keyless VALUES (%s, %s)", [(i % 4, rng.choice(["x", None])) for i in range(20)])
-        cur.executemany("INSERT INTO pair VALUES (%s, %s, %s)", [(i, "k" + str(i % 3), i / 7) for i in range(12)])
-        cur.executemany("INSERT INTO defaults (id) VALUES (%s)", [(2**64 - 1 - i,) for i in range(5)])
-        cur.execute("SET SESSION sql_mode = ''")  # a zero datetime (MySQL's default mode refuses it)
-        cur.execute("INSERT INTO defaults VALUES (1, NULL, 'zz', '0000-00-00 00:00:00', -0.001)")
-        # zero dates in a key (legacy tables have them): null in the value, a key number each
-        cur.execute("CREATE TABLE zeros (d DATE, at DATETIME(3), n INT, PRIMARY KEY (d, at))")
-        cur.execute("INSERT INTO zeros VALUES ('0000-00-00', '0000-00-00 00:00:00', 1), "
-                    "('2024-00-15', '0000-00-00 00:00:00', 2), ('2024-01-00', '2024-02-00 10:00:00.5', 3)")  # fmt: skip
-
-        for key in rng.sample(range(60), 25):
-            name, _, gen = rng.choice(typed_columns())
-            value = None if rng.random() < 0.2 else gen(rng)
-            cur.execute(f"UPDATE t SET {name} = {typed_placeholder(name)} WHERE id = %s", (value, key))
-        cur.execute("UPDATE t SET c_int = c_int DIV 2 WHERE id < 20")  # one event, many rows
-        cur.execute("UPDATE t SET id = id + 1000 WHERE id = 7")  # a key change
-        cur.execute("UPDATE pair SET v = v * 2 WHERE a < 6")
-        cur.execute("UPDATE pair SET a = a + 100 WHERE a = 3")  # a composite key change
-        cur.execute("UPDATE keyless SET b = 'y' WHERE a = 1")
-        cur.execute("UPDATE defaults SET x = x + 1, z = NULL")
-        cur.execute("DELETE FROM t WHERE id % 5 = 0")
-        cur.execute("DELETE FROM keyless WHERE a = 2")
-        cur.execute("DELETE FROM pair WHERE a > 100")
-        cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")
-        cur.execute("UPDATE t SET c_tiny = 1 WHERE id = 1")  # an after image of one column
-        cur.execute("DELETE FROM t WHERE id = 2")  # a before image of the key only
-    conn.close()
 
 
 @pytest.mark.parametrize(
@@ -72,10 +28,10 @@ def _workload(rng: random.Random) -> None:
     ids=["text images", "typed images", "typed images, registry framing"],
 )
 def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool, registry: bool) -> None:
-    fresh_database(DB)
-    config = replace(live_config([rf"{DB}\..*"]), snapshot=SnapshotSection(mode="never"))
+    fresh_database(TYPED_DB)
+    config = replace(live_config([rf"{TYPED_DB}\..*"]), snapshot=SnapshotSection(mode="never"))
     prepared = prepare(config)
-    _workload(random.Random(11))
+    typed_workload(random.Random(11))
     # Registry framing: the message path goes through confluent-kafka's AvroSerializer and
     # the mock registry; the rows path must register and frame exactly as it does.
     framing = ConfluentFraming(f"mock://rows-{tmp_path.name}") if registry else SingleObjectFraming()
@@ -92,7 +48,7 @@ def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool, regi
         # Typed: DATE, DATETIME, TIMESTAMP and DECIMAL come as numbers; none here has a text
         # that would differ (NotTyped), so every event has them.
         assert (item.batch.rows.typed_images() is not None) == typed
-        topic = f"cdc.{DB}.{item.table.name}"
+        topic = f"cdc.{TYPED_DB}.{item.table.name}"
         encoded = encoder.rows(item.batch, item.table, topic)  # first: it registers on its own
         expected = [encoder.row(m, item.table, topic) for m in item.batch.messages()]
         if item.table.name == "zeros":

@@ -38,7 +38,7 @@ from tests.live import (
     wait_until,
 )
 from tests.pipelines import fresh, workload
-from tests.test_metrics_live import free_port, metric, scrape
+from tests.support.metrics import free_port, metric, scrape
 
 pytestmark = pytest.mark.live
 

@@ -42,7 +42,7 @@ from tests.live import (
 )
 from tests.pipelines import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
 from tests.replay import comparable, set_columns, source_rows
-from tests.test_spark_live import mirror_rows
+from tests.support.spark import mirror_rows
 
 pytestmark = pytest.mark.live
 

@@ -26,7 +26,7 @@ from connector.snapshot.reader import Chunk, Window, after_clause, bound, chunk_
 from connector.snapshot.requests import MemorySnapshotRequests
 from connector.snapshot.state import Key, SnapshotState
 from connector.stream import Changes, Commit
-from tests.test_pipeline import Rig, changes, pos, row, table
+from tests.support.units import Rig, changes, pos, row, table
 
 
 class Source:

@@ -3,7 +3,6 @@ under concurrent writes (and a SIGKILL) replays to exactly the final table."""
 
 from __future__ import annotations
 
-import ipaddress
 import random
 import signal
 import subprocess
@@ -27,46 +26,12 @@ from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
 from connector.stream import Changes, ChangeStream
-from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, server, wait_until
+from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, wait_until
 from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
-from tests.test_differential_live import COLUMNS, _placeholder
+from tests.support.typed import create_typed_tables, typed_columns
 
 pytestmark = pytest.mark.live
-
-# Each server's own types, on top of every type the differential test writes.
-BOTH: list[tuple[str, str, Any]] = [
-    ("c_point", "POINT", lambda r: f"POINT({r.uniform(-90, 90)} {r.uniform(-90, 90)})"),
-    ("c_fsmall", "FLOAT", lambda r: r.choice([0.1, 1e-7, 3.4e38, -2.5, r.uniform(-1, 1)])),
-]
-MARIADB_ONLY: list[tuple[str, str, Any]] = [
-    ("c_uuid", "UUID", lambda r: str(uuid.UUID(int=r.getrandbits(128), version=r.choice([1, 4])))),
-    ("c_inet6", "INET6", lambda r: str(ipaddress.IPv6Address(r.getrandbits(128)))),
-    ("c_inet4", "INET4", lambda r: str(ipaddress.IPv4Address(r.getrandbits(32)))),
-]
-MYSQL_ONLY: list[tuple[str, str, Any]] = [
-    ("c_vector", "VECTOR(3)", lambda r: "[" + ",".join(str(r.uniform(-1e3, 1e3)) for _ in range(3)) + "]"),
-    ("c_srid", "POINT SRID 4326", lambda r: f"POINT({r.uniform(-90, 90)} {r.uniform(-180, 180)})"),
-]
-
-
-def typed_columns() -> list[tuple[str, str, Any]]:
-    return COLUMNS + BOTH + (MARIADB_ONLY if server().mariadb else MYSQL_ONLY)
-
-
-def typed_placeholder(name: str) -> str:
-    special = {"c_point": "ST_GeomFromText(%s)", "c_srid": "ST_GeomFromText(%s, 4326)", "c_vector": "TO_VECTOR(%s)"}
-    return special.get(name) or _placeholder(name)
-
-
-def create_typed_tables(cur: Any) -> str:
-    """`t` (a key and every typed column) and `keyless`, in UTC; returns the INSERT of one `t` row."""
-    cur.execute("SET time_zone = '+00:00'")
-    columns = ", ".join(f"{n} {k}" for n, k, _ in typed_columns())
-    cur.execute(f"CREATE TABLE t (id INT PRIMARY KEY, {columns}) CHARACTER SET utf8mb4")
-    cur.execute("CREATE TABLE keyless (a INT, b VARCHAR(10))")
-    names = ["id"] + [n for n, _, _ in typed_columns()]
-    return f"INSERT INTO t ({', '.join(names)}) VALUES (%s, {', '.join(typed_placeholder(n) for n in names[1:])})"
 
 
 def _typed_table(db: str, rows: int, seed: int) -> None:

@@ -22,7 +22,7 @@ from connector.config import SPARK_PACKAGES
 from spark.jobs import session
 from tests.live import ROOT, RUN
 from tests.pipelines import fresh
-from tests.test_spark_live import (
+from tests.support.spark import (
     assert_changelog_has_each_change_once,
     assert_mirror_equals_source,
     feed_with_a_crash,

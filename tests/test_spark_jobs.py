@@ -28,7 +28,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.avro.schemas import value_schema
+from connector.avro.schemas import row_fields, value_schema
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
 from spark.examples.read_topic import client_options
@@ -45,7 +45,6 @@ from spark.jobs import (
     holds_of,
     reading,
     reread_options,
-    row_fields,
     row_topics_pattern,
     side_by_side,
     spark_holds,

@@ -6,12 +6,10 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import time
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,16 +20,24 @@ from pyspark.sql import functions as F
 
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
-from connector.config import Config, SparkSection
+from connector.config import Config
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
 from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, Holds, TablesHeldBack, properties_of, run, session, under
 from tests import onlineddl
 from tests.live import KAFKA, ROOT, connect, fresh_database, server
-from tests.pipelines import TABLES, caught_up, config_for, fresh, sluice_run, workload, write_config
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
-from tests.test_renames_live import RENAMES, ROWS, names_on_server, write
-from tests.test_renames_live import TABLE as RENAMED_TABLE
+from tests.pipelines import TABLES, fresh, workload
+from tests.replay import comparable, set_columns, source_rows
+from tests.support.renames import PHASE_ROWS, RENAMED_TABLE, RENAMES, names_on_server, write_phase
+from tests.support.spark import (
+    assert_changelog_has_each_change_once,
+    assert_mirror_equals_source,
+    feed_with_a_crash,
+    lake_config,
+    mirror_rows,
+    python_value,
+    write_spark_config,
+)
 
 pytestmark = pytest.mark.live
 
@@ -41,47 +47,6 @@ def utc() -> None:
     """The process in UTC: Spark gives naive timestamps in its zone, compared here as UTC (mirror_rows)."""
     os.environ["TZ"] = "UTC"
     time.tzset()
-
-
-def lake_config(tmp: Path, db: str = "lake") -> tuple[Config, str]:
-    name = f"lake{uuid.uuid4().hex[:6]}"
-    config = config_for(name, db, tmp)
-    ivy = str(ROOT / "deploy" / "spark" / "ivysettings.xml")
-    spark = SparkSection(master="local[2]", lake_dir=str(tmp / "lake"), checkpoint_dir=str(tmp / "checkpoints"),
-                         shuffle_partitions=2, ivy_settings=ivy)  # fmt: skip
-    return replace(config, spark=spark), db
-
-
-def feed_with_a_crash(config: Config, db: str, tmp: Path) -> None:
-    """The workload (PK changes, deletes, ADD COLUMN mid-stream) through a connector killed once."""
-    path = tmp / "sluice.toml"
-    write_config(config, path)
-    Connector(config).run(blocking=False)  # first start: schema captured, position saved
-    process = sluice_run(path)
-    workload(db, 40, seed=11, pause_s=0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    workload(db, 40, seed=12, pause_s=0.01, alter_at=10)
-    process = sluice_run(path)
-    try:
-        caught_up(config)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(60)
-
-
-def python_value(v: Any) -> Any:
-    """A Spark value like the replay's: bytes, and timestamps in UTC (Spark gives naive ones, TZ=UTC)."""
-    if isinstance(v, bytearray):
-        return bytes(v)
-    if isinstance(v, datetime):
-        return v.replace(tzinfo=UTC)
-    return v
-
-
-def mirror_rows(spark: Any, path: str) -> list[dict[str, Any]]:
-    frame = spark.read.format("delta").load(path)
-    return [{k: python_value(v) for k, v in r.asDict().items() if not k.startswith("_sluice")} for r in frame.collect()]
 
 
 def changelog_rows(spark: Any, path: str, keys: list[str]) -> list[dict[str, Any]]:
@@ -165,49 +130,6 @@ def statistics_of(path: str) -> list[str]:
     return stats
 
 
-def assert_mirror_equals_source(spark: Any, config: Config, db: str, reader: MessageReader) -> None:
-    """Each mirrored table (the workload's keyed ones) holds what SELECT * on the source does."""
-    for table in ("orders", "order_lines"):
-        path = str(Path(config.spark.lake_dir) / "mirror" / db / table)
-        sets = set_columns(reader, db, table)
-        got = comparable(mirror_rows(spark, path), sets)
-        want = comparable(source_rows(db, table, reader), sets)
-        assert got == want, f"mirror of {db}.{table} differs from SELECT * ({len(got)} vs {len(want)} rows)"
-
-
-WORKLOAD_LOGGED = ("orders", "order_lines", "events")  # the workload's tables the changelog test reads
-
-
-def assert_changelog_has_each_change_once(
-    spark: Any, config: Config, db: str, reader: MessageReader, tables: tuple[str, ...] = WORKLOAD_LOGGED
-) -> Replay:
-    """Each change in the row topics is in its table's changelog, once; returns the topics' replay."""
-    replay = Replay(reader)
-    messages = [m for m in consume(config.kafka.topic_prefix) if not m[0].endswith("._ddl")]
-    replay.apply_all(messages)
-    for table in tables:
-        path = str(Path(config.spark.lake_dir) / "changelog" / db / table)
-        entries = spark.read.format("delta").load(path).select("sluice_id", "source_row", "op").collect()
-        keys = [(r["sluice_id"], r["source_row"], r["op"]) for r in entries]
-        assert len(keys) == len(set(keys)), f"duplicate changelog entries in {table}"
-        expected = {(_id(f, p), row, op) for f, p, row, op in replay.seen if replay.table_of[(f, p, row, op)] == table}
-        assert set(keys) == expected, f"changelog of {table}: {len(keys)} entries, {len(expected)} changes"
-    return replay
-
-
-def _id(file: str, pos: int) -> int:
-    return int(file.rpartition(".")[2]) << 32 | pos
-
-
-def write_spark_config(config: Config, path: Path) -> None:
-    write_config(config, path)
-    spark = config.spark
-    path.write_text(
-        path.read_text() + f'[spark]\nmaster = "local[2]"\nlake_dir = "{spark.lake_dir}"\n'
-        f'checkpoint_dir = "{spark.checkpoint_dir}"\nshuffle_partitions = 2\nivy_settings = "{spark.ivy_settings}"\n'
-    )
-
-
 def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
     config, db = lake_config(tmp_path, "lakereg")
     config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"))
@@ -237,19 +159,19 @@ def test_mirror_follows_renamed_columns(tmp_path: Path) -> None:
     config, db = lake_config(tmp_path, "lakeren")
     fresh_database(db, RENAMED_TABLE)
     Connector(config).run(blocking=False)  # first start: capture
-    write(db, 0)
+    write_phase(db, 0)
     Connector(config).run(blocking=False)
     run(config, "mirror", once=True)  # the mirror has `id` and `name`
     for phase, statement in enumerate(RENAMES, 1):
         with connect(db).cursor() as cur:
             cur.execute(statement)
-        write(db, phase)
+        write_phase(db, phase)
     Connector(config).run(blocking=False)
     run(config, "mirror", once=True)  # renames the mirror's columns, then merges the new changes
     spark = session(config, "test")
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
     want = comparable(source_rows(db, "people", reader), set())
-    assert len(want) == ROWS * 3
+    assert len(want) == PHASE_ROWS * 3
     for lake in ("lake", "scratch"):
         if lake == "scratch":  # all messages at once, from v1 on
             spark_dirs = replace(config.spark, lake_dir=str(tmp_path / lake), checkpoint_dir=str(tmp_path / "cp2"))
@@ -261,7 +183,7 @@ def test_mirror_follows_renamed_columns(tmp_path: Path) -> None:
     avsc = str(Path(config.avro.schemas_dir) / db / "people" / "v3.avsc")
     frame = read_topic(spark, KAFKA, f"{config.kafka.topic_prefix}.{db}.people", avsc)
     images = [image for r in frame.collect() for image in [*r["data"], *(r["old"] or [])]]
-    assert len(images) > ROWS * 3 and all(image["display"] == names[image["pid"]] for image in images)
+    assert len(images) > PHASE_ROWS * 3 and all(image["display"] == names[image["pid"]] for image in images)
 
 
 # DECIMALs Spark cannot hold (over 38 digits) as a key and as columns, beside the widest it

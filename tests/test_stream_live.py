@@ -31,7 +31,7 @@ from connector.replica.server import master_position
 from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import prepare
-from connector.stream import Backoff, Changes, ChangeStream, Commit, Heartbeat, StreamItem, gtid_state_at
+from connector.stream import Changes, ChangeStream, Commit, Heartbeat, StreamItem, gtid_state_at
 from tests.live import (
     ROOT,
     RUN,
@@ -48,10 +48,9 @@ from tests.live import (
     source_toml,
     wait_until,
 )
+from tests.support.streams import FAST, Consumer, collect, run_to
 
 pytestmark = pytest.mark.live
-
-FAST = Backoff(first_s=0.05, max_s=1.0, attempts=200)
 
 
 def workload(
@@ -81,42 +80,9 @@ def workload(
     return expected
 
 
-class Consumer:
-    """Changes count only once their Commit arrives, as a Kafka producer would treat them."""
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[str, str]] = []
-        self.committed: dict[str, list[tuple[str, str]]] = {}
-        self.duplicates: list[str] = []
-        self.last: Position | None = None
-
-    def take(self, item: StreamItem) -> None:
-        if isinstance(item, Changes):
-            self.pending += [(m["type"], m["data"][0]["id"]) for m in item.messages if not m["isDdl"] and m["data"]]
-        elif isinstance(item, Commit):
-            if item.gtid in self.committed:
-                self.duplicates.append(item.gtid)
-            if item.gtid is not None and (self.pending or item.rows):
-                self.committed[item.gtid] = self.pending
-            self.pending = []
-            self.last = item.position
-        else:
-            self.last = item.position
-
-    def drop_partial(self) -> None:
-        self.pending = []
-
-
 def stream(db: str, tracker_prep: Any, **kwargs: Any) -> ChangeStream:
     config = live_config([rf"{db}\..*"], **kwargs)
     return ChangeStream(config.source.settings(), tracker_prep.tracker, config.table_filter(), FAST)
-
-
-def run_to(items: Iterator[StreamItem], consumer: Consumer, end: Position) -> None:
-    for item in items:
-        consumer.take(item)
-        if isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
-            return
 
 
 ITEMS = "CREATE TABLE {db}.items (id INT PRIMARY KEY, n INT)"
@@ -358,16 +324,6 @@ def _crashed_then_live() -> None:
 
 
 # -- schema history ---------------------------------------------------------------------
-
-
-def collect(source: ChangeStream, start: Position, end: Position) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    for item in source.items(start, blocking=False):
-        if isinstance(item, Changes):
-            messages += item.messages
-        if isinstance(item, Commit) and item.position.sort_key() >= end.sort_key():
-            break
-    return messages
 
 
 def clear_history(name: str) -> None:

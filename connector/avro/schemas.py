@@ -190,6 +190,13 @@ def value_schema(table: Table, version: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def row_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fields of a value schema's row record (its `data` items), as value_schema lays it out."""
+    data = next(f for f in schema["fields"] if f["name"] == "data")
+    fields: list[dict[str, Any]] = data["type"][1]["items"]["fields"]
+    return fields
+
+
 def key_schema(table: Table) -> dict[str, Any] | None:
     if not table.primary_key:
         return None
