@@ -17,14 +17,25 @@
 
 static int put_text(buf_t *out, const char *text) { return buf_put(out, text, (Py_ssize_t)strlen(text)); }
 
-static int put_format(buf_t *out, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int put_format(buf_t *out, const char *format, ...) {
-    char tmp[128];
-    va_list args;
-    va_start(args, format);
-    int n = vsnprintf(tmp, sizeof tmp, format, args);
-    va_end(args);
-    return n < 0 || n >= (int)sizeof tmp ? -1 : buf_put(out, tmp, n);
+/* y-m-d, as "%04llu-%02llu-%02llu" prints it: digits_before, not printf, on the per-row path. */
+static int put_date(buf_t *out, uint64_t y, uint64_t m, uint64_t d) {
+    return buf_padded(out, y, 4) < 0 || buf_put(out, "-", 1) < 0 || buf_padded(out, m, 2) < 0 ||
+                   buf_put(out, "-", 1) < 0 || buf_padded(out, d, 2) < 0
+               ? -1
+               : 0;
+}
+
+/* h:m:s, as "%02llu:%02llu:%02llu" prints it. */
+static int put_clock(buf_t *out, uint64_t h, uint64_t m, uint64_t s) {
+    return buf_padded(out, h, 2) < 0 || buf_put(out, ":", 1) < 0 || buf_padded(out, m, 2) < 0 ||
+                   buf_put(out, ":", 1) < 0 || buf_padded(out, s, 2) < 0
+               ? -1
+               : 0;
+}
+
+/* "y-m-d h:m:s" */
+static int put_date_time(buf_t *out, uint64_t y, uint64_t mo, uint64_t d, uint64_t h, uint64_t mi, uint64_t s) {
+    return put_date(out, y, mo, d) < 0 || buf_put(out, " ", 1) < 0 || put_clock(out, h, mi, s) < 0 ? -1 : 0;
 }
 
 /* A byte that is not plain as JSON escapes it in two characters, or NULL: as \u00XX. */
@@ -105,16 +116,15 @@ static int put_decimal(buf_t *out, const unsigned char *p, int precision, int sc
     char whole[96], frac[96];
     int nw = 0, nf = 0;
     if (intg % 9) {
-        nw += snprintf(whole, sizeof whole, "%llu", (unsigned long long)be(raw, DIG2BYTES[intg % 9]));
+        nw += padded_digits(whole, be(raw, DIG2BYTES[intg % 9]), 1);
         at += DIG2BYTES[intg % 9];
     }
     for (int k = 0; k < intg / 9; k++, at += 4)
-        nw += snprintf(whole + nw, sizeof whole - (size_t)nw, "%09llu", (unsigned long long)be(raw + at, 4));
+        nw += padded_digits(whole + nw, be(raw + at, 4), 9);
     for (int k = 0; k < scale / 9; k++, at += 4)
-        nf += snprintf(frac + nf, sizeof frac - (size_t)nf, "%09llu", (unsigned long long)be(raw + at, 4));
+        nf += padded_digits(frac + nf, be(raw + at, 4), 9);
     if (scale % 9)
-        nf += snprintf(frac + nf, sizeof frac - (size_t)nf, "%0*llu", scale % 9,
-                       (unsigned long long)be(raw + at, DIG2BYTES[scale % 9]));
+        nf += padded_digits(frac + nf, be(raw + at, DIG2BYTES[scale % 9]), scale % 9);
     int start = 0;
     while (start < nw && whole[start] == '0')
         start++;
@@ -128,7 +138,7 @@ static int put_decimal(buf_t *out, const unsigned char *p, int precision, int sc
 static int put_fraction(buf_t *out, uint64_t frac, int fsp) {
     if (fsp <= 0)
         return 0;
-    return put_format(out, ".%0*llu", fsp, (unsigned long long)(fsp % 2 ? frac / 10 : frac));
+    return buf_put(out, ".", 1) < 0 ? -1 : buf_padded(out, fsp % 2 ? frac / 10 : frac, fsp);
 }
 
 /* Days since 1970-01-01 -> the civil date (Howard Hinnant's civil_from_days). */
@@ -156,8 +166,7 @@ static int put_timestamp2(buf_t *out, const unsigned char *v, int fsp) {
         unsigned m, d;
         civil(seconds / 86400, &y, &m, &d);
         int64_t rest = seconds % 86400;
-        r = put_format(out, "%04lld-%02u-%02u %02lld:%02lld:%02lld", (long long)y, m, d, (long long)(rest / 3600),
-                       (long long)(rest / 60 % 60), (long long)(rest % 60));
+        r = put_date_time(out, (uint64_t)y, m, d, (uint64_t)rest / 3600, (uint64_t)rest / 60 % 60, (uint64_t)rest % 60);
     }
     return r < 0 ? -1 : put_fraction(out, fraction, fsp);
 }
@@ -169,8 +178,8 @@ static int put_datetime2(buf_t *out, const unsigned char *v, int fsp) {
     if (packed < 0)
         return DECLINE;
     int64_t ymd = packed >> 17, hms = packed & 0x1FFFF, ym = ymd >> 5;
-    if (put_format(out, "%04lld-%02lld-%02lld %02lld:%02lld:%02lld", (long long)(ym / 13), (long long)(ym % 13),
-                   (long long)(ymd & 31), (long long)(hms >> 12), (long long)(hms >> 6 & 63), (long long)(hms & 63)) < 0 ||
+    if (put_date_time(out, (uint64_t)(ym / 13), (uint64_t)(ym % 13), (uint64_t)(ymd & 31), (uint64_t)(hms >> 12),
+                      (uint64_t)(hms >> 6 & 63), (uint64_t)(hms & 63)) < 0 ||
         put_fraction(out, fsp > 0 ? be(v + 5, (fsp + 1) / 2) : 0, fsp) < 0)
         return FAIL;
     return DONE;
@@ -181,13 +190,12 @@ static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
     int64_t packed = time2_packed(v, fsp);
     uint64_t magnitude = packed < 0 ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
     uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
-    if (put_format(out, "%s%02llu:%02llu:%02llu", packed < 0 ? "-" : "", (unsigned long long)(hms >> 12 & 0x3FF),
-                   (unsigned long long)(hms >> 6 & 63), (unsigned long long)(hms & 63)) < 0)
+    if ((packed < 0 && buf_put(out, "-", 1) < 0) || put_clock(out, hms >> 12 & 0x3FF, hms >> 6 & 63, hms & 63) < 0)
         return -1;
     if (fsp <= 0)
         return 0;
-    char digits[32];
-    snprintf(digits, sizeof digits, "%06llu", (unsigned long long)micros);
+    char digits[20];
+    padded_digits(digits, micros, 6);
     return buf_put(out, ".", 1) < 0 || buf_put(out, digits, fsp) < 0 ? -1 : 0;
 }
 
@@ -285,13 +293,13 @@ static int canal_cell(const column_t *c, const unsigned char *v, Py_ssize_t room
         uint64_t index = le(v, c->width);
         if (index > (uint64_t)c->b)
             return DECLINE; /* values.decode_enum raises */
-        return put_format(out, "%llu", (unsigned long long)index) < 0 ? FAIL : DONE;
+        return buf_padded(out, index, 1) < 0 ? FAIL : DONE;
     }
     case OP_SET: {
         uint64_t mask = le(v, c->width);
         if (c->b < 64)
             mask &= ((uint64_t)1 << c->b) - 1; /* bits past the labels: decode_set names none */
-        return put_format(out, "%llu", (unsigned long long)mask) < 0 ? FAIL : DONE;
+        return buf_padded(out, mask, 1) < 0 ? FAIL : DONE;
     }
     case OP_GEOMETRY:
         if ((r = prefixed(c, v, room, &text, used)) != DONE)
@@ -325,15 +333,14 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     case OP_INT: {
         uint64_t u = le(v, c->width);
         int shift = 64 - 8 * c->width;
-        return put_format(out, "%lld", (long long)(shift ? (int64_t)(u << shift) >> shift : (int64_t)u)) < 0 ? FAIL
-                                                                                                              : DONE;
+        return buf_int_text(out, shift ? (int64_t)(u << shift) >> shift : (int64_t)u) < 0 ? FAIL : DONE;
     }
     case OP_UINT:
     case OP_UINT64:
-        return put_format(out, "%llu", (unsigned long long)le(v, c->width)) < 0 ? FAIL : DONE;
+        return buf_padded(out, le(v, c->width), 1) < 0 ? FAIL : DONE;
     case OP_BIT:
     case OP_BIT64:
-        return put_format(out, "%llu", (unsigned long long)be(v, c->width)) < 0 ? FAIL : DONE;
+        return buf_padded(out, be(v, c->width), 1) < 0 ? FAIL : DONE;
     case OP_FLOAT:
     case OP_DOUBLE: {
         int special = c->op == OP_FLOAT ? ((v[3] & 0x7F) << 1 | v[2] >> 7) == 0xFF
@@ -350,8 +357,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
         return put_decimal(out, v, c->a, c->b) < 0 ? FAIL : DONE;
     case OP_DATE: {
         uint64_t d = le(v, 3);
-        return put_format(out, "%04llu-%02llu-%02llu", (unsigned long long)(d >> 9), (unsigned long long)(d >> 5 & 15),
-                          (unsigned long long)(d & 31)) < 0 ? FAIL : DONE;
+        return put_date(out, d >> 9, d >> 5 & 15, d & 31) < 0 ? FAIL : DONE;
     }
     case OP_DATETIME2:
         return put_datetime2(out, v, c->a);
@@ -360,7 +366,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     case OP_TIME2:
         return put_time2(out, v, c->a) < 0 ? FAIL : DONE;
     case OP_YEAR:
-        return put_format(out, "%04d", v[0] ? 1900 + v[0] : 0) < 0 ? FAIL : DONE;
+        return buf_padded(out, v[0] ? 1900 + (uint64_t)v[0] : 0, 4) < 0 ? FAIL : DONE;
     case OP_ENUM: {
         uint64_t index = le(v, c->width);
         if (index > (uint64_t)c->b)

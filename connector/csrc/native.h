@@ -76,6 +76,22 @@ static inline int buf_int_text(buf_t *b, int64_t v) {
     return buf_put(b, at, text + sizeof text - at);
 }
 
+/* u's decimal digits, at least `width` of them (zero-padded, as printf's %0*llu; width <= 20),
+ * written at `to`: their count. */
+static inline int padded_digits(char *to, uint64_t u, int width) {
+    char text[20], *end = text + sizeof text, *at = digits_before(end, u);
+    while (end - at < width)
+        *--at = '0';
+    memcpy(to, at, (size_t)(end - at));
+    return (int)(end - at);
+}
+
+/* u's decimal text, at least `width` digits, appended to b (the value texts' numbers and dates). */
+static inline int buf_padded(buf_t *b, uint64_t u, int width) {
+    char text[20];
+    return buf_put(b, text, padded_digits(text, u, width));
+}
+
 /* -- reading --------------------------------------------------------------------------------- */
 
 static inline uint64_t le(const unsigned char *p, int n) {
