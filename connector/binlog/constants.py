@@ -246,6 +246,8 @@ PAYLOAD_COMPRESSION_ZSTD = 0
 PAYLOAD_COMPRESSION_NONE = 255
 # Largest TRANSACTION_PAYLOAD inflated: the server's own cap is max_allowed_packet (1 GiB).
 MAX_PAYLOAD_UNCOMPRESSED = 1 << 30
+# A table has at most 4096 columns (InnoDB: 1017): a rows event's count above it is corrupt.
+MAX_COLUMNS = 4096
 
 # HEARTBEAT_LOG_EVENT_V2 fields.
 OTW_HB_HEADER_END_MARK = 0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connector.binlog import jsonb
-from connector.binlog.constants import ColumnType, RowsKind
+from connector.binlog.constants import MAX_COLUMNS, ColumnType, RowsKind
 from connector.binlog.constants import EventType as E
 from connector.binlog.reader import Reader
 from connector.binlog.rowcodec import LenientDecoder, RowChange, RowsDecoder, build_lenient_decoder, build_rows_decoder
@@ -38,7 +38,6 @@ ROWS_EVENT_TYPES: dict[int, tuple[RowsKind, bool, bool]] = {
     E.DELETE_ROWS_COMPRESSED_EVENT: (RowsKind.DELETE, True, True),
 }
 
-MAX_COLUMNS = 4096  # a table has at most 4096 columns (InnoDB: 1017)
 
 # A rows event with this table id only marks a statement end (no table map, no rows).
 DUMMY_TABLE_ID = 0x00FFFFFF

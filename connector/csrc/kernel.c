@@ -29,7 +29,6 @@
 #include <stddef.h>
 
 enum { TABLE_PYTHON = 0, TABLE_SKIP = 1, TABLE_PLAN = 2 };
-#define MAX_COLUMNS 4096 /* rows.MAX_COLUMNS */
 #define MAX_BEGINS 16    /* BEGIN shapes kept: one per connection's settings, recycled in turn */
 #define GTID_TEXT 128
 
@@ -259,7 +258,7 @@ static int canal_from(PyObject *t, plan_t *p) {
     return 1;
 }
 
-/* A plan from Python's tuple (connector/lane.py, KernelPlan.parts), checked as the transcoder
+/* A plan from Python's tuple (connector/lane.py, Lane._parts of a KernelPlan), checked as the transcoder
  * checks a program: every column walkable, every key column inside the row, partitions sane. */
 static plan_t *plan_from(PyObject *t) {
     PyObject *cols, *keys, *strings, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen, *canal;
