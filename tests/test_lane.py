@@ -106,6 +106,24 @@ def test_compressed_transactions_are_the_kernels_as_the_same_transactions_plain(
     assert compared >= 30 and taken >= 20, (compared, taken)
 
 
+def test_compressed_transactions_read_alike_whichever_decompressor_inflates_them(
+    cases: list[rig.Case], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel inflates a payload with the system's libzstd where it can, else with the parser's
+    decompressor (a call into Python): the same sessions either way, taken by the kernel alike."""
+    compared = 0
+    for inp in list(_inputs(cases))[::2]:
+        if not inp.compressed:
+            continue
+        monkeypatch.setattr(lane, "NATIVE_INFLATE", True)
+        native = session.check(inp)
+        monkeypatch.setattr(lane, "NATIVE_INFLATE", False)
+        python = session.check(inp)
+        assert native.kernel_rows == python.kernel_rows and native.same(python), inp.case.file
+        compared += native.kernel_rows > 0
+    assert compared >= 10, compared
+
+
 def _fields(body: bytes) -> tuple[dict[int, int], bytes]:
     """A TRANSACTION_PAYLOAD body's header fields and the rest (tests/fuzz/session.payload writes
     every value in one byte or three)."""

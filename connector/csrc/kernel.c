@@ -25,6 +25,7 @@
  */
 #include "native.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stddef.h>
 
@@ -140,6 +141,8 @@ typedef struct {
     int ndomains;
     /* compressed transactions */
     PyObject *inflate; /* the parser's zstd decompressor: (body, uncompressed size) -> bytes */
+    void *dctx;        /* libzstd's decompression context, when the system has libzstd (zstd_lib) */
+    int native_inflate; /* libzstd may inflate (inflater's native) */
     int staging;       /* inside a TRANSACTION_PAYLOAD: what its events add is noted, to be undone */
     long long payload_rows; /* txn_rows where the payload began: its rows are numbered from there */
     undo_t *undo;
@@ -387,16 +390,22 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(inflater_doc, "inflater(decompress)\n--\n\n"
+PyDoc_STRVAR(inflater_doc, "inflater(decompress, native=True)\n--\n\n"
                            "How a TRANSACTION_PAYLOAD's zstd body is inflated: decompress(body,\n"
                            "uncompressed_size) -> bytes, the parser's own (binlog/parser.inflater). Without one,\n"
-                           "every payload is Python's.");
+                           "every payload is Python's. native: the system's libzstd inflates a body that is one\n"
+                           "whole frame of the header's size, where there is one (decompress does the others).");
 
-static PyObject *Kernel_inflater(Kernel *k, PyObject *decompress) {
+static PyObject *Kernel_inflater(Kernel *k, PyObject *args) {
+    PyObject *decompress;
+    int native = 1;
+    if (!PyArg_ParseTuple(args, "O|p", &decompress, &native))
+        return NULL;
     if (!PyCallable_Check(decompress)) {
         PyErr_SetString(PyExc_TypeError, "inflater: a callable");
         return NULL;
     }
+    k->native_inflate = native;
     Py_XSETREF(k->inflate, Py_NewRef(decompress));
     Py_RETURN_NONE;
 }
@@ -1159,10 +1168,68 @@ static int payload_header(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, 
     return 0;
 }
 
-/* The payload's events' bytes: the body itself, or inflated by the parser's decompressor (a new
- * reference in *owner). NULL where the parser would refuse the body (its error is the parser's). */
+/* The system's libzstd (libzstd.so.1, its stable API), looked up once: a payload inflated without a
+ * call into Python, which costs a single-row transaction about a microsecond. Not there: the
+ * parser's decompressor inflates every payload. */
+typedef struct {
+    void *(*create)(void);
+    size_t (*free)(void *);
+    size_t (*decompress)(void *, void *, size_t, const void *, size_t);
+    unsigned (*is_error)(size_t);
+    unsigned long long (*content_size)(const void *, size_t);
+    size_t (*frame_size)(const void *, size_t);
+} zstd_api;
+
+static const zstd_api *zstd_lib(void) {
+    static zstd_api api;
+    static int looked; /* the GIL is held: one lookup */
+    if (!looked) {
+        looked = 1;
+        void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+        const char *names[] = {"ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_decompressDCtx", "ZSTD_isError",
+                               "ZSTD_getFrameContentSize", "ZSTD_findFrameCompressedSize"};
+        void *found[6] = {0};
+        for (int i = 0; lib != NULL && i < 6; i++)
+            if ((found[i] = dlsym(lib, names[i])) == NULL)
+                lib = NULL;
+        if (lib != NULL) { /* object pointers to function pointers: POSIX's dlsym contract */
+            memcpy(&api.free, &found[1], sizeof found[1]);
+            memcpy(&api.decompress, &found[2], sizeof found[2]);
+            memcpy(&api.is_error, &found[3], sizeof found[3]);
+            memcpy(&api.content_size, &found[4], sizeof found[4]);
+            memcpy(&api.frame_size, &found[5], sizeof found[5]);
+            memcpy(&api.create, &found[0], sizeof found[0]); /* last: set means all are */
+        }
+    }
+    return api.create != NULL ? &api : NULL;
+}
+
+/* A zstd body inflated by libzstd into memory of its own (*held, PyMem_Free'd by the caller): 1; 0
+ * where there is no libzstd; -1 where the body is not one whole frame of the header's size, or does
+ * not inflate to it (the parser reads it again, and says what is wrong with it). */
+static int inflate_native(Kernel *k, const unsigned char *body, Py_ssize_t len, uint64_t size, void **held) {
+    const zstd_api *z = k->native_inflate ? zstd_lib() : NULL;
+    if (z == NULL || (k->dctx == NULL && (k->dctx = z->create()) == NULL))
+        return 0;
+    if (z->frame_size(body, (size_t)len) != (size_t)len || z->content_size(body, (size_t)len) != size)
+        return -1; /* more than one frame, trailing bytes, or a size the header does not give */
+    void *out = PyMem_Malloc((size_t)size);
+    if (out == NULL)
+        return -1;
+    size_t got = z->decompress(k->dctx, out, (size_t)size, body, (size_t)len);
+    if (z->is_error(got) || got != size) {
+        PyMem_Free(out);
+        return -1;
+    }
+    *held = out;
+    return 1;
+}
+
+/* The payload's events' bytes: the body itself, or inflated (by libzstd into *held, or by the
+ * parser's decompressor: a new reference in *owner). NULL where the parser would refuse the body
+ * (its error is the parser's). */
 static const unsigned char *payload_events(Kernel *k, const unsigned char *body, Py_ssize_t len,
-                                           const uint64_t fields[4], int have, PyObject **owner) {
+                                           const uint64_t fields[4], int have, PyObject **owner, void **held) {
     uint64_t compression = fields[OTW_PAYLOAD_COMPRESSION_TYPE_FIELD];
     uint64_t uncompressed = fields[OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD];
     int sized = have >> OTW_PAYLOAD_SIZE_FIELD & 1, typed = have >> OTW_PAYLOAD_COMPRESSION_TYPE_FIELD & 1;
@@ -1175,6 +1242,9 @@ static const unsigned char *payload_events(Kernel *k, const unsigned char *body,
         !(have >> OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD & 1) || uncompressed == 0 ||
         uncompressed > MAX_PAYLOAD_UNCOMPRESSED)
         return NULL;
+    int native = inflate_native(k, body, len, uncompressed, held);
+    if (native != 0)
+        return native > 0 ? *held : NULL;
     PyObject *view = PyMemoryView_FromMemory((char *)body, len, PyBUF_READ);
     PyObject *out = view != NULL ? PyObject_CallFunction(k->inflate, "On", view, (Py_ssize_t)uncompressed) : NULL;
     Py_XDECREF(view);
@@ -1200,12 +1270,13 @@ static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
         payload_header(e->body, e->n, &at, fields, &have) < 0)
         return PYTHONS;
     PyObject *owner = NULL;
+    void *held = NULL;
     Py_ssize_t len = e->n - at;
-    const unsigned char *events = payload_events(k, e->body + at, len, fields, have, &owner);
+    const unsigned char *events = payload_events(k, e->body + at, len, fields, have, &owner, &held);
     if (events == NULL)
         return PYTHONS;
-    if (owner != NULL)
-        len = PyBytes_GET_SIZE(owner);
+    if (owner != NULL || held != NULL)
+        len = (Py_ssize_t)fields[OTW_PAYLOAD_UNCOMPRESSED_SIZE_FIELD]; /* what it inflated to, checked */
     mark_t mark = mark_of(k);
     k->staging = 1, k->nundo = 0, k->payload_rows = k->txn_rows;
     int r = TAKEN;
@@ -1232,6 +1303,7 @@ static int payload(Kernel *k, const event_t *e, scratch_t *sc) {
         undo_to(k, &mark);
     k->staging = 0, k->nundo = 0;
     Py_XDECREF(owner);
+    PyMem_Free(held);
     return r;
 }
 
@@ -1511,6 +1583,8 @@ static void Kernel_dealloc(Kernel *k) {
     PyMem_Free(k->parts);
     PyMem_Free(k->part_counts);
     Py_XDECREF(k->inflate);
+    if (k->dctx != NULL)
+        zstd_lib()->free(k->dctx);
     PyMem_Free(k->file.data);
     PyMem_Free(k->sql.data);
     PyMem_Free(k->mark_before.data);
@@ -1528,7 +1602,7 @@ static PyMethodDef Kernel_methods[] = {
     {"table", (PyCFunction)Kernel_table, METH_VARARGS, table_doc},
     {"begin", (PyCFunction)Kernel_begin, METH_VARARGS, begin_doc},
     {"clear", (PyCFunction)Kernel_clear, METH_NOARGS, clear_doc},
-    {"inflater", (PyCFunction)Kernel_inflater, METH_O, inflater_doc},
+    {"inflater", (PyCFunction)Kernel_inflater, METH_VARARGS, inflater_doc},
     {"records", (PyCFunction)Kernel_records, METH_O, records_doc},
     {"release", (PyCFunction)Kernel_release, METH_NOARGS, release_doc},
     {"run", (PyCFunction)Kernel_run, METH_VARARGS, run_doc},
