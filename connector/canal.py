@@ -32,6 +32,7 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import (
     CANAL_NO_TEXT_OPS,
     COLUMN,
+    KIND_TYPES,
     KINDS,
     OP_ENUM,
     OP_SET,
@@ -223,9 +224,6 @@ def _labels_agree(op: int, meta: Any, render: Render | None) -> bool:
     return all(label and "," not in label and render(label) == str(1 << i) for i, label in enumerate(labels))
 
 
-_KIND_NAMES = ("INSERT", "UPDATE", "DELETE")  # by KINDS' numbers
-
-
 @dataclass(frozen=True, slots=True)
 class TableParts:
     """A table's parts of each canal-json row message, as CanalJsonEncoder.document writes one: the
@@ -242,7 +240,7 @@ class TableParts:
 
     @staticmethod
     def of(database: str, table: str, pk_names: list[str] | None, program: CanalProgram) -> TableParts:
-        kinds = tuple(f',"type":"{kind}"}}'.encode() for kind in _KIND_NAMES)
+        kinds = tuple(f',"type":"{kind}"}}'.encode() for kind in KIND_TYPES)
         return TableParts(
             f'],"database":{_dumps(database)},"es":'.encode(),
             f',"isDdl":false,"mysqlType":{program.mysql_type},"old":'.encode(),

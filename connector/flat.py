@@ -31,7 +31,7 @@ from connector.binlog.events import (
     XidEvent,
 )
 from connector.binlog.jsonb import JsonPartial
-from connector.binlog.rowplan import KINDS, Program, json_program
+from connector.binlog.rowplan import KINDS, TYPE_NAMES, Program, json_program
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
@@ -46,7 +46,6 @@ FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
 Definitions = Callable[[TableMapEvent], Table]  # a resolved TABLE_MAP's definition (SchemaTracker.definition)
 
-_TYPE_NAMES = {RowsKind.WRITE: "INSERT", RowsKind.UPDATE: "UPDATE", RowsKind.DELETE: "DELETE"}
 
 _BLOB_TYPES = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
 _BLOB_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
@@ -404,7 +403,7 @@ class FlatMessageBuilder:
         return {
             "database": rows.table.schema,
             "table": rows.table.table,
-            "type": _TYPE_NAMES[rows.kind],
+            "type": TYPE_NAMES[rows.kind],
             "isDdl": False,
             "pkNames": shape.pk_names,
             "es": event.header.timestamp * 1000,

@@ -40,10 +40,11 @@ from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, TransactionPayloadEvent
 from connector.binlog.parser import BinlogParser, inflater, parse_header, status_spans
+from connector.binlog.rowplan import KIND_TYPES
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import BinlogDecodeError
 from connector.native import EventKernel, transcoder
-from connector.native_spec import KINDS, NUMBERS, REASONS
+from connector.native_spec import NUMBERS, REASONS
 from connector.position import Position, binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.model import Table
@@ -53,7 +54,6 @@ from connector.sink.partitioning import Plain, Tail
 _CONTROL, _FULL, _UNTAUGHT = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"], REASONS["STOP_UNTAUGHT"]
 _HEADER = NUMBERS["LOG_EVENT_HEADER_LEN"]
 _CRC = NUMBERS["BINLOG_CHECKSUM_LEN"]
-_KIND_NAMES = {KINDS["KIND_WRITE"]: "INSERT", KINDS["KIND_UPDATE"]: "UPDATE", KINDS["KIND_DELETE"]: "DELETE"}
 _TXN_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
 MAX_MESSAGES = 4096  # messages in one burst: one hand-off to Kafka, as a statement's gathered rows
 # A compressed transaction inflated by the system's libzstd from C, where there is one (a call into
@@ -263,7 +263,7 @@ class Lane:
         return Burst(
             self._file,
             [(names[t], plain, tails, count) for t, (plain, tails, count) in topics],
-            [(*tables[m], _KIND_NAMES[kind], n) for m, kind, n in rows],
+            [(*tables[m], KIND_TYPES[kind], n) for m, kind, n in rows],
             events, nbytes, last, position, commits, txn[5] if txn[0] and txn[5] >= 0 else None,
             [(gtid, first, done, [(*tables[m], n) for m, n in counts]) for gtid, first, done, counts in parts],
         )  # fmt: skip

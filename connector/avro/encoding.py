@@ -37,7 +37,7 @@ from connector.avro.transcode import program, shaped_program, shaped_uncovered, 
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
-from connector.binlog.rowplan import KINDS
+from connector.binlog.rowplan import KIND_TYPES, KINDS
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError, RegistryError
@@ -466,7 +466,7 @@ class MessageEncoder:
             return None
         value_prefix, key_prefix = self._prefixes(codec.version, topic)
         head = {"database": table_map.schema, "table": table_map.table, "isDdl": False, "pkNames": shape.pk_names}
-        heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in ("INSERT", "UPDATE", "DELETE"))
+        heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in KIND_TYPES)
         return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
                           (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
 

@@ -48,6 +48,9 @@ COL_ASCII = COLUMN_FLAGS["COL_ASCII"]
 # A rows event's operation as the compiled code numbers it (the transcoder's and the renderer's `kind`).
 KINDS = {RowsKind.WRITE: SPEC_KINDS["KIND_WRITE"], RowsKind.UPDATE: SPEC_KINDS["KIND_UPDATE"],
          RowsKind.DELETE: SPEC_KINDS["KIND_DELETE"]}  # fmt: skip
+# A row change's `type` in flat and canal-json messages, by kind; and by the number KINDS gives it.
+TYPE_NAMES = {RowsKind.WRITE: "INSERT", RowsKind.UPDATE: "UPDATE", RowsKind.DELETE: "DELETE"}
+KIND_TYPES = tuple(TYPE_NAMES[kind] for kind in sorted(KINDS, key=KINDS.__getitem__))
 COLUMN = record("column_t")  # op, width, a, b, null branch, value branch, flags
 WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WALK_CHECKS), code table
 WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]

@@ -12,7 +12,6 @@
  */
 #include "native.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 static int put_text(buf_t *out, const char *text) { return buf_put(out, text, (Py_ssize_t)strlen(text)); }
