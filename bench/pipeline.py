@@ -116,15 +116,19 @@ PLAIN_DB = f"{DB}_plain"
 
 def config(
     name: str, tmp: str, rules: list[ColumnRule] | None = None, records: bool = False, db: str = DB,
-    value_format: str = "avro",
+    value_format: str = "avro", exactly_once: bool = False,
 ) -> Config:  # fmt: skip
     base = live_config([rf"{db}\..*"], name=name, server_id=4600)
     return replace(
         base,
         kafka=replace(base.kafka, topic_prefix=name, columns=rules or [], transaction_topic=records,
-                      value_format=value_format),
+                      value_format=value_format, exactly_once=exactly_once,
+                      transaction_ms=TRANSACTION_MS.get("ms", base.kafka.transaction_ms)),
         avro=AvroSection(schemas_dir=os.path.join(tmp, name, "schemas")),  # a directory per connector
     )
+
+
+TRANSACTION_MS: dict[str, int] = {}  # --transaction-ms, when given
 
 
 class Run(NamedTuple):
@@ -136,12 +140,12 @@ class Run(NamedTuple):
 
 def end_to_end(
     file: str, tmp: str, kernel: bool = True, rules: list[ColumnRule] | None = None, records: bool = False,
-    db: str = DB, value_format: str = "avro",
+    db: str = DB, value_format: str = "avro", exactly_once: bool = False,
 ) -> Run:  # fmt: skip
     """`kernel` False: every event on the Python path ([source] compiled_kernel = false); `rules`:
     the configuration's [[kafka.columns]]; `records`: transaction records on; `db`: the database
-    captured; `value_format`: [kafka] value_format."""
-    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp, rules, records, db, value_format)
+    captured; `value_format`: [kafka] value_format; `exactly_once`: [kafka] exactly_once."""
+    cfg = config(f"bench{uuid.uuid4().hex[:6]}", tmp, rules, records, db, value_format, exactly_once)
     cfg = replace(cfg, source=replace(cfg.source, compiled_kernel=kernel))
     stores = checkpoint_stores(cfg)
     for store in (stores.fast, stores.durable):
@@ -254,7 +258,7 @@ def oltp_workload(transactions: int, json: bool = False, db: str = DB) -> str:
     return file
 
 
-VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030", "columns", "records", "canal")
+VARIANTS = ("plain", "json", "compressed", "gbk", "gb18030", "columns", "records", "canal", "exactly")
 
 
 def compressed(variant: str, write: Callable[[], str]) -> str:
@@ -322,6 +326,7 @@ def main() -> None:
     parser.add_argument("--big-transaction", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="connector and ceiling runs, alternating")
     parser.add_argument("--tries", type=int, default=3, help="runs in a round of each side: its best counts")
+    parser.add_argument("--transaction-ms", type=int, help="with --variant exactly: [kafka] transaction_ms")
     parser.add_argument("--profile", action="store_true", help="only: one cProfile run, kernel on, one off")
     parser.add_argument("--variant", choices=VARIANTS, default="plain",
                         help="json: the table has a JSON column; compressed: binlog_transaction_compression "
@@ -330,14 +335,19 @@ def main() -> None:
                              "(four-byte codes); columns: a [[kafka.columns]] rule leaves `pad` out, masks "
                              "`c` and hashes `note`; records: transaction records on (a BEGIN and an END "
                              "message a transaction: the ratio is of messages); canal: value_format = "
-                             "canal-json. Every variant but plain is timed beside the plain table (Avro, "
-                             "same rows) in the same rounds: its rows/s as a share of the plain table's")  # fmt: skip
+                             "canal-json; exactly: [kafka] exactly_once (Kafka transactions, the "
+                             "plain table at least once). Every variant but plain is timed beside the plain "
+                             "table (Avro, same rows) in the same rounds: its rows/s as a share of the "
+                             "plain table's")  # fmt: skip
     args = choose_server(parser)
     json = args.variant == "json"
     charset = args.variant if args.variant in ("gbk", "gb18030") else "utf8mb4"
     rules = RULES if args.variant == "columns" else None
     records = args.variant == "records"
     value_format = "canal-json" if args.variant == "canal" else "avro"
+    once = args.variant == "exactly"
+    if args.transaction_ms:
+        TRANSACTION_MS["ms"] = args.transaction_ms
     os.environ["TZ"] = "UTC"
     time.tzset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -362,10 +372,10 @@ def main() -> None:
                 if beside and round_:
                     file = write()  # after the plain table's rows of the last round
                 run = best(args.tries, partial(end_to_end, file, tmp, rules=rules, records=records,
-                                               value_format=value_format))  # fmt: skip
+                                               value_format=value_format, exactly_once=once))  # fmt: skip
                 ratios.append(compare(label, run, tmp, value_format, args.tries))
                 python = end_to_end(file, tmp, kernel=False, rules=rules, records=records,
-                                    value_format=value_format)  # all on the Python path  # fmt: skip
+                                    value_format=value_format, exactly_once=once)  # all on the Python path  # fmt: skip
                 speedups.append(run.rows / run.streaming_s / (python.rows / python.streaming_s))
                 print(f"{label}: Python path alone {python.rows / python.streaming_s:10,.0f} rows/s; "
                       f"the kernel {speedups[-1]:.1f}x that")  # fmt: skip

@@ -189,6 +189,11 @@ class KafkaSection:
     topic_config: dict[str, str] = field(default_factory=dict)  # row topics Sluice creates: any topic property
     heartbeat_interval_s: float = 0.0  # > 0: a message on {prefix}._heartbeat at most this often; 0: off
     transaction_topic: bool = False  # BEGIN/END with per-table event counts on {prefix}._transaction
+    # Kafka transactions (README, "Exactly once"): every message and the position it leads to
+    # committed together, the position of record on {prefix}._positions; readers read_committed.
+    exactly_once: bool = False
+    transaction_ms: int = 100  # a Kafka transaction commits at the first binlog transaction end after this long
+    transaction_max_messages: int = 50_000  # ... or once it holds this many messages
     columns: list[ColumnRule] = field(default_factory=list)  # per-table column include/exclude/mask/hash
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     # librdkafka properties passed through to the producer and the admin client as they are
@@ -465,6 +470,8 @@ def _validate(config: Config, where: str) -> None:
          "kafka.topic_config", f"cleanup.policy one of {', '.join(CLEANUP_POLICIES)}"),
         (all(re.fullmatch(r"[a-z][a-z0-9.]*", k) for k in kafka.topic_config), "kafka.topic_config",
          "Kafka topic property names (lowercase, dotted: retention.ms, cleanup.policy, ...)"),
+        (1 <= kafka.transaction_ms <= 600_000, "kafka.transaction_ms", "1..600000 milliseconds"),
+        (1 <= kafka.transaction_max_messages <= 10_000_000, "kafka.transaction_max_messages", "1..10000000"),
         (0 <= kafka.heartbeat_interval_s <= 86400, "kafka.heartbeat_interval_s", "0 (off) .. 86400 seconds"),
         (config.avro.subject_name_strategy in SUBJECT_STRATEGIES, "avro.subject_name_strategy",
          ", ".join(SUBJECT_STRATEGIES)),
@@ -566,6 +573,8 @@ _REFUSED = {
     "max.in.flight.requests.per.connection": "above 5 idempotence cannot keep the order",
     "max.in.flight": "above 5 idempotence cannot keep the order",
     "message.max.bytes": "set [kafka] max_message_bytes (topics and the producer follow it)",
+    "transactional.id": "set [kafka] exactly_once (the id is the connector's name)",
+    "transaction.timeout.ms": "Sluice sizes it for the largest binlog transactions (connector/sink/kafka.py)",
     "bootstrap.servers": "set [kafka] bootstrap_servers",
     "metadata.broker.list": "set [kafka] bootstrap_servers",
     "security.protocol": "set [kafka.security] protocol",

@@ -21,6 +21,7 @@ from connector.sink.kafka import Delivered
 @dataclass(slots=True)
 class _Transaction:
     pending: int = 0
+    messages: int = 0  # tracked in all
     failed: str | None = None
     position: Position | None = None
     delivered: Delivered | None = None  # the callback of all its messages
@@ -43,6 +44,7 @@ class InFlight:
         if not self.outstanding:
             self.heard_at = self.clock()
         txn.pending += count
+        txn.messages += count
         self.outstanding += count
         if txn.delivered is None:
             txn.delivered = self._callback(txn)
@@ -69,6 +71,11 @@ class InFlight:
         self._open.delivered = None  # its messages keep their reference; the FIFO need not
         self._queue.append(self._open)
         self._open = _Transaction()
+
+    @property
+    def open_messages(self) -> int:
+        """Messages tracked since the last `close`."""
+        return self._open.messages
 
     def committable(self) -> Position | None:
         """The newest position whose transaction and all before it are acknowledged."""

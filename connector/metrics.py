@@ -57,6 +57,10 @@ class Metrics:
             "sluice_text_replaced", "Text values not exact in their column's charset, published with U+FFFD "
             "(README.md: text values)", ["database", "table", "column"], registry=r,
         )  # fmt: skip
+        self.kafka_transactions = Counter(
+            "sluice_kafka_transactions", "Kafka transactions ([kafka] exactly_once), by how they ended",
+            ["outcome"], registry=r,
+        )  # fmt: skip
         self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
                                     ["store"], registry=r)  # fmt: skip
         self.bytes_total = 0.0

@@ -32,6 +32,7 @@ from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules
 from connector.errors import StoppedWaitingError
+from connector.exactly import ExactlyOnce, KafkaTransactions
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.inflight import InFlight
@@ -57,6 +58,7 @@ class Options:
     columns: ColumnRules = field(default_factory=lambda: ColumnRules([]))  # [[kafka.columns]]
     transactions: TransactionTopic | None = None  # a BEGIN and END record per transaction
     heartbeats: HeartbeatTopic | None = None
+    exactly_once: ExactlyOnce | None = None  # Kafka transactions, each with its position (connector/exactly.py)
 
 
 NO_OPTIONS = Options()  # none of them: the messages rows and statements make, as they are
@@ -101,6 +103,11 @@ class Pipeline:
         self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters, options.columns)
         self.transactions = options.transactions
         self.heartbeats = options.heartbeats
+        self.exactly: KafkaTransactions | None = None
+        if options.exactly_once is not None:
+            once = options.exactly_once
+            self.exactly = KafkaTransactions(sink, once.topic, self.inflight, once.every_s, once.max_messages, clock,
+                                             metrics)  # fmt: skip
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -161,7 +168,7 @@ class Pipeline:
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
         self._side_records(item, position)
-        self.inflight.close(position)
+        self._closed(position)
         self.counters.transactions += transactions
         self.breathe()
         if self.snapshot is not None:
@@ -190,7 +197,15 @@ class Pipeline:
 
     def close_position(self, position: Position) -> None:
         self.gather.join()
-        self.inflight.close(position)
+        self._closed(position)
+
+    def _closed(self, position: Position) -> None:
+        """Where a position closes: in the in-flight FIFO, or (exactly once) in the open Kafka
+        transaction, which reaches the FIFO when it commits."""
+        if self.exactly is None:
+            self.inflight.close(position)
+        else:
+            self.exactly.close(position)
 
     def breathe(self) -> None:
         """Serve Kafka's callbacks, commit, and wait while too much is unacknowledged."""
@@ -263,5 +278,9 @@ class Pipeline:
             self.gather.join()  # transaction stays open, the checkpoint before it
         deadline = time.monotonic() + timeout_s
         self.produce.join(deadline)
-        if not self.inflight.errors:
-            self.commit.join(max(0.0, deadline - time.monotonic()))
+        if self.inflight.errors:
+            return
+        if self.exactly is not None and not self.inflight.outstanding:
+            with contextlib.suppress(StoppedWaitingError):  # stopped waiting for Kafka: left open
+                self.exactly.finish()  # what is closed and not committed yet
+        self.commit.join(max(0.0, deadline - time.monotonic()))

@@ -41,6 +41,7 @@ from connector.errors import (
     SourceError,
     StoppedWaitingError,
 )
+from connector.exactly import ExactlyOnce, PositionTopic, read_position, transactional_id
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.lease import Lease, keep_renewing
 from connector.metrics import Metrics, Progress, serve
@@ -48,7 +49,7 @@ from connector.native import NOT_BUILT, transcoder
 from connector.oversize import OversizePolicy
 from connector.pipeline import Options, Pipeline
 from connector.position import Position
-from connector.replica.client import open_connection
+from connector.replica.client import SourceSettings, open_connection
 from connector.replica.server import master_position
 from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
 from connector.sink.partitioning import TopicRouter
@@ -166,12 +167,22 @@ def tune_gc() -> None:
 
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
+    txn_id = transactional_id(config.name) if k.exactly_once else ""
     key_bytes = 0 if k.value_format == "canal-json" else framing_class(config).key_bytes
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
                                    k.max_message_bytes, key_bytes, outage_s=k.delivery_timeout_s,
                                    topic_config=dict(k.topic_config),
                                    extra={**k.security.librdkafka(), **k.producer},
-                                   admin={**k.security.librdkafka(), **k.admin}))  # fmt: skip
+                                   admin={**k.security.librdkafka(), **k.admin},
+                                   transactional_id=txn_id))  # fmt: skip
+
+
+def exactly_once(config: Config) -> ExactlyOnce | None:
+    k = config.kafka
+    if not k.exactly_once:
+        return None
+    return ExactlyOnce(PositionTopic.of(k.topic_prefix, config.name), k.transaction_ms / 1000,
+                       k.transaction_max_messages)  # fmt: skip
 
 
 def _say_slow_path(config: Config) -> None:
@@ -199,6 +210,7 @@ def pipeline_options(config: Config) -> Options:
         TransactionTopic(f"{k.topic_prefix}._transaction") if k.transaction_topic else None,
         HeartbeatTopic(f"{k.topic_prefix}._heartbeat", k.topic_prefix, k.heartbeat_interval_s)
         if k.heartbeat_interval_s > 0 else None,
+        exactly_once(config),
     )  # fmt: skip
 
 
@@ -261,9 +273,29 @@ class Connector:
 
     def resume_position(self) -> Position | None:
         position, where = self.checkpointer.load()
+        once = exactly_once(self.config)
+        if once is not None:
+            position, where = self._position_of_record(once.topic, position, where)
         if position is not None:
             log.info("resuming at %s (from the %s)", position, where)
         return position
+
+    def _position_of_record(
+        self, topic: PositionTopic, saved: Position | None, where: str
+    ) -> tuple[Position | None, str]:
+        """Exactly once: Kafka's committed position, read once this instance holds the
+        transactional id (an earlier instance fenced, its open transaction aborted). The
+        checkpoint stores only mirror it; Kafka wins where they differ. None there (the mode
+        just turned on): the stores' position."""
+        self.sink.init_transactions()
+        position = read_position(self.config.kafka.client_config(), topic)
+        if position is None:
+            if saved is not None:
+                log.info("no position on %s yet; the %s's is the start", topic.topic, where)
+            return saved, where
+        if saved is not None and saved != position:
+            log.info("the %s holds %s; %s's committed position wins", where, saved, topic.topic)
+        return position, topic.topic
 
     def _snapshotter(self, prepared: Prepared, resume: Position | None) -> Snapshotter:
         if resume is not None:
@@ -341,7 +373,31 @@ class Connector:
             return False
         return True
 
+    def _source_settings(self) -> SourceSettings:
+        settings = replace(self.config.source.settings(), takeover=self.takeover)
+        if self.config.kafka.exactly_once:
+            # A quiet server's heartbeat is what commits the last transaction within transaction_ms.
+            every_s = self.config.kafka.transaction_ms / 1000
+            settings = replace(settings, heartbeat_s=min(settings.heartbeat_s or every_s, every_s))
+        return settings
+
+    def _begin(self, start: Position, first: bool) -> None:
+        """The positions' side, before the first item: the first start saves where it begins (and
+        the snapshot it owes), or a restart before the first commit would begin at the
+        then-current position and skip what happened in between."""
+        assert self.pipeline is not None
+        exactly = self.pipeline.exactly
+        if exactly is not None:
+            exactly.start()
+        if first:
+            if exactly is not None:
+                exactly.initial(start)
+            self.checkpointer.commit(start)
+        self.checkpointer.start()
+
     def run(self, blocking: bool = True) -> None:
+        if self.config.kafka.exactly_once and not self._kafka_answers():
+            return  # (its position is Kafka's: asked before anything else)
         resume = self.resume_position()
         prepared = prepare(self.config, resume=resume)
         self.encoder.directory.claim(self.config.name)
@@ -351,7 +407,7 @@ class Connector:
         self.encoder.check()
         if self.sole_job:
             tune_gc()
-        settings = replace(self.config.source.settings(), takeover=self.takeover)
+        settings = self._source_settings()
         oversize = OversizePolicy(self.config.kafka.oversized, message_reader(self.config, self.encoder),
                                   self.config.kafka.topic_prefix)  # fmt: skip
         self.pipeline = Pipeline(
@@ -375,12 +431,7 @@ class Connector:
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         _say_slow_path(self.config)
         log.info("streaming from %s", start)
-        if resume is None:
-            # The first start: save where it begins (and the snapshot it owes), or a restart
-            # before the first commit would begin at the then-current position and skip what
-            # happened in between.
-            self.checkpointer.commit(start)
-        self.checkpointer.start()
+        self._begin(start, first=resume is None)
         observing = self._observe()
         self.metrics.streaming = True
         blocked: str | None = None

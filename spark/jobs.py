@@ -146,6 +146,12 @@ FETCH = {
 }
 
 
+def isolation_options(config: Config) -> dict[str, str]:
+    """[kafka] exactly_once: only committed transactions are read (the Java consumer's default
+    reads aborted records too, and open ones before they commit)."""
+    return {"kafka.isolation.level": "read_committed"} if config.kafka.exactly_once else {}
+
+
 def security_options(config: Config) -> dict[str, str]:
     """[kafka.security] as options of Spark's Kafka source: the Java client's properties, each as `kafka.<key>`."""
     return {f"kafka.{key}": value for key, value in config.kafka.security.java_client().items()}
@@ -158,6 +164,7 @@ def read_changes(spark: SparkSession, config: Config, statements: bool = False) 
         .option("subscribePattern", row_topics_pattern(config.kafka.topic_prefix, statements))
         .option("startingOffsets", "earliest")
         .options(**FETCH)
+        .options(**isolation_options(config))
         .options(**security_options(config))
         .load()
     )
@@ -1000,7 +1007,8 @@ class Batches:
         source = (
             self.spark.read.format("kafka")
             .option("kafka.bootstrap.servers", self.config.kafka.bootstrap_servers)
-            .options(**reread_options(offsets)).options(**FETCH).options(**security_options(self.config))
+            .options(**reread_options(offsets)).options(**FETCH).options(**isolation_options(self.config))
+            .options(**security_options(self.config))
             .load()
         )  # fmt: skip
         held = [(F.col("topic") == topic) & (F.col("partition") == partition) for topic, partition in offsets]
@@ -1046,6 +1054,8 @@ def run(config: Config, job: str, once: bool, registry: Any = None) -> None:
     if config.spark.metrics_port:
         serve(batches.tally, config.spark.metrics_port, 0, config.metrics.host)
     batches.retry()
+    if config.kafka.exactly_once:
+        log.info("%s: reading committed Kafka transactions only ([kafka] exactly_once)", job)
     changes = read_changes(spark, config, statements=batches.job.statements)
     writer = (
         changes.writeStream.foreachBatch(framed_once(schemas, batches))

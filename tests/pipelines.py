@@ -18,6 +18,7 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import checkpoint_stores
 from connector.config import AvroSection, Config
+from connector.position import binlog_sort_key
 from connector.replica.server import master_position
 from tests.live import ROOT, connect, fresh_database, live_config, numbers, source_toml, wait_until
 from tests.replay import Replay, comparable, consume, set_columns, source_rows
@@ -205,12 +206,17 @@ def config_for(name: str, db: str, tmp: Path) -> Config:
     )
 
 
+Messages = list[tuple[str, int, int, bytes | None, bytes]]  # what tests/replay.consume returns
+
+
 def assert_replay_equals_source(
-    config: Config, db: str, tables: tuple[str, ...] = ("orders", "order_lines", "events", "docs")
-) -> Replay:
+    config: Config, db: str, tables: tuple[str, ...] = ("orders", "order_lines", "events", "docs"),
+    messages: Messages | None = None,
+) -> Replay:  # fmt: skip
+    """The replay of the connector's topics (`messages`, when read already) equals SELECT *."""
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
     replay = Replay(reader)
-    replay.apply_all(consume(config.kafka.topic_prefix))
+    replay.apply_all(consume(config.kafka.topic_prefix) if messages is None else messages)
     for table in tables:
         try:
             sets = set_columns(reader, db, table)
@@ -253,6 +259,7 @@ def write_config(config: Config, path: Path) -> None:
         f"[kafka]\ntopic_prefix = \"{config.kafka.topic_prefix}\"\n"
         f'bootstrap_servers = "{config.kafka.bootstrap_servers}"\n'
         f'max_message_bytes = {config.kafka.max_message_bytes}\noversized = "{config.kafka.oversized}"\n'
+        f"exactly_once = {str(config.kafka.exactly_once).lower()}\n"
         f'[checkpoint]\ndb_url = "{config.checkpoint.db_url}"\nredis_url = "{config.checkpoint.redis_url}"\n'
         f"flush_interval_s = 0.5\n"
         f'[avro]\nschemas_dir = "{config.avro.schemas_dir}"\n'
@@ -268,3 +275,25 @@ def caught_up(config: Config, timeout_s: float = 120) -> None:
         return saved is not None and saved.sort_key() >= target.sort_key()
 
     wait_until(reached, timeout_s, f"the connector to reach {target}", every_s=0.2)
+
+
+def assert_in_order(config: Config, messages: Messages | None = None) -> int:
+    """In every partition, the messages (less duplicates re-sent after a crash, dropped by their
+    source position as a consumer does) follow the binlog's order; returns how many."""
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    seen: set[tuple[str, int, int, str]] = set()
+    last: dict[tuple[str, int], tuple[tuple[str, int, int], int]] = {}
+    for topic, partition, offset, _, value in consume(config.kafka.topic_prefix) if messages is None else messages:
+        if topic.endswith(("._ddl", "._positions")):
+            continue
+        record = reader.read(value)[1]
+        source = record["source"]
+        mark = (source["file"], source["pos"], source["row"], record["type"])
+        if mark in seen:
+            continue
+        seen.add(mark)
+        order = (binlog_sort_key(source["file"], source["pos"]), source["row"])
+        before = last.get((topic, partition))
+        assert before is None or before <= order, f"{topic}[{partition}]@{offset}: {mark} after {before}"
+        last[(topic, partition)] = order
+    return len(seen)

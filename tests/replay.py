@@ -25,13 +25,15 @@ from tests.live import KAFKA, connect
 Row = dict[str, Any]
 
 
-def consume(prefix: str) -> list[tuple[str, int, int, bytes | None, bytes]]:
-    """(topic, partition, offset, key, value) of every message in the topics under `prefix.`."""
+def consume(prefix: str, isolation: str = "read_committed") -> list[tuple[str, int, int, bytes | None, bytes]]:
+    """(topic, partition, offset, key, value) of every message in the topics under `prefix.`
+    (read_uncommitted: aborted transactions' messages too)."""
     admin = AdminClient({"bootstrap.servers": KAFKA})
     topics = {
         name: meta for name, meta in admin.list_topics(timeout=30).topics.items() if name.startswith(prefix + ".")
     }
-    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"replay-{uuid.uuid4()}", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"replay-{uuid.uuid4()}", "enable.auto.commit": False,
+                         "isolation.level": isolation})  # fmt: skip
     consumer.assign([TopicPartition(t, p, 0) for t, meta in topics.items() for p in meta.partitions])
     out: list[tuple[str, int, int, bytes | None, bytes]] = []
     idle = 0
@@ -94,7 +96,7 @@ class Replay:
 
     def apply_all(self, messages: list[tuple[str, int, int, bytes | None, bytes]]) -> None:
         for topic, _, _, _, value in messages:
-            if topic.endswith("._ddl"):
+            if topic.endswith(("._ddl", "._positions")):
                 continue
             self.apply(value)
 

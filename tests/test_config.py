@@ -57,6 +57,10 @@ def test_defaults_and_values(tmp_path: Path) -> None:
         ({"source": {"include": ["("]}}, "[source] include: '(' is not a regular expression"),
         ({"kafka": {"compression": "brotli"}}, "kafka.compression = 'brotli' is out of range; accepted: none, gzip"),
         ({"kafka": {"routes": [{"pattern": "a"}]}}, "kafka.routes[0] needs both pattern and topic"),
+        ({"kafka": {"transaction_ms": 0}}, "kafka.transaction_ms = 0 is out of range; accepted: 1..600000"),
+        ({"kafka": {"transaction_max_messages": 0}}, "kafka.transaction_max_messages = 0 is out of range"),
+        ({"kafka": {"producer": {"transactional.id": "x"}}}, "kafka.producer.transactional.id cannot be set: set "
+         "[kafka] exactly_once"),
         ({"kafka": {"routes": [{"pattern": "a", "topic": "t", "x": 1}]}}, "unknown key kafka.routes[0].x"),
         ({"checkpoint": {"db_url": "mysql://h/"}}, "checkpoint.db_url = 'mysql://h/' is out of range"),
         ({"checkpoint": {"db_url": "postgres://h/db"}}, "is not mysql://user:password@host:port"),

@@ -196,9 +196,9 @@ class UnreachableSink(MemorySink):
         self.stop = threading.Event()
         self.down = False
 
-    def ensure_topic(self, topic: str, single: bool = False) -> None:
+    def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         if not self.down:
-            super().ensure_topic(topic, single)
+            super().ensure_topic(topic, single, compacted)
         elif topic not in self.topics:
             self.stop.set()
             raise StoppedWaitingError(f"cannot read the metadata of topic {topic}: stopped while Kafka was unreachable")

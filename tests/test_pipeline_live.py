@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import checkpoint_stores
+from connector.commands.position import position_command
 from connector.config import Config
+from connector.exactly import PositionTopic, read_position
 from connector.position import binlog_sort_key
 from connector.replica.server import master_position
 from connector.runner import Connector, kafka_sink
@@ -28,6 +29,8 @@ from connector.sink.kafka import Delivered, Headers, KafkaSink
 from tests.live import ROOT, connect, numbers, server
 from tests.pipelines import (
     Control,
+    Messages,
+    assert_in_order,
     assert_replay_equals_source,
     caught_up,
     config_for,
@@ -167,51 +170,57 @@ def test_kafka_and_redis_restarts_mid_stream(tmp_path: Path) -> None:
     assert os.path.exists(config.avro.schemas_dir)
 
 
-def assert_in_order(config: Config) -> int:
-    """In every partition, the messages (less duplicates re-sent after a crash, dropped by their
-    source position as a consumer does) follow the binlog's order; returns how many."""
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
-    seen: set[tuple[str, int, int, str]] = set()
-    last: dict[tuple[str, int], tuple[tuple[str, int, int], int]] = {}
-    for topic, partition, offset, _, value in consume(config.kafka.topic_prefix):
-        if topic.endswith("._ddl"):
-            continue
-        record = reader.read(value)[1]
-        source = record["source"]
-        mark = (source["file"], source["pos"], source["row"], record["type"])
-        if mark in seen:
-            continue
-        seen.add(mark)
-        order = (binlog_sort_key(source["file"], source["pos"]), source["row"])
-        before = last.get((topic, partition))
-        assert before is None or before <= order, f"{topic}[{partition}]@{offset}: {mark} after {before}"
-        last[(topic, partition)] = order
-    return len(seen)
+def chaos_config(db: str, folder: Path, exactly_once: bool, server_id: int) -> tuple[Config, Path]:
+    """A connector of `db` with its own folder and server_id; its config file's path."""
+    folder.mkdir()
+    prefix = "once" if exactly_once else "chaos"
+    config = config_for(f"{prefix}{uuid.uuid4().hex[:6]}", db, folder)
+    config = replace(config, source=replace(config.source, server_id=server_id),
+                     kafka=replace(config.kafka, max_message_bytes=16 << 20, exactly_once=exactly_once))  # fmt: skip
+    write_config(config, folder / "sluice.toml")
+    return config, folder / "sluice.toml"
 
 
-def test_a_random_workload_survives_kills_and_a_restart_of_every_service(tmp_path: Path) -> None:
+def row_records(messages: Messages) -> int:
+    return sum(1 for topic, *_ in messages if not topic.endswith(("._ddl", "._positions")))
+
+
+def test_a_random_workload_survives_kills_and_a_restart_of_every_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Statements of up to 10,000 rows, rows of several MiB, keyed and keyless tables and an ADD
     COLUMN mid-stream, under three SIGKILLs and a restart each of Kafka, Redis and the source
-    server: nothing lost, reordered, doubled or stuck."""
-    name, db = f"chaos{uuid.uuid4().hex[:6]}", "chaos"
+    server, read by two connectors side by side that share the faults:
+    - at least once (the default): nothing lost, reordered or stuck;
+    - [kafka] exactly_once, and a second instance of it started while it streams, which fences
+      it: besides, nothing twice for a read_committed reader, while a read_uncommitted one is
+      shown the aborted transactions' records (proof that the run went through aborts)."""
+    db = "chaos"
     fresh(db)
-    config = config_for(name, db, tmp_path)
-    config = replace(config, kafka=replace(config.kafka, max_message_bytes=16 << 20))
-    path = tmp_path / "sluice.toml"
-    write_config(config, path)
-    Connector(config).run(blocking=False)  # the first start: schema captured, position saved
+    least, least_path = chaos_config(db, tmp_path / "least", False, 7101)
+    once, once_path = chaos_config(db, tmp_path / "once", True, 7102)
+    for config in (least, once):
+        Connector(config).run(blocking=False)  # the first start: schema captured, position saved
+    topic = PositionTopic.of(once.kafka.topic_prefix, once.name)
+    assert read_position(once.kafka.client_config(), topic) is not None  # Kafka's, in that mode
     control = Control()
     writer = threading.Thread(target=workload, args=(db, 100_000, 9, 0.03, 60, 40, control))
     writer.start()
     services, rng = ROOT / "deploy" / "services.sh", random.Random(9)
-    process = sluice_run(path, streaming=True)
+    processes = {path: sluice_run(path, streaming=True) for path in (least_path, once_path)}
     try:
-        for fault in ("kill", "kafka", "kill", "redis", "server", "kill"):
+        for fault in ("kill", "second", "kafka", "kill", "redis", "server", "kill"):
             time.sleep(rng.uniform(2.0, 5.0))
             if fault == "kill":
-                process.send_signal(signal.SIGKILL)
-                process.wait()
-                process = sluice_run(path)
+                for path, process in processes.items():
+                    process.send_signal(signal.SIGKILL)
+                    process.wait()
+                    processes[path] = sluice_run(path)
+            elif fault == "second":  # the same connector again: Kafka fences the first
+                second, log = sluice_run(once_path, streaming=True), once_path.with_suffix(".log")
+                assert processes[once_path].wait(60) == 1, log.read_text()[-3000:]
+                assert "sluice: FencedError: another instance took" in log.read_text(), log.read_text()[-3000:]
+                processes[once_path] = second
             elif fault == "server":
                 with control.held():
                     server().restart()
@@ -220,16 +229,34 @@ def test_a_random_workload_survives_kills_and_a_restart_of_every_service(tmp_pat
         time.sleep(2)
         control.done.set()
         writer.join()
-        caught_up(config, timeout_s=300)
+        for config in (least, once):
+            caught_up(config, timeout_s=300)
     finally:
         control.done.set()
         control.go.set()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-    replay = assert_replay_equals_source(config, db)
-    checked = assert_in_order(config)
-    print(f"{checked} changes in order, {len(replay.duplicates)} duplicates dropped")
-    assert checked > 10_000
+        for process in processes.values():
+            process.send_signal(signal.SIGTERM)
+        assert [process.wait(60) for process in processes.values()] == [0, 0]
+    least_messages, once_messages = consume(least.kafka.topic_prefix), consume(once.kafka.topic_prefix)
+    replay = assert_replay_equals_source(least, db, messages=least_messages)
+    checked = assert_in_order(least, least_messages)
+    # read_committed (consume's), as the README tells exactly_once's readers to read
+    exact = assert_replay_equals_source(once, db, messages=once_messages)
+    assert assert_in_order(once, once_messages) == checked > 10_000
+    assert exact.duplicates == [], f"{len(exact.duplicates)} changes twice, first {exact.duplicates[:3]}"
+    # A read_uncommitted reader sees every record written: the committed ones and the aborted ones.
+    aborted = row_records(consume(once.kafka.topic_prefix, "read_uncommitted")) - row_records(once_messages)
+    with capsys.disabled():
+        print(f"{checked} changes in order; at least once: {len(replay.duplicates)} duplicates dropped; "
+              f"exactly once: none, {aborted} aborted records seen read_uncommitted")  # fmt: skip
+    assert aborted > 0, "no Kafka transaction was aborted: the run did not test what it claims"
+    # After a clean stop the mirror holds what Kafka committed last; `sluice position` shows it
+    last = read_position(once.kafka.client_config(), topic)
+    assert last is not None and last == checkpoint_stores(once).fast.get()  # type: ignore[union-attr]
+    position_command(once, "show", None)
+    assert f"{topic.topic} (the position of record): {last}" in capsys.readouterr().out
+    position_command(once, "reset", None)  # a tombstone: the next start takes [source] start
+    assert read_position(once.kafka.client_config(), topic) is None
 
 
 def test_status_and_position_commands(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import uuid
@@ -19,7 +20,7 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.checkpointdb import checkpoint_connector
-from connector.errors import SinkError, StoppedWaitingError
+from connector.errors import FencedError, SinkError, StoppedWaitingError
 from connector.native import transcoder
 from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
@@ -257,6 +258,66 @@ def test_admin_requests_wait_out_an_unreachable_broker_and_refuse_the_rest_at_on
     sink.stopping = lambda: True  # a stop ends the wait, as a stop
     with pytest.raises(StoppedWaitingError, match=r"^create: stopped while Kafka was unreachable"):
         sink._waiting_out_outages("create", raising(KafkaException(KafkaError(KafkaError._TRANSPORT))))
+
+
+class TransactionalProducer:
+    """A transactional producer's calls, each commit answered by the next of `answers` (a
+    KafkaError raised, or None: committed)."""
+
+    def __init__(self, answers: list[KafkaError | None]) -> None:
+        self.answers = answers
+        self.calls: list[str] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, **_: object) -> None:
+        self.calls.append(f"produce {topic}")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.calls.append("commit")
+        answer = self.answers.pop(0)
+        if answer is not None:
+            raise KafkaException(answer)
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append("abort")
+
+
+def transactional(answers: list[KafkaError | None]) -> tuple[KafkaSink, TransactionalProducer]:
+    sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=60, transactional_id="sluice-t"))
+    producer = sink.producer = TransactionalProducer(answers)  # type: ignore[assignment]
+    ticks = itertools.count(0, 10)
+    sink.clock = lambda: float(next(ticks))  # each look at the clock: 10 s later
+    return sink, producer
+
+
+def test_a_commit_waits_out_an_unreachable_broker_until_the_stop_or_the_outage_limit() -> None:
+    timed_out = KafkaError(KafkaError._TIMED_OUT, retriable=True)
+    sink, producer = transactional([timed_out, timed_out, None])
+    sink.commit_transaction("p._positions", b"k", b"{}")
+    assert producer.calls == ["produce p._positions", "commit", "commit", "commit", "begin"]
+    sink, producer = transactional([timed_out] * 10)
+    with pytest.raises(SinkError, match=r"did not commit the transaction in 60 s .*gave up waiting"):
+        sink.commit_transaction("p._positions", b"k", b"{}")
+    sink, producer = transactional([timed_out] * 10)
+    sink.stopping = lambda: True  # a SIGTERM ends the wait at once; the next start aborts what is open
+    with pytest.raises(StoppedWaitingError, match=r"stopped while Kafka did not commit"):
+        sink.commit_transaction("p._positions", b"k", b"{}")
+    assert producer.calls.count("commit") == 1
+
+
+def test_a_commit_fenced_or_aborted_by_kafka_stops_with_one_line() -> None:
+    fenced = KafkaError(KafkaError._FENCED, "This instance has been fenced by a newer instance", fatal=True)
+    sink, producer = transactional([fenced])
+    with pytest.raises(FencedError, match=r"^another instance took transactional.id sluice-t over"):
+        sink.commit_transaction("p._positions", b"k", b"{}")
+    assert "abort" not in producer.calls
+    aborted = KafkaError(KafkaError.INVALID_TXN_STATE, "coordinator moved", txn_requires_abort=True)
+    sink, producer = transactional([aborted])
+    with pytest.raises(SinkError, match=r"^Kafka aborted the transaction \(coordinator moved\); read_committed"):
+        sink.commit_transaction("p._positions", b"k", b"{}")
+    assert producer.calls[-1] == "abort"
 
 
 def test_a_topic_the_cluster_does_not_know_yet_is_waited_for_briefly_then_refused() -> None:

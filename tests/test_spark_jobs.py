@@ -29,6 +29,7 @@ from pyspark.sql.types import (
 )
 
 from connector.avro.schemas import row_fields, value_schema
+from connector.config import parse_config
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
 from spark.examples.read_topic import client_options
@@ -43,6 +44,7 @@ from spark.jobs import (
     held_also,
     hold_rows,
     holds_of,
+    isolation_options,
     reading,
     reread_options,
     row_topics_pattern,
@@ -54,6 +56,7 @@ from spark.jobs import (
     under,
     wide_decimals,
 )
+from tests.support.units import complete
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,10 +70,18 @@ def test_lake_paths_below_a_url_keep_its_double_slash() -> None:
 def test_the_mirror_reads_statement_topics_and_the_changelog_only_row_topics() -> None:
     rows, both = re.compile(row_topics_pattern("cdc.a")), re.compile(row_topics_pattern("cdc.a", statements=True))
     topics = {"cdc.a.shop.orders": True, "cdc.a.shop._ddl": False, "cdc.a._heartbeat": False,
-              "cdc.a._oversized": False, "cdc.ab.shop.orders": False, "cdc.a.shop.x.y": False}  # fmt: skip
+              "cdc.a._oversized": False, "cdc.a._positions": False, "cdc.ab.shop.orders": False,
+              "cdc.a.shop.x.y": False}  # fmt: skip
     for topic, is_rows in topics.items():
         assert bool(rows.match(topic)) is is_rows, topic
         assert bool(both.match(topic)) is (is_rows or topic.endswith("._ddl")), topic
+
+
+def test_with_exactly_once_the_jobs_read_committed_transactions_only() -> None:
+    """The Java consumer reads uncommitted records by default: aborted ones, and open ones early."""
+    assert isolation_options(parse_config(complete({}))) == {}
+    once = parse_config(complete({"kafka": {"exactly_once": True}}))
+    assert isolation_options(once) == {"kafka.isolation.level": "read_committed"}
 
 
 def test_the_statements_that_take_a_tables_rows_away() -> None:

@@ -28,7 +28,10 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
     consumer = Consumer({
         **config.kafka.client_config(), "group.id": f"sluice-consume-{uuid.uuid4()}", "logger": logs.LIBRDKAFKA,
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
+        "isolation.level": "read_committed",  # (librdkafka's default) what [kafka] exactly_once readers need
     })  # fmt: skip
+    if config.kafka.exactly_once:
+        print("sluice consume: committed Kafka transactions only ([kafka] exactly_once)", file=sys.stderr)
     consumer.subscribe([f"^{re.escape(config.kafka.topic_prefix)}\\..*"])
     dumps = json.JSONEncoder(ensure_ascii=False, default=_shown).encode
     shown, quiet_since = 0, time.monotonic()

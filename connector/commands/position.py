@@ -15,10 +15,21 @@ from connector.startup import missing_on_server
 def position_command(config: Config, action: str, value: str | None) -> int:
     stores = checkpoint_stores(config)
     targets = [s for s in (stores.fast, stores.durable) if s is not None]
+    # [kafka] exactly_once: Kafka holds the position of record; the stores mirror it. (Kafka's
+    # client is loaded only then: the command starts light.)
+    once = None
+    if config.kafka.exactly_once:
+        from connector.exactly import PositionTopic, read_position, write_position  # noqa: PLC0415
+
+        once = PositionTopic.of(config.kafka.topic_prefix, config.name)
     if action == "show":
+        if once is not None:
+            print(f"{once.topic} (the position of record): {read_position(config.kafka.client_config(), once)}")
         for store in targets:
             print(f"{store.name}: {store.get()}")
     elif action == "reset":
+        if once is not None:
+            write_position(config.kafka.client_config(), config.name, once, None)
         for store in targets:
             store.delete()
         print("position reset: the next start uses [source] start")
@@ -30,6 +41,8 @@ def position_command(config: Config, action: str, value: str | None) -> int:
             problem = missing_on_server(conn, position)
         if problem is not None:
             raise ConfigError(f"position set {value}: {problem}; nothing was saved")
+        if once is not None:
+            write_position(config.kafka.client_config(), config.name, once, position)
         for store in targets:
             store.put(position)
         print(f"position set to {position} (stop the connector first: a running one overwrites it)")

@@ -16,6 +16,7 @@ down for good is the pipeline's to notice (`Pipeline(delivery_timeout_s=...)`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from connector.errors import SinkError, StoppedWaitingError
+from connector.errors import FencedError, SinkError, StoppedWaitingError
 from connector.logs import LIBRDKAFKA
 from connector.sink.partitioning import Plain, Tail, route
 
@@ -77,10 +78,24 @@ class Sink(Protocol):
         """Kafka answers (waited for like any outage): a connector that cannot reach it says so at
         start, not at its first change."""
 
-    def ensure_topic(self, topic: str, single: bool = False) -> None:
+    def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         """Create the topic if it does not exist: a row topic with the configured partitions and
         topic properties; `single`: one partition and Kafka's defaults (statements, heartbeats,
-        transactions: one partition keeps their order)."""
+        transactions: one partition keeps their order); `compacted`: cleanup.policy=compact."""
+
+    @property
+    def transactional(self) -> bool:
+        """Messages are produced in Kafka transactions ([kafka] exactly_once)."""
+
+    def init_transactions(self) -> None:
+        """Transactional: fence any earlier producer of the id, and begin the first transaction."""
+
+    def abort_transaction(self) -> None:
+        """Transactional: abort what was produced since the last commit (read_committed readers never see it)."""
+
+    def commit_transaction(self, topic: str, key: bytes, value: bytes) -> None:
+        """Transactional: commit what was produced since the last commit, with (key, value) as the
+        transaction's last record on `topic`'s one partition; then begin the next."""
 
     def limit(self, topic: str) -> int:
         """The largest message (key, value and Kafka's per-record framing) the topic takes."""
@@ -131,6 +146,9 @@ class KafkaSettings:
     extra: dict[str, Any] = field(default_factory=dict)  # the producer's further properties (security, tuning)
     admin: dict[str, Any] = field(default_factory=dict)  # the admin client's
     topic_config: dict[str, str] = field(default_factory=dict)  # row topics Sluice creates (cleanup.policy, ...)
+    # Set: a transactional producer ([kafka] exactly_once), whose messages are visible to
+    # read_committed readers only once `commit_transaction` commits them.
+    transactional_id: str = ""
 
 
 # librdkafka's lines through Sluice's logging (format, redaction, no floods), not its own stderr.
@@ -143,6 +161,12 @@ _REQUEST_S = 5
 _RENEW_ADMIN_S = 30.0
 # While the broker stays away, a line this often says the wait goes on (and how long it may last).
 _STILL_WAITING_S = 60.0
+# A Kafka transaction's longest life: the broker's default transaction.max.timeout.ms, which a
+# transaction must be allowed that holds a binlog transaction of a million rows (it commits only
+# at that transaction's end); a broker set lower refuses init_transactions, which says so.
+TRANSACTION_TIMEOUT_MS = 900_000
+# Errors by which the broker says another producer took this transactional.id over.
+_FENCING = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 def check_client_properties(props: dict[str, str], producer: bool) -> str | None:
@@ -183,6 +207,7 @@ class KafkaSink:
                 **settings.extra,
                 **_LOGGED,
                 "error_cb": self._client_error,
+                **self._transactional(settings),
             }
         )
         self._admin_config: Any = {"bootstrap.servers": settings.bootstrap_servers, **settings.admin, **_LOGGED}
@@ -193,6 +218,75 @@ class KafkaSink:
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
         self.sleep: Callable[[float], None] = time.sleep
         self.clock: Callable[[], float] = time.monotonic  # the waits' (tests move it)
+
+    @staticmethod
+    def _transactional(settings: KafkaSettings) -> dict[str, Any]:
+        if not settings.transactional_id:
+            return {}
+        return {"transactional.id": settings.transactional_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.settings.transactional_id)
+
+    def init_transactions(self) -> None:
+        """Take the transactional id over: a producer that held it before is fenced, and the
+        transaction it left open is aborted, before this one reads the position of record.
+        Waited for like any request while the broker is away."""
+        self._waiting_out_outages(f"cannot take transactional.id {self.settings.transactional_id} over",
+                                  lambda: self.producer.init_transactions(2 * _REQUEST_S))  # fmt: skip
+        self.producer.begin_transaction()
+
+    def commit_transaction(self, topic: str, key: bytes, value: bytes) -> None:
+        """Commit the open transaction with `value` (a position) as its last record on `topic`'s
+        one partition, and begin the next. Every message produced since the last commit is
+        flushed first; none of it is visible to read_committed readers before this returns.
+        An unreachable broker is waited for as any request is (up to `outage_s`, or the stop:
+        then the transaction stays open, and the next start aborts it)."""
+        try:
+            self._produce_when_room(topic, value, key, 0, None)
+            started, noted = self.clock(), None
+            while True:
+                try:
+                    self.producer.commit_transaction(_REQUEST_S)
+                    break
+                except KafkaException as exc:
+                    error = _kafka_error(exc)
+                    if error is None or not error.retriable():
+                        raise
+                    now = self.clock()
+                    if self.stopping():
+                        raise StoppedWaitingError(f"stopped while Kafka did not commit the transaction "
+                                                  f"({error.str()}); the next start aborts it") from exc  # fmt: skip
+                    if now - started > self.settings.outage_s:
+                        raise SinkError(f"Kafka did not commit the transaction in {self.settings.outage_s:.0f} s "
+                                        f"({error.str()}); gave up waiting") from exc  # fmt: skip
+                    if noted is None or now - noted >= _STILL_WAITING_S:  # a line now and then, not per try
+                        log.warning("Kafka has not committed the transaction yet (%s); waiting", error.str())
+                        noted = now
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._transaction_failed(exc) from exc
+
+    def abort_transaction(self) -> None:
+        try:
+            self.producer.abort_transaction(TRANSACTION_TIMEOUT_MS / 1000)
+        except KafkaException as exc:  # at a stop: the next start's init_transactions aborts it
+            log.warning("could not abort the open Kafka transaction (%s); the next start aborts it", exc)
+
+    def _transaction_failed(self, exc: KafkaException) -> Exception:
+        """Why a transaction did not commit, as the stop it causes: another instance took the
+        id over (fenced), or Kafka aborted it (then aborted here too: nothing of it is visible)."""
+        error = _kafka_error(exc)
+        if error is not None and error.code() in _FENCING:
+            return FencedError(f"another instance took transactional.id {self.settings.transactional_id} "
+                               f"over ({error.str()}); this one stops")  # fmt: skip
+        if error is not None and error.txn_requires_abort():
+            with contextlib.suppress(KafkaException):
+                self.producer.abort_transaction(TRANSACTION_TIMEOUT_MS / 1000)
+            return SinkError(f"Kafka aborted the transaction ({error.str()}); read_committed readers see nothing "
+                             "of it, and the next start resumes from the last committed position")  # fmt: skip
+        return _stopped(exc)
 
     def produce(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
@@ -275,7 +369,7 @@ class KafkaSink:
             count = self._topics[topic]
         return count
 
-    def ensure_topic(self, topic: str, single: bool = False) -> None:
+    def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         if topic in self._topics:
             return
         deadline = time.monotonic() + 60
@@ -284,7 +378,7 @@ class KafkaSink:
             if existing:
                 self._topics[topic] = existing
                 return
-            self._create(topic, single)
+            self._create(topic, single, compacted)
             if time.monotonic() > deadline:
                 raise SinkError(f"topic {topic} does not appear in the metadata after creating it")
             time.sleep(0.1)
@@ -316,8 +410,10 @@ class KafkaSink:
             return 0
         return len(info.partitions)
 
-    def _create(self, topic: str, single: bool = False) -> None:
+    def _create(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         config = {} if single else dict(self.settings.topic_config)
+        if compacted:
+            config["cleanup.policy"] = "compact"
         config["max.message.bytes"] = str(self.settings.max_message_bytes)
         partitions = 1 if single else self.settings.partitions
         new = NewTopic(topic, num_partitions=partitions, replication_factor=self.settings.replication_factor,
@@ -406,6 +502,9 @@ def _stopped(exc: KafkaException | SystemError) -> Exception:
     same call fail with a SystemError whose cause is the fatal error. Anything else: as it was."""
     for cause in (exc, exc.__cause__, exc.__context__):
         if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError):
+            if cause.args[0].code() in _FENCING:
+                return FencedError(f"another instance took this connector's transactional.id over "
+                                   f"({cause.args[0].str()}); this one stops")  # fmt: skip
             return SinkError(f"the Kafka producer stopped: {cause.args[0].str()}; nothing after it was acknowledged")
     return exc
 
@@ -422,6 +521,7 @@ class StoredMessage:
     key: bytes | None
     value: bytes | None  # None: a tombstone
     headers: Headers | None = None
+    committed: bool = True  # False: produced in a Kafka transaction not (yet) committed
 
 
 class MemorySink:
@@ -430,11 +530,17 @@ class MemorySink:
 
     `fail_next(n, error)` makes the next n produced messages fail, as a broker that gave up
     would: they are not stored, and their partition's acknowledgement carries the error.
+    `transactional`: messages are stored uncommitted until `commit_transaction` (`messages`
+    shows them all, as read_uncommitted; `committed` only the committed ones).
     """
 
     def __init__(
-        self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, key_framing_bytes: int = 0
-    ) -> None:
+        self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, key_framing_bytes: int = 0,
+        transactional: bool = False,
+    ) -> None:  # fmt: skip
+        self._transactional = transactional
+        self._uncommitted: list[StoredMessage] = []  # stored in the open transaction
+        self.commits = self.aborts = 0
         self.default_partitions = partitions
         self._key_framing_bytes = key_framing_bytes
         self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
@@ -502,6 +608,9 @@ class MemorySink:
                 log_ = self.topics[message.topic][message.partition]
                 message.offset = len(log_)
                 log_.append(message)
+                if self._transactional:
+                    message.committed = False
+                    self._uncommitted.append(message)
         for done, count, error in acks:
             done(error, count)
         return len(acks)
@@ -517,7 +626,34 @@ class MemorySink:
     def check(self) -> None:
         pass
 
-    def ensure_topic(self, topic: str, single: bool = False) -> None:
+    @property
+    def transactional(self) -> bool:
+        return self._transactional
+
+    def init_transactions(self) -> None:
+        assert self._transactional, "init_transactions on a sink that is not transactional"
+
+    def commit_transaction(self, topic: str, key: bytes, value: bytes) -> None:
+        assert self._transactional, "commit_transaction on a sink that is not transactional"
+        self.ensure_topic(topic, single=True)
+        self._pending.append((StoredMessage(topic, 0, -1, key, value), None))
+        self.poll(0)
+        for message in self._uncommitted:
+            message.committed = True
+        self._uncommitted = []
+        self.commits += 1
+
+    def abort_transaction(self) -> None:
+        assert self._transactional, "abort_transaction on a sink that is not transactional"
+        self.poll(0)
+        self._uncommitted = []  # stored, never committed: what read_uncommitted readers see of an abort
+        self.aborts += 1
+
+    def committed(self, topic: str) -> list[StoredMessage]:
+        """What a read_committed reader sees of the topic."""
+        return [m for m in self.messages(topic) if m.committed]
+
+    def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         if topic not in self.topics:
             self.topics[topic] = [[] for _ in range(1 if single else self.default_partitions)]
             if single:
