@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"][0]["sources"])
 HEADERS = tuple(str(p.relative_to(ROOT)) for p in sorted((ROOT / "connector" / "csrc").glob("*.h")))
 DEFAULT_OUT = ROOT / ".run" / "fuzz" / "build"
+OBJECTS = ROOT / ".run" / "fuzz" / "objects"  # every build's objects, kept by what they are built from
 
 SANITIZE = (
     "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g", "-O1",
@@ -58,15 +60,18 @@ def compiler() -> str | None:
 def build(out: Path = DEFAULT_OUT, plants: dict[str, str] | None = None) -> Build:
     """The sanitizer build into `out`: of the module's own files, or with `plants` (a source's path
     -> the text it is built with instead) of copies; a build whose compiler, flags and texts have
-    not changed is kept."""
+    not changed is kept. Each source's object is kept too (OBJECTS, by compiler, flags and the
+    texts it is built from), so a planted build compiles only the planted file; objects not kept
+    yet are compiled in parallel."""
     cc = compiler()
     if cc is None:
         raise FileNotFoundError("no C compiler (clang or gcc): deploy/toolchain.sh installs one")
-    flags = [*SANITIZE, *WARNINGS, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}"]
+    flags = [*SANITIZE, *WARNINGS, "-fPIC", f"-I{sysconfig.get_paths()['include']}"]
     if cc == "clang":
         flags.append("-fsanitize=fuzzer-no-link")
     target = out / "connector" / f"_transcode{sysconfig.get_config_var('EXT_SUFFIX')}"
-    texts = {name: (plants or {}).get(name) or (ROOT / name).read_text() for name in (*SOURCES, *HEADERS)}
+    plants = plants or {}
+    texts = {name: plants.get(name) or (ROOT / name).read_text() for name in (*SOURCES, *HEADERS)}
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
     stamp = hashlib.sha256("\0".join([version, *flags, *texts.values()]).encode()).hexdigest()
     made = Build(target, cc, _preload(cc), cc == "clang")
@@ -74,16 +79,31 @@ def build(out: Path = DEFAULT_OUT, plants: dict[str, str] | None = None) -> Buil
     if target.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
         return made
     target.parent.mkdir(parents=True, exist_ok=True)
-    tree = ROOT  # the module's own files, so that reports name them
-    if plants:
-        tree = out / "src"
+    if plants:  # the copies, so that reports name the planted file; the rest are the module's own
         for name, text in texts.items():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            (tree / name).write_text(text)
-    subprocess.run([cc, *flags, *(str(tree / name) for name in SOURCES), "-o", str(target)], check=True,
+            (out / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+            (out / "src" / name).write_text(text)
+    headers_planted = any(name in plants for name in HEADERS)
+    jobs = []
+    for name in SOURCES:
+        tree = out / "src" if name in plants or headers_planted else ROOT
+        key = hashlib.sha256("\0".join([version, *flags, str(tree), texts[name], *(texts[h] for h in HEADERS)])
+                             .encode()).hexdigest()  # fmt: skip
+        jobs.append((tree / name, OBJECTS / f"{Path(name).stem}-{key[:24]}.o"))
+    OBJECTS.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda job: _compile(cc, flags, *job), [job for job in jobs if not job[1].exists()]))
+    subprocess.run([cc, *flags, "-shared", *(str(obj) for _, obj in jobs), "-o", str(target)], check=True,
                    capture_output=True, text=True)  # fmt: skip
     stamp_file.write_text(stamp)
     return made
+
+
+def _compile(cc: str, flags: list[str], source: Path, obj: Path) -> None:
+    """One object, written whole or not at all (a kept object is never half of one)."""
+    partial = obj.with_suffix(f".{os.getpid()}.tmp")
+    subprocess.run([cc, *flags, "-c", str(source), "-o", str(partial)], check=True, capture_output=True, text=True)
+    partial.rename(obj)
 
 
 def _preload(cc: str) -> tuple[str, ...]:
