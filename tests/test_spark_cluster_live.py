@@ -1,6 +1,9 @@
 """The Spark jobs submitted to a Spark standalone cluster on loopback (deploy/spark/cluster.sh),
 with the spark-submit command spark/README.md gives: the mirror equals the source, the
-changelog has each change once, and both ran on the cluster's worker, not in local mode."""
+changelog has each change once, and both ran on the cluster's worker, not in local mode.
+
+On one server: what the cluster adds is where the jobs run, the same for either source (the
+jobs' results from each server's changes are tests/test_spark_live.py's, on both)."""
 
 from __future__ import annotations
 
@@ -66,6 +69,7 @@ def completed_apps() -> list[dict[str, Any]]:
     return apps
 
 
+@pytest.mark.servers("mariadb")
 def test_mirror_and_changelog_submitted_to_a_standalone_cluster(
     tmp_path: Path, cluster: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
