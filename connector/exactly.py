@@ -67,21 +67,15 @@ class KafkaTransactions:
     Only a committed position reaches the in-flight FIFO, and from it the checkpoint mirrors."""
 
     def __init__(
-        self, sink: Sink, topic: PositionTopic, inflight: InFlight, every_s: float, max_messages: int,
-        clock: Callable[[], float] = time.monotonic, metrics: Metrics | None = None,
+        self, sink: Sink, once: ExactlyOnce, inflight: InFlight, clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:  # fmt: skip
-        self.metrics = metrics
-        self.sink = sink
-        self.topic = topic
-        self.inflight = inflight
-        self.every_s = every_s
-        self.max_messages = max_messages
-        self.clock = clock
+        self.sink, self.inflight, self.clock, self.metrics = sink, inflight, clock, metrics
+        self.topic, self.every_s, self.max_messages = once.topic, once.every_s, once.max_messages
         self.began = clock()  # when the open Kafka transaction began
         self.committed_at = self.began
         self.pending: Position | None = None  # the newest position closed and not committed yet
         self.closed_at = 0  # how many messages the open transaction held when `pending` closed
-        self.commits = 0
 
     def start(self) -> None:
         self.sink.ensure_topic(self.topic.topic, single=True, compacted=True)
@@ -105,7 +99,6 @@ class KafkaTransactions:
         self.pending = None
         self.inflight.close(position)  # every message before it is acknowledged: committable at once
         self.began = self.committed_at = self.clock()
-        self.commits += 1
         if self.metrics is not None:
             self.metrics.kafka_transactions.labels("committed").inc()
 

@@ -105,9 +105,7 @@ class Pipeline:
         self.heartbeats = options.heartbeats
         self.exactly: KafkaTransactions | None = None
         if options.exactly_once is not None:
-            once = options.exactly_once
-            self.exactly = KafkaTransactions(sink, once.topic, self.inflight, once.every_s, once.max_messages, clock,
-                                             metrics)  # fmt: skip
+            self.exactly = KafkaTransactions(sink, options.exactly_once, self.inflight, clock, metrics)
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
