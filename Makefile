@@ -46,6 +46,7 @@ bench: install services
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/spark.py
 	$(BIN)/python bench/spark_stream.py
 	$(BIN)/python bench/catchup.py

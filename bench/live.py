@@ -19,10 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.decode import DB, peer_rows, workload
 from bench.sequence import choose_server
+from connector.items import Changes, Commit
 from connector.position import Position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream, Commit
+from connector.stream import ChangeStream
 from tests.live import live_config
 
 

@@ -161,16 +161,16 @@ def end_to_end(
     return Run(connector.pipeline.counters.rows, sink.first_at - started, ended - sink.first_at, sink.kept)
 
 
-def profile(file: str, tmp: str, kernel: bool, top: int = 25) -> None:
+def profile(file: str, tmp: str, kernel: bool, exactly_once: bool, top: int = 25) -> None:
     """One connector run over `file` under cProfile (the thread that decodes, encodes and
     produces): its cost per binlog event and per row, and where it goes; `kernel` False: every
-    event on the Python path."""
+    event on the Python path; `exactly_once`: [kafka] exactly_once (--variant exactly)."""
     with connect().cursor() as cur:
         cur.execute(f"SHOW BINLOG EVENTS IN '{file}'")
         events = len(cur.fetchall())
     profiler = cProfile.Profile()
     profiler.enable()
-    run = end_to_end(file, tmp, kernel=kernel)
+    run = end_to_end(file, tmp, kernel=kernel, exactly_once=exactly_once)
     profiler.disable()
     seconds = run.streaming_s
     path = "kernel" if kernel else "Python path alone"
@@ -275,8 +275,10 @@ def compressed(variant: str, write: Callable[[], str]) -> str:
             cur.execute("SET GLOBAL binlog_transaction_compression = OFF")
 
 
-def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, int]]:
-    """(seconds, RSS MiB, rows handed on so far) samples of `sluice run` through one transaction."""
+def rss_through_big_transaction(tmp: str, rows: int, exactly_once: bool) -> list[tuple[float, int, int]]:
+    """(seconds, RSS MiB, rows handed on so far) samples of `sluice run` through one transaction,
+    until its position is saved (`exactly_once`: one Kafka transaction of every row, committed
+    at the statement's end, within the producer's transaction.timeout.ms)."""
     conn = connect()
     with conn.cursor() as cur:
         cur.execute("DROP DATABASE IF EXISTS sluice_bigtxn")
@@ -285,6 +287,8 @@ def rss_through_big_transaction(tmp: str, rows: int) -> list[tuple[float, int, i
     name = f"bigtxn{uuid.uuid4().hex[:6]}"
     path = Path(tmp) / "big.toml"
     write_config(path, name, 4601, "sluice_bigtxn", f"{tmp}/schemas-big")
+    if exactly_once:
+        path.write_text(path.read_text().replace("[kafka]\n", "[kafka]\nexactly_once = true\n", 1))
     process = subprocess.Popen([str(ROOT / ".venv" / "bin" / "sluice"), "run", "--config", str(path)],
                                stderr=subprocess.DEVNULL)  # fmt: skip
     time.sleep(3)
@@ -354,8 +358,8 @@ def main() -> None:
         if args.profile:
             workload(1_000)  # makes the table
             file = oltp_workload(args.oltp)
-            profile(file, tmp, kernel=True)
-            profile(file, tmp, kernel=False)
+            profile(file, tmp, kernel=True, exactly_once=once)
+            profile(file, tmp, kernel=False, exactly_once=once)
             return
         runs: list[tuple[str, Callable[[], str], Callable[[], str]]] = [
             ("bulk", lambda: compressed(args.variant, lambda: workload(args.rows, charset, json)),
@@ -395,10 +399,12 @@ def main() -> None:
                   f"{', '.join(f'{x:.1f}' for x in speedups)}")  # fmt: skip
         if not args.big_transaction:
             return
-        samples = rss_through_big_transaction(tmp, args.big_transaction)
+        samples = rss_through_big_transaction(tmp, args.big_transaction, once)
         peak = max(s[1] for s in samples)
         series = ", ".join(f"{t:.0f}s:{m}" for t, m, _ in samples[:: max(1, len(samples) // 12)])
-        print(f"RSS through one {args.big_transaction:,}-row transaction: peak {peak} MiB; samples (time:MiB) {series}")
+        mode = " (exactly once: one Kafka transaction)" if once else ""
+        print(f"RSS through one {args.big_transaction:,}-row transaction{mode}: peak {peak} MiB, its position saved "
+              f"after {samples[-1][0]:.0f} s; samples (time:MiB) {series}")  # fmt: skip
 
 
 if __name__ == "__main__":

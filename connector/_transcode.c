@@ -336,10 +336,8 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__transcode(void) {
-    if (PyType_Ready(&KernelType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0)
+    if (m != NULL && kernel_types(m) < 0)
         Py_CLEAR(m);
     return m;
 }

@@ -44,7 +44,7 @@ from connector.binlog.rowplan import (
 )
 from connector.binlog.tablemap import TableMapEvent
 from connector.flat import FlatMessage, RowBatch, TableShape, shape_of
-from connector.native import transcoder
+from connector.native import CanalParts, transcoder
 from connector.native_spec import record
 from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
@@ -307,8 +307,8 @@ class CanalJsonEncoder:
         if program is None:
             return None
         parts = TableParts.of(table_map.schema, table_map.table, flat.pk_names, program)
-        canal = (program.names, program.types, self.full_old, parts.database, parts.mysql, parts.pk, parts.table,
-                 *parts.kinds)  # fmt: skip
+        canal = CanalParts(program.names, program.types, self.full_old, parts.database, parts.mysql, parts.pk,
+                           parts.table, parts.kinds)  # fmt: skip
         return KernelRows(program.columns, program.keys, program.strings, b"", b"", (b"", b"", b""), b"", b"", b"",
                           canal)  # fmt: skip
 

@@ -416,11 +416,18 @@ class Checkpointer:
                 self.on_saved("database")
                 self.flushed, self.flushed_at = position, self.clock()
             except FencedError as exc:
-                with self._wake:
-                    self.fenced = exc  # the caller raises it at its next submit
+                self._fence(exc)
             except CheckpointUnavailableError as exc:
                 log.warning("flush to the %s failed (%s); retrying in %.1f s", self.durable.name, exc,
                             self.flush_interval_s)  # fmt: skip
+
+    def _fence(self, exc: FencedError) -> None:
+        """Another instance owns the checkpoint: the caller raises it at its next submit, and a
+        `settle` waiting now ends (it waited out its whole timeout, 30 s at a stop, when a flush
+        was the write that met the fence)."""
+        with self._wake:
+            self.fenced = exc
+            self._wake.notify_all()
 
     # -- the writer ----------------------------------------------------------------------------
 
@@ -477,9 +484,7 @@ class Checkpointer:
                     tried = self.clock()
                     self.flush()
             except FencedError as exc:
-                with self._wake:
-                    self.fenced = exc  # the caller raises it at its next submit
-                    self._wake.notify_all()
+                self._fence(exc)
                 return
             except CheckpointUnavailableError as exc:
                 with self._wake:

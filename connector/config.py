@@ -192,7 +192,7 @@ class KafkaSection:
     # Kafka transactions (README, "Exactly once"): every message and the position it leads to
     # committed together, the position of record on {prefix}._positions; readers read_committed.
     exactly_once: bool = False
-    transaction_ms: int = 100  # a Kafka transaction commits at the first binlog transaction end after this long
+    transaction_ms: int = 250  # a Kafka transaction commits at the first binlog transaction end after this long
     transaction_max_messages: int = 50_000  # ... or once it holds this many messages
     columns: list[ColumnRule] = field(default_factory=list)  # per-table column include/exclude/mask/hash
     security: KafkaSecurity = field(default_factory=KafkaSecurity)

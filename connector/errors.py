@@ -114,6 +114,11 @@ class StoppedWaitingError(SinkError):
     failure (what Kafka confirmed is committed; the rest is sent again by the next start)."""
 
 
+class TransactionAbortedError(SinkError):
+    """Kafka aborted a transaction ([kafka] exactly_once): nothing of it is visible to
+    read_committed readers, and the connector starts again from the last committed position."""
+
+
 class DeliveryError(SluiceError):
     """Kafka gave up on a message: the connector stops, its checkpoint before that transaction."""
 
@@ -168,6 +173,7 @@ class PermissionRefusedError(ServerConfigError):
 class Disposition(enum.Enum):
     RETRY = "retry"  # the same again after a backoff: a lost connection, a chunk to read later
     PAUSE = "pause"  # hold what was done, stop reading, try again: the checkpoint stores are down
+    RESTART = "restart"  # start the connector again, in the process, from its last committed position
     FATAL = "fatal"  # stop with the error's one line: it would fail the same way again
 
 
@@ -176,6 +182,7 @@ _DISPOSITIONS: tuple[tuple[type[BaseException], Disposition], ...] = (
     (SourceUnavailableError, Disposition.RETRY),
     (SnapshotReadError, Disposition.RETRY),
     (CheckpointUnavailableError, Disposition.PAUSE),
+    (TransactionAbortedError, Disposition.RESTART),
 )
 
 
@@ -185,7 +192,9 @@ def classify(exc: BaseException) -> Disposition:
     are waited out: a purged binlog, a refused privilege, a misconfigured server, a server_id
     conflict, undecodable bytes, a schema mismatch or a message Kafka refused for good would
     fail the same way again, so they stop the connector with their message. Kafka's own
-    outages are waited out inside the sink (connector/sink/kafka.py), up to delivery_timeout_s."""
+    outages are waited out inside the sink (connector/sink/kafka.py), up to delivery_timeout_s.
+    A Kafka transaction aborted by the broker (exactly_once) restarts the connector from Kafka's
+    committed position, a few times (connector/runner.py, `Restarts`)."""
     for kind, disposition in _DISPOSITIONS:
         if isinstance(exc, kind):
             return disposition

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from connector.checkpoint import position_json, position_of_json
-from connector.errors import SinkError
+from connector.errors import SinkError, TransactionAbortedError
 from connector.inflight import InFlight
 from connector.logs import LIBRDKAFKA
 from connector.metrics import Metrics
@@ -57,7 +57,7 @@ class ExactlyOnce:
     """[kafka] exactly_once's settings, as the pipeline takes them."""
 
     topic: PositionTopic
-    every_s: float = 0.1  # [kafka] transaction_ms
+    every_s: float = 0.25  # [kafka] transaction_ms
     max_messages: int = 50_000  # [kafka] transaction_max_messages
 
 
@@ -76,6 +76,7 @@ class KafkaTransactions:
         self.committed_at = self.began
         self.pending: Position | None = None  # the newest position closed and not committed yet
         self.closed_at = 0  # how many messages the open transaction held when `pending` closed
+        self.failed = False  # a commit raised (aborted, fenced, stopped waiting): no transaction is ours
 
     def start(self) -> None:
         self.sink.ensure_topic(self.topic.topic, single=True, compacted=True)
@@ -95,7 +96,14 @@ class KafkaTransactions:
         position = self.pending
         if position is None:
             return
-        self.sink.commit_transaction(self.topic.topic, *self.topic.record(position))
+        self.failed = True  # until Kafka answers: a commit that raised leaves finish() nothing to end
+        try:
+            self.sink.commit_transaction(self.topic.topic, *self.topic.record(position))
+        except TransactionAbortedError:
+            if self.metrics is not None:
+                self.metrics.kafka_transactions.labels("aborted_by_kafka").inc()
+            raise
+        self.failed = False
         self.pending = None
         self.inflight.close(position)  # every message before it is acknowledged: committable at once
         self.began = self.committed_at = self.clock()
@@ -107,6 +115,8 @@ class KafkaTransactions:
         were produced after it (Kafka commits a transaction whole): then abort, and the next
         start redoes what closed since the last commit. Aborted, the transaction does not hold
         read_committed readers back until its timeout."""
+        if self.failed:
+            return
         if self.inflight.open_messages == self.closed_at:
             self.commit()
         else:

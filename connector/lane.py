@@ -43,7 +43,7 @@ from connector.binlog.parser import BinlogParser, inflater, parse_header, status
 from connector.binlog.rowplan import KIND_TYPES
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import BinlogDecodeError
-from connector.native import EventKernel, transcoder
+from connector.native import CanalParts, EventKernel, KernelRun, transcoder
 from connector.native_spec import NUMBERS, REASONS
 from connector.position import Position, binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText
@@ -82,7 +82,7 @@ class KernelPlan:
     key_skip: int  # the key's framing, which the hash leaves out
     kinds: int  # the operations it may write (1 << KIND_*): DELETEs are Python's when tombstones follow them
     limit: int  # the most key + value bytes a message may have (else the oversize policy decides)
-    canal: tuple[Any, ...] | None = None  # canal-json's rows instead of Avro's (encoding.KernelRows.canal)
+    canal: CanalParts | None = None  # canal-json's rows instead of Avro's (encoding.KernelRows.canal)
 
 
 Planner = Callable[[TableMapEvent, Table], "KernelPlan | None"]
@@ -132,7 +132,7 @@ class Dump(Protocol):
 
 
 class Assembler(Protocol):
-    """The one owner of the transaction and GTID state (connector/stream.TransactionAssembler)."""
+    """The one owner of the transaction and GTID state (connector/assembler.TransactionAssembler)."""
 
     in_txn: bool
     timestamp: int
@@ -202,17 +202,16 @@ class Lane:
         self._sync()
         while True:
             buf = dump.buffer
-            result = self.kernel.run(buf.data, buf.start, buf.end, dump.sequence, int(self.clock() * 1000),
-                                     self.assembler.timestamp, MAX_MESSAGES)  # fmt: skip
-            consumed, reason, sequence = result[0], result[1], result[2]
-            dump.took(consumed, sequence)
-            if consumed or reason in (_CONTROL, _UNTAUGHT):
+            run = self.kernel.run(buf.data, buf.start, buf.end, dump.sequence, int(self.clock() * 1000),
+                                  self.assembler.timestamp, MAX_MESSAGES)  # fmt: skip
+            dump.took(run.consumed, run.sequence)
+            if run.consumed or run.reason in (_CONTROL, _UNTAUGHT):
                 break
-            if reason != _FULL and not dump.fill():
+            if run.reason != _FULL and not dump.fill():
                 return None, True  # a packet longer than the buffer: Python's reader takes it
-        burst = self._burst(result) if consumed else None
-        self.open = bool(result[10][0])
-        return burst, reason == _CONTROL or (reason == _UNTAUGHT and not self._read_next(dump))
+        burst = self._burst(run) if run.consumed else None
+        self.open = run.transaction.in_txn
+        return burst, run.reason == _CONTROL or (run.reason == _UNTAUGHT and not self._read_next(dump))
 
     def _read_next(self, dump: Dump) -> bool:
         """The kernel stopped at a BEGIN or TABLE_MAP it was not taught (or a payload holding one):
@@ -246,26 +245,28 @@ class Lane:
         """Before the Python path reads a packet: an open transaction the kernel holds goes on there."""
         if not self.open:
             return
-        in_txn, began, gtid, rows, start, _, sql = self.kernel.release()
+        txn = self.kernel.release()
         self.open = False
-        if in_txn:
-            at = Position(self.assembler.file, start) if start >= 0 else None
-            self.assembler.take_over(bool(began), gtid, rows, at, sql)
+        if txn.in_txn:
+            at = Position(self.assembler.file, txn.start) if txn.start >= 0 else None
+            self.assembler.take_over(txn.began, txn.gtid, txn.rows, at, txn.sql)
 
-    def _burst(self, result: tuple[Any, ...]) -> Burst:
-        _, _, _, topics, (rows, events), nbytes, commits, commit, gtids, last, txn, parts = result
+    def _burst(self, run: KernelRun) -> Burst:
+        rows, events = run.counts
         names = list(self._topics)
         tables = list(self._tables)
         position = None
-        if commits:
-            log_pos, timestamp, server_id = commit
-            position = self.assembler.kernel_commit(gtids, log_pos, timestamp, server_id)
+        if run.commit is not None:
+            log_pos, timestamp, server_id = run.commit
+            position = self.assembler.kernel_commit(run.gtids, log_pos, timestamp, server_id)
+        txn = run.transaction
         return Burst(
             self._file,
-            [(names[t], plain, tails, count) for t, (plain, tails, count) in topics],
+            [(names[t], plain, tails, count) for t, (plain, tails, count) in run.topics],
             [(*tables[m], KIND_TYPES[kind], n) for m, kind, n in rows],
-            events, nbytes, last, position, commits, txn[5] if txn[0] and txn[5] >= 0 else None,
-            [(gtid, first, done, [(*tables[m], n) for m, n in counts]) for gtid, first, done, counts in parts],
+            events, run.bytes, run.last_event, position, run.commits,
+            txn.handed if txn.in_txn and txn.handed >= 0 else None,
+            [(gtid, first, done, [(*tables[m], n) for m, n in counts]) for gtid, first, done, counts in run.parts],
         )  # fmt: skip
 
     def _sync(self) -> None:
@@ -316,16 +317,12 @@ class Lane:
             self.kernel.table(table_id, body, None)  # not captured: its rows are skipped
             return
         plan = self.planner(table, self.tracker.definition(table)) if self.tracker.settled(table, pos) else None
-        self.kernel.table(table_id, body, self._parts(plan) if plan is not None else False)
-
-    def _parts(self, plan: KernelPlan) -> tuple[Any, ...]:
+        if plan is None:
+            self.kernel.table(table_id, body, False)
+            return
         topic = self._topics.setdefault(plan.topic, len(self._topics))
         metric = self._tables.setdefault((plan.database, plan.table), len(self._tables))
-        return (
-            plan.columns, plan.keys, plan.strings, plan.value_prefix, plan.key_prefix, *plan.heads, plan.data_open,
-            plan.old_null, plan.old_open, topic, metric, plan.partitions, plan.fixed, plan.key_skip, plan.kinds,
-            plan.limit, plan.canal,
-        )  # fmt: skip
+        self.kernel.table(table_id, body, plan, topic, metric)
 
     def _query(self, query: QueryEvent, body: bytes) -> None:
         text = query.query.strip().upper()

@@ -8,7 +8,71 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
+
+
+@dataclass(frozen=True, slots=True)
+class CanalParts:
+    """canal-json's side of a kernel plan (connector/canal.py, CanalJsonEncoder.kernel_rows; kernel.c,
+    canal_from reads these attributes by name: native_spec.BOUNDARY's CANAL)."""
+
+    names: bytes  # each column's JSON key (the program's strings)
+    types: bytes  # each column's sqlType (sqltype_t records)
+    full_old: bool  # an UPDATE's `old` holds every column, not only the changed ones
+    database: bytes  # the table's parts of a message
+    mysql: bytes
+    pk: bytes
+    table: bytes
+    kinds: tuple[bytes, bytes, bytes]  # INSERT, UPDATE, DELETE
+
+
+class KernelTransaction(Protocol):
+    """The open transaction a kernel hands over (release(), and a run's `transaction`)."""
+
+    @property
+    def in_txn(self) -> bool: ...
+    @property
+    def began(self) -> bool: ...  # its BEGIN was read (by the kernel or before)
+    @property
+    def gtid(self) -> str | None: ...
+    @property
+    def rows(self) -> int: ...  # rows events handed on in it
+    @property
+    def start(self) -> int: ...  # its first change's position, -1: none yet
+    @property
+    def handed(self) -> int: ...  # the last rows event handed on, -1: none
+    @property
+    def sql(self) -> str: ...  # the statement text its next rows event carries
+
+
+class KernelRun(Protocol):
+    """What one kernel run made (run(); each field as its docstring says)."""
+
+    @property
+    def consumed(self) -> int: ...
+    @property
+    def reason(self) -> int: ...  # native_spec.REASONS
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def topics(self) -> list[tuple[int, tuple[list[Any], list[Any], int]]]: ...
+    @property
+    def counts(self) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]: ...  # rows, events
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def commits(self) -> int: ...
+    @property
+    def commit(self) -> tuple[int, int, int] | None: ...  # the last XID's log_pos, timestamp, server_id
+    @property
+    def gtids(self) -> list[tuple[Any, int, int]]: ...
+    @property
+    def last_event(self) -> tuple[int, int] | None: ...
+    @property
+    def transaction(self) -> KernelTransaction: ...
+    @property
+    def parts(self) -> list[tuple[str | None, int, bool, list[tuple[int, int]]]]: ...
 
 
 class EventKernel(Protocol):
@@ -17,14 +81,14 @@ class EventKernel(Protocol):
     def configure(self, checksum: bool, mariadb: bool, table_map: int, rows_v1: int, rows_v2: int, query: int,
                   query_max: int, mark_before: bytes, mark_after: bytes, /) -> bool: ...  # fmt: skip
     def file(self, name: bytes, number: int, /) -> None: ...
-    def table(self, table_id: int, body: bytes, plan: tuple[Any, ...] | bool | None, /) -> None: ...
+    def table(self, table_id: int, body: bytes, plan: object, topic: int = 0, metric: int = 0, /) -> None: ...
     def begin(self, shape: bytes, keep: bytes, /) -> None: ...
     def clear(self) -> None: ...
     def inflater(self, decompress: Callable[[bytes, int], bytes], native: bool = True, /) -> None: ...
     def records(self, on: bool, /) -> None: ...
-    def release(self) -> tuple[int, int, str | None, int, int, int, str]: ...
+    def release(self) -> KernelTransaction: ...
     def run(self, buffer: bytearray, start: int, end: int, sequence: int, ts_ms: int, timestamp: int,
-            max_messages: int, /) -> tuple[Any, ...]: ...  # fmt: skip
+            max_messages: int, /) -> KernelRun: ...  # fmt: skip
 
 
 class Transcoder(Protocol):

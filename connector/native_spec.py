@@ -132,6 +132,24 @@ REASONS: dict[str, int] = {
     "STOP_UNTAUGHT": 3,  # the next packet is a BEGIN, TABLE_MAP (or a payload holding one) not taught yet
 }
 
+# What crosses the kernel's boundary, by name. kernel.c reads a plan's attributes by these names
+# (connector/lane.KernelPlan, canal-json's connector/native.CanalParts) and hands its results
+# back as struct sequences with these fields (connector/native.KernelRun, KernelTransaction), so no
+# side counts positions in a tuple.
+BOUNDARY: dict[str, tuple[str, ...]] = {
+    # a table's plan: the transcode program, key fields and strings; the framing; the envelope's
+    # heads for INSERT, UPDATE, DELETE; `data`'s opening, `old` null or its opening; then routing
+    "PLAN": ("columns", "keys", "strings", "value_prefix", "key_prefix", "heads", "data_open", "old_null",
+             "old_open", "partitions", "fixed", "key_skip", "kinds", "limit", "canal"),
+    # canal-json's parts of a plan: names, sqlTypes, whether `old` is whole, the table's message parts
+    "CANAL": ("names", "types", "full_old", "database", "mysql", "pk", "table", "kinds"),
+    # what a run made (Kernel.run's doc says each)
+    "RUN": ("consumed", "reason", "sequence", "topics", "counts", "bytes", "commits", "commit", "gtids",
+            "last_event", "transaction", "parts"),
+    # the open transaction (Kernel.release, and a run's `transaction`)
+    "TRANSACTION": ("in_txn", "began", "gtid", "rows", "start", "handed", "sql"),
+}  # fmt: skip
+
 # Event types the kernel handles; every other type is Python's.
 EVENTS: tuple[str, ...] = (
     "QUERY_EVENT", "XID_EVENT", "TABLE_MAP_EVENT", "ROWS_QUERY_LOG_EVENT",
@@ -201,6 +219,13 @@ def header() -> str:
     lines.extend(f"#define {name} {value:#x}u" for name, value in NUMBERS.items())
     for name, fields in RECORDS.items():
         lines.append(f"typedef struct {{ int32_t {', '.join(fields)}; }} {name};")
+    for side, fields in BOUNDARY.items():  # each field's index, their count, and their names in order
+        lines.append("enum {")
+        lines.extend(f"    {side}_{field.upper()}," for field in fields)
+        lines.append(f"    {side}_FIELD_COUNT")
+        lines.append("};")
+        quoted = ", ".join(f'"{field}"' for field in fields)
+        lines.append(f"#define {side}_FIELD_NAMES {quoted}")
     lines.append(f"static const int DIG2BYTES[{len(DIG2BYTES)}] = {{{', '.join(map(str, DIG2BYTES))}}};")
     lines += ["", "#endif", ""]
     return "\n".join(lines)

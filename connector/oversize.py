@@ -30,7 +30,7 @@ from typing import Any
 
 import fastavro
 
-from connector.avro.encoding import SINGLE_OBJECT_MARKER
+from connector.avro.framing import SINGLE_OBJECT_MARKER
 from connector.avro.reader import MessageReader, plain_time
 from connector.errors import OversizedMessageError
 from connector.sink.kafka import Headers

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules
@@ -36,16 +35,17 @@ from connector.exactly import ExactlyOnce, KafkaTransactions
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.inflight import InFlight
+from connector.items import Changes, Commit, StreamItem
 from connector.lane import Burst, Planner
 from connector.metrics import Metrics
 from connector.oversize import OversizePolicy
 from connector.position import Position
+from connector.routes import Routes
 from connector.schema.model import Table
 from connector.sink.kafka import Sink
 from connector.sink.partitioning import TopicRouter
 from connector.snapshot.coordinator import Snapshotter
-from connector.steps import CommitPositions, Counters, Encode, GatherStatement, Produce, paused
-from connector.stream import Changes, Commit, StreamItem
+from connector.steps import CommitPositions, Counters, Encode, Encoder, GatherStatement, Produce, paused
 
 log = logging.getLogger("sluice.pipeline")
 
@@ -71,7 +71,7 @@ class Pipeline:
 
     def __init__(
         self,
-        encoder: MessageEncoder,
+        encoder: Encoder,
         sink: Sink,
         router: TopicRouter,
         checkpointer: Checkpointer,
@@ -97,10 +97,11 @@ class Pipeline:
         self.produce = Produce(
             sink, self.inflight,
             oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()), router.prefix),
-            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, options.tombstones,
+            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics,
         )  # fmt: skip
         self.gather = GatherStatement(self.produce, group_limit)
-        self.encode = Encode(encoder, router, sink, self.gather, self.produce, self.counters, options.columns)
+        routes = Routes(router, sink, options.tombstones)
+        self.encode = Encode(encoder, routes, self.gather, self.produce, self.counters, options.columns)
         self.transactions = options.transactions
         self.heartbeats = options.heartbeats
         self.exactly: KafkaTransactions | None = None

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from http.server import ThreadingHTTPServer
-from typing import cast
 
 import pymysql
 import redis
 
-from connector.avro.encoding import ConfluentFraming, Framing, MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import ConfluentFraming, Framing, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.canal import CanalJsonEncoder, CanalJsonReader
@@ -35,11 +35,13 @@ from connector.columns import ColumnRules
 from connector.config import Config
 from connector.errors import (
     CheckpointUnavailableError,
+    Disposition,
     FencedError,
     OversizedMessageError,
     SluiceError,
     SourceError,
     StoppedWaitingError,
+    classify,
 )
 from connector.exactly import ExactlyOnce, PositionTopic, read_position, transactional_id
 from connector.extras import HeartbeatTopic, TransactionTopic
@@ -58,12 +60,56 @@ from connector.snapshot.reader import ServerChunks
 from connector.snapshot.requests import DatabaseSnapshotRequests
 from connector.snapshot.state import SnapshotState
 from connector.startup import Prepared, prepare
-from connector.stream import ChangeStream
+from connector.steps import Encoder
+from connector.stream import ChangeStream, StreamOptions
 
 log = logging.getLogger("sluice")
 
 
 PRESENCE_TTL_S = 20  # the sampler announces at least every 5 s
+# A failure classified RESTART (a Kafka transaction the broker aborted, with exactly_once)
+# starts the connector again in the process, from the last committed position; more than this
+# many in RESTARTS_WINDOW_S is not a passing fault but one every start would meet: a stop.
+RESTARTS = 3
+RESTARTS_WINDOW_S = 600.0
+
+
+class Restarts:
+    """Whether a failure starts the connector again: classified RESTART, and at most RESTARTS
+    of them in the window."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.times: list[float] = []
+
+    def allow(self, exc: SluiceError) -> bool:
+        if classify(exc) is not Disposition.RESTART:
+            return False
+        now = self.clock()
+        self.times = [t for t in self.times if now - t < RESTARTS_WINDOW_S] + [now]
+        if len(self.times) > RESTARTS:
+            return False
+        log.warning("%s; starting again from the last committed position (%d of %d restarts in %.0f s)",
+                    exc, len(self.times), RESTARTS, RESTARTS_WINDOW_S)  # fmt: skip
+        return True
+
+
+def run_restarting(
+    make: Callable[[Metrics | None], Connector], stop: threading.Event, blocking: bool = True
+) -> None:
+    """`sluice run` without [ha]: a connector, and a new one (same metrics, served throughout)
+    after each failure `Restarts` allows."""
+    restarts, metrics = Restarts(), None
+    while True:
+        connector = make(metrics)
+        metrics = connector.metrics
+        try:
+            connector.run(blocking)
+            return
+        except SluiceError as exc:
+            if stop.is_set() or not restarts.allow(exc):
+                raise
+            connector.sink.close()  # its transaction aborted, the producer is fenced by the next one's
 
 
 class Presence:
@@ -120,6 +166,7 @@ def _lead_when_possible(
     config: Config, stop: threading.Event, lease: Lease, every_s: float, metrics: Metrics,
     on_connector: Callable[[Connector], None],
 ) -> None:  # fmt: skip
+    restarts = Restarts()
     while not stop.is_set():
         metrics.tick()
         if not lease.try_acquire():
@@ -136,6 +183,9 @@ def _lead_when_possible(
         except FencedError as exc:
             log.error("fenced: %s", exc)
         except SluiceError as exc:
+            if restarts.allow(exc):
+                connector.sink.close()
+                continue  # the lease released (finally): whoever takes it resumes from Kafka's position
             if not lost.is_set():
                 raise
             # A leader paused past its lease wakes to a server that already streams to the new one
@@ -193,12 +243,12 @@ def _say_slow_path(config: Config) -> None:
         log.info("[source] compiled_kernel = false: every table's rows take the Python path")
 
 
-def message_encoder(config: Config) -> MessageEncoder:
+def message_encoder(config: Config) -> Encoder:
     """The value format's encoder: Avro (schemas in `[avro] schemas_dir`) or canal's FlatMessage JSON."""
     directory = SchemaDirectory(config.avro.schemas_dir)
     k = config.kafka
     if k.value_format == "canal-json":
-        return cast(MessageEncoder, CanalJsonEncoder(directory, k.message_rows, k.old or "changed"))
+        return CanalJsonEncoder(directory, k.message_rows, k.old or "changed")
     return MessageEncoder(directory, framing(config))
 
 
@@ -214,7 +264,7 @@ def pipeline_options(config: Config) -> Options:
     )  # fmt: skip
 
 
-def message_reader(config: Config, encoder: MessageEncoder) -> MessageReader:
+def message_reader(config: Config, encoder: Encoder) -> MessageReader:
     if config.kafka.value_format == "canal-json":
         return CanalJsonReader(encoder.directory)
     return MessageReader(encoder.directory, encoder.registry())
@@ -250,6 +300,7 @@ class Connector:
         takeover: bool = False,
         metrics: Metrics | None = None,
         stop: threading.Event | None = None,
+        serves_metrics: bool = False,
     ) -> None:
         self.config = config
         self.takeover = takeover
@@ -263,8 +314,9 @@ class Connector:
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
         self.stream: ChangeStream | None = None
-        # An HA instance passes its own metrics, served for its whole life (standby included).
-        self.serves_metrics = metrics is None
+        # An HA instance passes its own metrics, served for its whole life (standby included); a
+        # connector started again after an aborted transaction takes its predecessor's and serves them.
+        self.serves_metrics = metrics is None or serves_metrics
         self.metrics = metrics or Metrics()
         self.http: ThreadingHTTPServer | None = None
         self.presence: Presence | None = None
@@ -417,16 +469,17 @@ class Connector:
         )  # fmt: skip
         # The compiled kernel's bursts go to the pipeline, which plans its tables (connector/lane.py).
         lanes = self.pipeline if self.config.source.compiled_kernel else None
-        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), lanes=lanes)
-        self.stream.query = self.config.source.query_text()
-        self.stream.typed_rows = True  # numbers for the Avro rows path (RowsEvent.typed)
-        self.stream.observer = self.metrics.event
-        self.stream.on_statement_rows = lambda database, table: self.metrics.statement_logged.labels(
-            database, table
-        ).inc()
-        self.stream.on_text_replaced = self._text_replaced
-        self.stream.stop = self.stop  # a SIGTERM during a wait to reconnect ends it at once
-        self.stream.on_source = self._source_up
+        options = StreamOptions(
+            typed_rows=True,  # numbers for the Avro rows path (RowsEvent.typed)
+            query=self.config.source.query_text(),
+            stop=self.stop,  # a SIGTERM during a wait to reconnect ends it at once
+            observer=self.metrics.event,
+            on_source=self._source_up,
+            on_statement_rows=lambda database, table: self.metrics.statement_logged.labels(database, table).inc(),
+            on_text_replaced=self._text_replaced,
+        )
+        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), lanes=lanes,
+                                   options=options)  # fmt: skip
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         _say_slow_path(self.config)
@@ -435,12 +488,14 @@ class Connector:
         observing = self._observe()
         self.metrics.streaming = True
         blocked: str | None = None
+        items = self.stream.items(start, blocking)
         try:
-            self.pipeline.run(self.stream.items(start, blocking), start)
+            self.pipeline.run(items, start)
         except OversizedMessageError as exc:
             blocked = str(exc)
             raise
         finally:
+            items.close()  # the dump connection ends now, not whenever the collector finds it
             self.metrics.streaming = False
             observing.set()
             if self.presence is not None:

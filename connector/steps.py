@@ -17,24 +17,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, Protocol
 
-from connector.avro.encoding import Encoded, MessageEncoder
+from connector.avro.encoding import Encoded, KernelRows
+from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import STMT_END_F
 from connector.binlog.tablemap import TableMapEvent
 from connector.checkpoint import Checkpointer
-from connector.columns import ColumnRules
+from connector.columns import ColumnRules, Shaping
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
-from connector.flat import FlatMessage
+from connector.flat import FlatMessage, RowBatch
 from connector.inflight import InFlight
+from connector.items import Changes
 from connector.lane import Burst, KernelPlan
 from connector.metrics import Metrics
-from connector.native_spec import KINDS
 from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position
+from connector.routes import Routes, TableRoute
 from connector.schema.model import Table
 from connector.sink.kafka import RECORD_OVERHEAD, Sink
-from connector.sink.partitioning import TopicRouter, table_partition
-from connector.stream import Changes
 
 log = logging.getLogger("sluice.pipeline")
 
@@ -44,8 +45,6 @@ _VALUE = itemgetter(1)
 _POLL_EVERY_ITEMS = 16
 _POLL_EVERY_S = 0.005
 _KEY_MARGIN = 4096  # keys are measured one by one only when a value comes this close to the limit
-_KIND_DELETE = KINDS["KIND_DELETE"]
-_ALL_KINDS = sum(1 << kind for kind in KINDS.values())
 
 
 @dataclass
@@ -69,6 +68,37 @@ def paused(metrics: Metrics | None, reason: str, on: bool) -> None:
             metrics.paused_for.discard(reason)
 
 
+class Encoder(Protocol):
+    """What Encode writes a value format through: Avro's MessageEncoder (connector/avro/encoding.py)
+    or canal-json's CanalJsonEncoder (connector/canal.py)."""
+
+    directory: SchemaDirectory  # the schema history's folder (Avro's schemas; claimed by a connector)
+    truncate_markers: bool  # a keyless table's snapshot begins with a TRUNCATE message
+
+    def rows(
+        self, batch: RowBatch, table: Table, topic: str, shaping: Shaping | None = None
+    ) -> list[Encoded] | None:
+        """A rows event's changes from their decoded images; None: one by one through `row`."""
+
+    def row(self, message: FlatMessage, table: Table, topic: str) -> Encoded: ...
+
+    def ddl(self, message: FlatMessage, topic: str) -> tuple[bytes, bytes]: ...
+
+    def kernel_rows(
+        self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
+    ) -> KernelRows | None:
+        """What the compiled kernel writes this table's rows with; None: the Python path's."""
+
+    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
+        """Why `kernel_rows` gives nothing, in a few words."""
+
+    def check(self) -> None:
+        """What the format depends on answers (a schema registry), said at start."""
+
+    def registry(self) -> Any:
+        """The schema registry client readers need; None without one."""
+
+
 def _changes_key(message: FlatMessage, table: Table) -> bool:
     old = message["old"][0] if message["old"] else {}
     return any(k in old for k in table.primary_key)
@@ -85,12 +115,13 @@ class Encode:
     partition. DDL goes to the database's `_ddl` topic, on one partition."""
 
     def __init__(
-        self, encoder: MessageEncoder, router: TopicRouter, sink: Sink, gather: GatherStatement, produce: Produce,
+        self, encoder: Encoder, routes: Routes, gather: GatherStatement, produce: Produce,
         counters: Counters, columns: ColumnRules,
     ) -> None:  # fmt: skip
         self.encoder = encoder
-        self.router = router
-        self.sink = sink
+        self.routes = routes
+        self.router = routes.router
+        self.sink = routes.sink
         self.gather = gather
         self.produce = produce
         self.counters = counters
@@ -110,7 +141,7 @@ class Encode:
             # One partition (0 also on a topic made before with more): statements stay in order.
             topic = self.router.ddl_topic(database)
             self.sink.ensure_topic(topic, single=True)
-            self.produce.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0)
+            self.produce.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0, self.sink.limit(topic))
             self.counters.statements += 1
             return
         if table is None:
@@ -129,8 +160,8 @@ class Encode:
             self._row({**message, "type": "DELETE", "data": [before], "old": None}, table)
             self._row({**message, "type": "INSERT", "old": None}, table)
             return
-        topic = self._topic(database, name)
-        self.produce.rows(topic, database, name, message["type"], [self.encoder.row(message, table, topic)])
+        route = self.routes.of(database, name)
+        self.produce.rows(route, message["type"], [self.encoder.row(message, table, route.topic)])
 
     def _rows(self, item: Changes) -> bool:
         """A rows event's changes from their decoded images, gathered with the rest of its statement;
@@ -139,14 +170,13 @@ class Encode:
         if batch is None or table is None:
             return False
         shaping = self.columns.shaping(table)  # [[kafka.columns]]: a rule's table is the transcoder's alone
-        database, name = batch.head["database"], batch.head["table"]
-        topic = self._topic(database, name)
-        encoded = self.encoder.rows(batch, table, topic, shaping)
+        route = self.routes.of(batch.head["database"], batch.head["table"])
+        encoded = self.encoder.rows(batch, table, route.topic, shaping)
         if encoded is None:
             self.gather.join()
             return False
         ends = bool(batch.rows.flags & STMT_END_F)
-        self.gather.submit(topic, database, name, batch.head["type"], encoded, ends)
+        self.gather.submit(route, batch.head["type"], encoded, ends)
         return True
 
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
@@ -156,23 +186,20 @@ class Encode:
         rule, does not shape)."""
         database, name = table_map.schema, table_map.table
         shaping = self.columns.shaping(table)
-        topic = self._topic(database, name)
-        rows = self.encoder.kernel_rows(table_map, table, topic, shaping)
+        route = self.routes.of(database, name)
+        rows = self.encoder.kernel_rows(table_map, table, route.topic, shaping)
         if rows is None:
             why = self.encoder.python_path(table_map, table, shaping)
             if shaping is not None:
                 why = f"a [[kafka.columns]] rule shapes its messages: {why}"
             self._python_path(database, name, why)
             return None
-        partitions = self.sink.partitions(topic)
-        keyless = not rows.keys
-        fixed = table_partition(database, name, partitions) if keyless else -1
-        kinds = _ALL_KINDS if keyless or not self.produce.tombstones else _ALL_KINDS & ~(1 << _KIND_DELETE)
+        keyed = bool(rows.keys)
+        fixed = route.partition(keyed)
         return KernelPlan(
-            topic, database, name, rows.columns, rows.keys, rows.strings, rows.value_prefix, rows.key_prefix,
-            rows.heads, rows.data_open, rows.old_null, rows.old_open, partitions, fixed, self.sink.key_framing_bytes,
-            kinds,
-            self.sink.limit(topic) - RECORD_OVERHEAD, rows.canal,
+            route.topic, database, name, rows.columns, rows.keys, rows.strings, rows.value_prefix, rows.key_prefix,
+            rows.heads, rows.data_open, rows.old_null, rows.old_open, route.partitions,
+            -1 if fixed is None else fixed, route.key_skip, route.kernel_kinds(keyed), route.room, rows.canal,
         )  # fmt: skip
 
     def _python_path(self, database: str, name: str, reason: str) -> None:
@@ -182,17 +209,10 @@ class Encode:
             log.info("rows of `%s`.`%s` take the Python path, slower than the compiled kernel: %s",
                      database, name, reason)  # fmt: skip
 
-    def _topic(self, database: str, name: str) -> str:
-        topic = self.router.topic(database, name)
-        self.sink.ensure_topic(topic)
-        return topic
-
 
 @dataclass
 class _Run:
-    topic: str
-    database: str
-    table: str
+    route: TableRoute
     kind: str
     encoded: list[Encoded]  # never empty: a run starts with a rows event's changes
 
@@ -212,13 +232,13 @@ class GatherStatement:
     def open(self) -> bool:
         return self._open is not None
 
-    def submit(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded], ends: bool) -> None:
+    def submit(self, route: TableRoute, kind: str, encoded: list[Encoded], ends: bool) -> None:
         """One rows event's changes (`encoded`, the encoder's own list); `ends`: its statement ends here."""
         run = self._open
         keyless = encoded[0][0] is None
-        if run is None or run.topic != topic or run.kind != kind or (run.encoded[0][0] is None) != keyless:
+        if run is None or run.route is not route or run.kind != kind or (run.encoded[0][0] is None) != keyless:
             self.join()
-            run = self._open = _Run(topic, database, name, kind, encoded)
+            run = self._open = _Run(route, kind, encoded)
         else:
             run.encoded += encoded
         if ends or len(run.encoded) >= self.limit:
@@ -228,22 +248,22 @@ class GatherStatement:
         """The gathered rows of the open statement to Produce."""
         run, self._open = self._open, None
         if run is not None:
-            self.produce.rows(run.topic, run.database, run.table, run.kind, run.encoded)
+            self.produce.rows(run.route, run.kind, run.encoded)
 
 
 class Produce:
     """Produce: encoded messages to Kafka in order, each tracked in the in-flight FIFO.
 
     Each message is measured against its topic's limit first; one over it is replaced as the
-    oversize policy says. Rows of a table without a key keep to one partition; a DELETE is
-    followed by its key's tombstone when `tombstones` is on. `poll` serves Kafka's delivery
-    reports every few items or milliseconds and raises what Kafka gave up on; `join` waits
-    until what is in flight is acknowledged."""
+    oversize policy says. Rows go where their table's route says (connector/routes.py): one
+    partition for a table without a key, a tombstone after each DELETE when tombstones are on.
+    `poll` serves Kafka's delivery reports every few items or milliseconds and raises what Kafka
+    gave up on; `join` waits until what is in flight is acknowledged."""
 
     def __init__(
         self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
         committed: Callable[[], Position | None], clock: Callable[[], float], delivery_timeout_s: float,
-        metrics: Metrics | None, tombstones: bool,
+        metrics: Metrics | None,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.inflight = inflight
@@ -253,23 +273,21 @@ class Produce:
         self.clock = clock
         self.delivery_timeout_s = delivery_timeout_s
         self.metrics = metrics
-        self.tombstones = tombstones  # a null value under each DELETE's key, after it
         self._unpolled = 0  # items since Kafka was last polled
         self._polled_at = clock()
 
-    def rows(self, topic: str, database: str, name: str, kind: str, encoded: list[Encoded]) -> None:
+    def rows(self, route: TableRoute, kind: str, encoded: list[Encoded]) -> None:
         """Row changes of one table and operation, in order."""
-        partition = None
-        if encoded[0][0] is None:  # no primary key: one partition per table keeps its order
-            partition = table_partition(database, name, self.sink.partitions(topic))
-        self.messages(topic, database, name, encoded, partition)
-        if self.tombstones and kind == "DELETE" and partition is None:
+        keyed = encoded[0][0] is not None  # no primary key: one partition per table keeps its order
+        self.messages(route.topic, route.database, route.table, encoded, route.partition(keyed), route.limit)
+        if route.follows_with_tombstones(kind, keyed):
             # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
             keys = [key for key, _ in encoded if key is not None]
-            self.sink.produce_tombstones(topic, keys, self.inflight.track(len(keys)))
+            self.sink.produce_tombstones(route.topic, keys, self.inflight.track(len(keys)))
         self.counters.rows += len(encoded)
         if self.metrics is not None:
-            self.metrics.row(database, name, kind, len(encoded), "snapshot" if kind == "READ" else "python")
+            self.metrics.row(route.database, route.table, kind, len(encoded),
+                             "snapshot" if kind == "READ" else "python")  # fmt: skip
 
     def burst(self, burst: Burst) -> None:
         """A kernel run's messages, routed and measured already (connector/lane.py)."""
@@ -286,9 +304,10 @@ class Produce:
         self.sink.ensure_topic(topic, single=True)
         self.sink.produce_many(topic, records, 0, self.inflight.track(len(records)))
 
-    def messages(self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None) -> None:
-        """Messages to Kafka in order, each measured against its topic's limit first."""
-        limit = self.sink.limit(topic)
+    def messages(
+        self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None, limit: int
+    ) -> None:
+        """Messages to Kafka in order, each measured against its topic's limit first (max.message.bytes)."""
         # One C-speed pass over the values; keys are small (an index key is at most 3072 bytes).
         if max(map(len, map(_VALUE, encoded))) + RECORD_OVERHEAD + _KEY_MARGIN <= limit:
             self.sink.produce_many(topic, encoded, partition, self.inflight.track(len(encoded)))

@@ -37,6 +37,7 @@ import pymysql
 
 from connector.errors import SchemaMismatchError, SluiceError
 from connector.filters import TableFilter
+from connector.items import Changes, Commit
 from connector.position import Position
 from connector.replica.server import master_position
 from connector.schema.capture import server_session
@@ -45,7 +46,7 @@ from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Column, Database, Schema, Table
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session, quote_identifier
 from connector.schema.tracker import SchemaTracker
-from connector.stream import Backoff, Changes, ChangeStream, Commit
+from connector.stream import Backoff, ChangeStream
 from tests import live
 from tests.ddlcorpus import Statement
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from connector.assembler import TransactionAssembler, statement_logged_change
 from connector.binlog import constants as c
 from connector.binlog.events import Event, EventHeader, QueryEvent, QueryStatus
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
+from connector.items import Changes, Commit, Heartbeat
 from connector.position import MysqlGtidSet, Position
 from connector.querytext import QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from connector.stream import Changes, Commit, Heartbeat, TransactionAssembler, statement_logged_change
 from tests.corpus import CORPUS
 from tests.support.units import assemble
 

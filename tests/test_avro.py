@@ -14,7 +14,8 @@ from typing import Any
 import fastavro
 import pytest
 
-from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import ConfluentFraming, SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.avro.schemas import backward_compatible, key_schema, row_fields, value_schema

@@ -26,13 +26,14 @@ from connector.binlog.charsets import charset_of, collation_id_of_charset, flavo
 from connector.binlog.rows import RowsEvent
 from connector.commands.decode import decode_files
 from connector.filters import TableFilter
+from connector.items import Changes, Commit
 from connector.position import Position
 from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore, rebuild
 from connector.schema.tracker import SchemaTracker
 from connector.snapshot.reader import ServerChunks
 from connector.startup import prepare
-from connector.stream import Backoff, Changes, ChangeStream, Commit
+from connector.stream import Backoff, ChangeStream, StreamOptions
 from tests import live
 from tests.live import LiveServer, connect, fresh_database, live_config
 
@@ -138,12 +139,14 @@ def streamed(live_server: LiveServer, request: pytest.FixtureRequest) -> Iterato
         for table in sorted({t for t, _ in written}):
             cur.execute(f"SELECT id, CAST(CONVERT(v USING utf8mb4) AS BINARY) FROM {table}")
             out.converted.update({(table, int(i)): None if v is None else bytes(v) for i, v in cur.fetchall()})
+
+    def replaced(db: str, table: str, column: str, count: int) -> None:
+        out.replaced[table] = out.replaced.get(table, 0) + count
+
+    # typed rows as `sluice run` reads them: the typed images decoded first
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
-                          Backoff(first_s=0.05, max_s=1.0, attempts=200))  # fmt: skip
-    stream.typed_rows = True  # as `sluice run` reads them: the typed images decoded first
-    stream.on_text_replaced = lambda db, table, column, count: out.replaced.update(
-        {table: out.replaced.get(table, 0) + count}
-    )
+                          Backoff(first_s=0.05, max_s=1.0, attempts=200),
+                          options=StreamOptions(typed_rows=True, on_text_replaced=replaced))  # fmt: skip
     handler = _Lines(out.warnings)
     logging.getLogger("sluice.stream").addHandler(handler)
     try:

@@ -19,7 +19,7 @@ from connector.secrets import without_passwords
 ROOT = Path(__file__).resolve().parents[1]
 # What each command must not load: Kafka's client for every command that never talks to Kafka;
 # decode reads files alone (no server driver, no DDL reader without --schema-from).
-HEAVY = ("confluent_kafka", "fastavro", "connector.avro.encoding", "prometheus_client")
+HEAVY = ("confluent_kafka", "fastavro", "connector.avro.encoding", "connector.avro.framing", "prometheus_client")
 NOT_LOADED = {
     "decode": (*HEAVY, "redis", "pymysql", "connector.schema.ddl"),
     "tail": (*HEAVY, "redis"),

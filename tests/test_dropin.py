@@ -6,24 +6,24 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder, subject_name
+from connector.avro.framing import subject_name
 from connector.canal import CanalJsonEncoder, java_float_text
 from connector.columns import ColumnRules
 from connector.config import ColumnRule, parse_config
 from connector.errors import ConfigError
 from connector.extras import HeartbeatTopic, TransactionTopic
+from connector.items import Commit, Heartbeat
 from connector.pipeline import NO_OPTIONS, Options
-from connector.stream import Commit, Heartbeat
 from tests.support.units import Rig, changes, complete, pos, row, table
 
 
 def _canal(tmp_path: Path, old: str = "changed", options: Options = NO_OPTIONS) -> Rig:
     """A rig whose pipeline writes canal's FlatMessage JSON."""
-    encoder = lambda directory: cast(MessageEncoder, CanalJsonEncoder(directory, "row", old))  # noqa: E731
+    encoder = lambda directory: CanalJsonEncoder(directory, "row", old)  # noqa: E731
     return Rig(tmp_path, encoder=encoder, options=options)
 
 

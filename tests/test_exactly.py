@@ -5,21 +5,34 @@ tests/test_pipeline_live.py (the random workload under faults) proves it against
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import cast
+
+import pytest
 
 from connector.checkpoint import position_of_json
+from connector.errors import SinkError, TransactionAbortedError
 from connector.exactly import IDLE_COMMIT_S, ExactlyOnce, PositionTopic
+from connector.items import Commit, Heartbeat, StreamItem
+from connector.metrics import Metrics
 from connector.pipeline import Options
+from connector.runner import RESTARTS, RESTARTS_WINDOW_S, Connector, Restarts, run_restarting
 from connector.sink.kafka import MemorySink
-from connector.stream import Commit, Heartbeat, StreamItem
+from connector.snapshot.reader import Window
+from connector.snapshot.state import SnapshotState
+from tests.support.snapshots import Source, T, snapshotter
 from tests.support.units import Rig, changes, pos, row
 
 TOPIC = PositionTopic.of("cdc", "conn")
 
 
-def rig(tmp_path: Path, every_s: float = 1.0, max_messages: int = 1000) -> Rig:
+def rig(
+    tmp_path: Path, every_s: float = 1.0, max_messages: int = 1000, sink: MemorySink | None = None,
+    metrics: Metrics | None = None,
+) -> Rig:  # fmt: skip
     options = Options(exactly_once=ExactlyOnce(TOPIC, every_s, max_messages))
-    return Rig(tmp_path, sink=MemorySink(transactional=True), options=options)
+    return Rig(tmp_path, sink=sink or MemorySink(transactional=True), options=options, metrics=metrics)
 
 
 def transaction(n: int, rows: int = 1) -> list[StreamItem]:
@@ -114,6 +127,27 @@ def test_a_stop_inside_a_binlog_transaction_aborts_the_kafka_transaction(tmp_pat
     assert r.fast.get() is None
 
 
+def test_the_snapshot_s_progress_rides_in_the_transactions(tmp_path: Path) -> None:
+    """Each chunk's READ records commit with the position that records the progress past them:
+    a start from any committed position reads on from the chunk after the last one committed."""
+    r = rig(tmp_path, every_s=0)  # each chunk its own transaction
+    r.pipeline.snapshot = snapshotter(Source({"t": {1: "a", 2: "b", 3: "c"}}, Window(pos(10), pos(10))), T, chunk=1)
+    r.pipeline.run([], start=pos(10))
+    progress = [SnapshotState.of_text(position_of_json(m.value or b"").snapshot) for m in r.sink.messages(TOPIC.topic)]
+    reading = (("db", "t"),)
+    assert [(s.after, s.tables) for s in progress] == [(("1",), reading), (("2",), reading), (("3",), reading),
+                                                       (None, ())]  # the last chunk: empty, the table done
+    assert written(r.sink) == [True] * 3 and r.sink.commits == 4
+    # Stopped after the first chunk (its transaction still open): the stop commits it with its progress.
+    r = rig(tmp_path, every_s=3600)
+    r.pipeline.snapshot = snapshotter(Source({"t": {1: "a", 2: "b"}}, Window(pos(10), pos(10))), T, chunk=1)
+    r.pipeline.snapshot.turn(pos(10), r.pipeline, iter([False, True]).__next__)
+    r.pipeline.drain()
+    (last,) = [position_of_json(m.value or b"") for m in r.sink.messages(TOPIC.topic)]
+    assert SnapshotState.of_text(last.snapshot).after == ("1",) and written(r.sink) == [True]
+    assert r.fast.get() == last
+
+
 def test_the_position_record_is_the_checkpoint_s_json(tmp_path: Path) -> None:
     key, value = TOPIC.record(pos(42))
     assert key == b"conn" and position_of_json(value) == pos(42)
@@ -125,3 +159,73 @@ def test_a_non_transactional_pipeline_checkpoints_each_transaction(tmp_path: Pat
     r = Rig(tmp_path)
     r.run([*transaction(1), *transaction(2)])
     assert r.fast.get() == pos(250) and "cdc._positions" not in r.sink.topics
+
+
+class AbortingSink(MemorySink):
+    """Kafka aborting each commit (its coordinator moved): what the real sink then does, the
+    abort, and its error."""
+
+    def commit_transaction(self, topic: str, key: bytes, value: bytes) -> None:
+        self.abort_transaction()
+        raise TransactionAbortedError("Kafka aborted the transaction (coordinator moved)")
+
+
+def test_a_transaction_kafka_aborts_is_counted_and_its_position_never_mirrored(tmp_path: Path) -> None:
+    metrics = Metrics()
+    r = rig(tmp_path, every_s=0, sink=AbortingSink(transactional=True), metrics=metrics)
+    with pytest.raises(TransactionAbortedError):
+        r.run(transaction(1))
+    assert written(r.sink) == [False] and r.fast.get() is None and r.durable.get() is None
+    assert metrics.registry.get_sample_value("sluice_kafka_transactions_total", {"outcome": "aborted_by_kafka"}) == 1
+
+
+class Started:
+    """A connector as run_restarting starts it: its run raises what the test lines up."""
+
+    def __init__(self, outcomes: list[Exception | None], metrics: Metrics | None, made: list[Started]) -> None:
+        self.outcomes, self.metrics, self.given = outcomes, metrics or Metrics(), metrics
+        self.sink = MemorySink()
+        made.append(self)
+
+    def run(self, blocking: bool = True) -> None:
+        outcome = self.outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+
+def run_lined_up(outcomes: list[Exception | None], stop: threading.Event | None = None) -> list[Started]:
+    made: list[Started] = []
+    run_restarting(lambda metrics: cast(Connector, Started(outcomes, metrics, made)), stop or threading.Event())
+    return made
+
+
+def test_an_aborted_transaction_starts_the_connector_again_with_the_same_metrics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    aborted = TransactionAbortedError("Kafka aborted the transaction (coordinator moved); read_committed ...")
+    made = run_lined_up([aborted, None])
+    assert len(made) == 2 and made[0].given is None and made[1].given is made[0].metrics
+    assert made[0].sink.closed and not made[1].sink.closed  # the old producer released, not left to linger
+    assert "starting again from the last committed position (1 of 3 restarts in 600 s)" in caplog.text
+
+
+def test_aborts_past_the_retries_or_at_a_stop_end_the_run() -> None:
+    aborted = TransactionAbortedError("Kafka aborted the transaction (transaction timed out)")
+    with pytest.raises(TransactionAbortedError):
+        run_lined_up([aborted] * 4)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(TransactionAbortedError):
+        run_lined_up([aborted, None], stop)
+    with pytest.raises(SinkError, match="not an abort"):  # any other error is no retry
+        run_lined_up([SinkError("not an abort"), None])
+
+
+def test_the_retries_are_counted_in_a_sliding_window() -> None:
+    now = [0.0]
+    retries = Restarts(clock=lambda: now[0])
+    aborted = TransactionAbortedError("aborted")
+    assert [retries.allow(aborted) for _ in range(RESTARTS)] == [True] * RESTARTS
+    assert not retries.allow(aborted)
+    now[0] += RESTARTS_WINDOW_S  # the earlier aborts have left the window
+    assert retries.allow(aborted)

@@ -13,14 +13,12 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import cast
 
 import pytest
 import zstandard
 
 from connector import lane
 from connector.avro import encoding
-from connector.avro.encoding import MessageEncoder
 from connector.binlog import constants as c
 from connector.canal import CanalJsonEncoder
 from connector.columns import ColumnRules
@@ -318,11 +316,11 @@ def test_canal_json_rows_are_compiled_to_the_per_message_path_s_bytes(
     for inp in _inputs(cases):
         for old in ("changed", "full"):
             encoder = CanalJsonEncoder(None, "row", old)  # type: ignore[arg-type]
-            outcome = session.read(inp, False, encoder=cast(MessageEncoder, encoder))
+            outcome = session.read(inp, False, encoder=encoder)
             with monkeypatch.context() as patched:
                 patched.setattr(CanalJsonEncoder, "compiled", lambda *args: None)
                 reference = session.read(
-                    inp, False, encoder=cast(MessageEncoder, CanalJsonEncoder(None, "row", old))  # type: ignore[arg-type]
+                    inp, False, encoder=CanalJsonEncoder(None, "row", old)  # type: ignore[arg-type]
                 )
             assert outcome.same(reference), (inp.case.file, old, outcome, reference)
             sessions += 1

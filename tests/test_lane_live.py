@@ -19,11 +19,12 @@ import random
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
@@ -37,7 +38,8 @@ from connector.schema.history import MemoryHistoryStore
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.startup import Prepared, prepare
-from connector.stream import ChangeStream
+from connector.steps import Encoder
+from connector.stream import ChangeStream, StreamOptions
 from tests.live import connect, fresh_database, live_config, server
 from tests.support.typed import TYPED_DB, typed_workload
 
@@ -179,16 +181,15 @@ def _read(
     """The binlog from the prepared start to its end, as `sluice run` reads it, into a MemorySink
     (`query`: what row messages' `sql` carries of their statement's text; `options`: the [kafka]
     options that add messages; `canal`: canal-json with this `old`, not Avro)."""
-    encoder = MessageEncoder(SchemaDirectory(work), SingleObjectFraming())
+    encoder: Encoder = MessageEncoder(SchemaDirectory(work), SingleObjectFraming())
     if canal is not None:
-        encoder = cast(MessageEncoder, CanalJsonEncoder(None, "row", canal))  # type: ignore[arg-type]
+        encoder = CanalJsonEncoder(SchemaDirectory(work), "row", canal)
     sink = MemorySink(partitions=3)
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     pipeline = Pipeline(encoder, sink, TopicRouter("lane", []), checkpointer, options=options)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
-                          lanes=pipeline if kernel else None, clock=lambda: 1_700_000_000.5)  # fmt: skip
-    stream.typed_rows = True
-    stream.query = query
+                          lanes=pipeline if kernel else None, clock=lambda: 1_700_000_000.5,
+                          options=StreamOptions(typed_rows=True, query=query))  # fmt: skip
     pipeline.run(stream.items(prepared.start, blocking=False), prepared.start)
     # Partitions that hold messages: the kernel's plan makes a table's topic at its TABLE_MAP,
     # the Python path at its first message (a rows event that fails leaves an empty topic or none).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from connector.assembler import cut_over_messages
 from connector.filters import TableFilter
 from connector.flat import FlatMessage
 from connector.position import Position
@@ -15,7 +16,6 @@ from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Schema, Table
 from connector.schema.onlineddl import CutOver, Helper, helper_of, is_rename
 from connector.schema.tracker import SchemaTracker
-from connector.stream import cut_over_messages
 
 START = Position("bin.000001", 4)
 

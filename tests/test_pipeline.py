@@ -12,13 +12,20 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
-from connector.errors import CheckpointUnavailableError, DeliveryError, OversizedMessageError, StoppedWaitingError
+from connector.errors import (
+    CheckpointUnavailableError,
+    DeliveryError,
+    FencedError,
+    OversizedMessageError,
+    StoppedWaitingError,
+)
 from connector.inflight import InFlight
+from connector.items import Changes, Commit, Heartbeat, StreamItem
 from connector.oversize import TRUNCATED_HEADER
 from connector.position import Position
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import partition_for
-from connector.stream import Changes, Commit, Heartbeat, StreamItem
+from tests.live import wait_until
 from tests.support.units import Rig, assemble, changes, pos, row, table
 
 
@@ -303,14 +310,18 @@ def test_checkpointer_resumes_from_the_newer_of_redis_and_the_database() -> None
 
 
 class SlowStore(MemoryCheckpointStore):
-    """Redis with a slow network: each write waits until `go` is set."""
+    """A store with a slow network: each write waits until `go` is set; then `refusal`, when there
+    is one, is raised (a store that fences this instance) instead of writing."""
 
-    def __init__(self) -> None:
-        super().__init__("redis")
+    def __init__(self, name: str = "redis", refusal: Exception | None = None) -> None:
+        super().__init__(name)
         self.go = threading.Event()
+        self.refusal = refusal
 
     def put(self, position: Position) -> None:
         self.go.wait(10)
+        if self.refusal is not None:
+            raise self.refusal
         super().put(position)
 
 
@@ -329,6 +340,35 @@ def test_the_writer_thread_saves_the_newest_position_without_holding_up_the_loop
     finally:
         checkpointer.stop()
     assert durable.value == pos(50)  # stop() flushes to the database
+
+
+def test_a_flush_refused_by_a_newer_leader_ends_a_settle_waiting_for_it() -> None:
+    # An HA leader that woke after losing its lease stopped 30 s late: the flush met the fence,
+    # and the drain's settle was not woken, so it waited out its whole timeout.
+    fenced = FencedError("database: a newer leader holds the connector (this token: 1)")
+    fast, durable = MemoryCheckpointStore("redis"), SlowStore("database", fenced)
+    checkpointer = Checkpointer(fast, durable, 0.0)
+    checkpointer.start()
+    settled = threading.Event()
+    try:
+        checkpointer.submit(pos(10))  # Redis takes it; the copy to the database waits for `go`
+        wait_until(lambda: fast.value == pos(10), 10, "Redis to take the position")
+        checkpointer.submit(pos(20))  # owed while the writer is held in the flush
+
+        def settle() -> None:
+            checkpointer.settle(120)
+            settled.set()
+
+        threading.Thread(target=settle, daemon=True).start()
+        time.sleep(0.2)  # the settle is waiting before the flush is refused
+        durable.go.set()
+        assert settled.wait(30), "settle still waiting after the writer was fenced"
+        assert checkpointer.fenced is not None
+        with pytest.raises(FencedError):
+            checkpointer.submit(pos(30))
+    finally:
+        checkpointer.stop()
+    assert fast.value == pos(10) and durable.value is None
 
 
 def test_the_writer_copies_to_the_database_once_per_interval_of_the_injected_clock() -> None:

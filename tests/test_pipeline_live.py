@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,11 +21,13 @@ from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import checkpoint_stores
 from connector.commands.position import position_command
 from connector.config import Config
+from connector.errors import TransactionAbortedError
 from connector.exactly import PositionTopic, read_position
+from connector.metrics import Metrics
 from connector.position import binlog_sort_key
 from connector.replica.server import master_position
-from connector.runner import Connector, kafka_sink
-from connector.sink.kafka import Delivered, Headers, KafkaSink
+from connector.runner import Connector, kafka_sink, run_restarting
+from connector.sink.kafka import Delivered, Headers, KafkaSink, Sink
 from tests.live import ROOT, connect, numbers, server
 from tests.pipelines import (
     Control,
@@ -204,7 +206,7 @@ def test_a_random_workload_survives_kills_and_a_restart_of_every_service(
     topic = PositionTopic.of(once.kafka.topic_prefix, once.name)
     assert read_position(once.kafka.client_config(), topic) is not None  # Kafka's, in that mode
     control = Control()
-    writer = threading.Thread(target=workload, args=(db, 100_000, 9, 0.03, 60, 40, control))
+    writer = threading.Thread(target=workload, args=(db, 100_000, 9, 0.03, 60, 80, control))
     writer.start()
     services, rng = ROOT / "deploy" / "services.sh", random.Random(9)
     processes = {path: sluice_run(path, streaming=True) for path in (least_path, once_path)}
@@ -257,6 +259,51 @@ def test_a_random_workload_survives_kills_and_a_restart_of_every_service(
     assert f"{topic.topic} (the position of record): {last}" in capsys.readouterr().out
     position_command(once, "reset", None)  # a tombstone: the next start takes [source] start
     assert read_position(once.kafka.client_config(), topic) is None
+
+
+class AbortedCommits:
+    """The Kafka sink, whose commits the test has Kafka abort (the records written stay on the
+    log, marked aborted, as after a coordinator's abort) until `aborts` runs out."""
+
+    def __init__(self, inner: KafkaSink, aborts: list[int]) -> None:
+        self.inner, self.aborts = inner, aborts
+
+    def commit_transaction(self, topic: str, key: bytes, value: bytes) -> None:
+        if self.aborts:
+            self.aborts.pop()
+            self.inner.abort_transaction()
+            raise TransactionAbortedError("Kafka aborted the transaction (by the test)")
+        self.inner.commit_transaction(topic, key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_transactions_kafka_aborts_are_redone_in_the_process_from_the_last_commit(tmp_path: Path) -> None:
+    """[kafka] exactly_once: each abort starts the connector again from Kafka's committed
+    position (what `sluice run` does); read_committed readers see each change once."""
+    db = "aborts"
+    fresh(db)
+    config = config_for(f"abort{uuid.uuid4().hex[:6]}", db, tmp_path)
+    config = replace(config, kafka=replace(config.kafka, exactly_once=True))
+    Connector(config).run(blocking=False)  # the first start: its position committed
+    workload(db, 200, seed=5, big_every=50)
+    aborts, made = [1, 1], []
+
+    def connector(metrics: Metrics | None) -> Connector:
+        made.append(Connector(config, sink=cast(Sink, AbortedCommits(kafka_sink(config), aborts)), metrics=metrics))
+        return made[-1]
+
+    run_restarting(connector, threading.Event(), blocking=False)
+    assert len(made) == 3 and aborts == []  # two aborted runs, then one that committed
+    committed = consume(config.kafka.topic_prefix)
+    replay = assert_replay_equals_source(config, db, messages=committed)
+    assert replay.duplicates == []
+    aborted = row_records(consume(config.kafka.topic_prefix, "read_uncommitted")) - row_records(committed)
+    assert aborted >= 2  # each aborted run had written records: none of them is visible read_committed
+    assert made[2].metrics is made[0].metrics
+    assert made[0].metrics.registry.get_sample_value("sluice_kafka_transactions_total",
+                                                     {"outcome": "aborted_by_kafka"}) == 2  # fmt: skip
 
 
 def test_status_and_position_commands(tmp_path: Path) -> None:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import ConfluentFraming, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.config import SnapshotSection
+from connector.items import Changes
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream
+from connector.stream import ChangeStream, StreamOptions
 from tests.live import fresh_database, live_config
 from tests.support.typed import TYPED_DB, typed_columns, typed_workload
 
@@ -36,8 +38,8 @@ def test_rows_encode_as_their_flat_messages_do(tmp_path: Path, typed: bool, regi
     # the mock registry; the rows path must register and frame exactly as it does.
     framing = ConfluentFraming(f"mock://rows-{tmp_path.name}") if registry else SingleObjectFraming()
     encoder = MessageEncoder(SchemaDirectory(tmp_path), framing)
-    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
-    stream.typed_rows = typed
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
+                          options=StreamOptions(typed_rows=typed))  # fmt: skip
     taken: dict[str, int] = {}
     refused = []
     zero_keys = []

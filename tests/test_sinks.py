@@ -20,7 +20,7 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.checkpointdb import checkpoint_connector
-from connector.errors import FencedError, SinkError, StoppedWaitingError
+from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.native import transcoder
 from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
@@ -307,7 +307,7 @@ def test_a_commit_waits_out_an_unreachable_broker_until_the_stop_or_the_outage_l
     assert producer.calls.count("commit") == 1
 
 
-def test_a_commit_fenced_or_aborted_by_kafka_stops_with_one_line() -> None:
+def test_a_commit_fenced_or_aborted_by_kafka_ends_with_its_own_error() -> None:
     fenced = KafkaError(KafkaError._FENCED, "This instance has been fenced by a newer instance", fatal=True)
     sink, producer = transactional([fenced])
     with pytest.raises(FencedError, match=r"^another instance took transactional.id sluice-t over"):
@@ -315,7 +315,7 @@ def test_a_commit_fenced_or_aborted_by_kafka_stops_with_one_line() -> None:
     assert "abort" not in producer.calls
     aborted = KafkaError(KafkaError.INVALID_TXN_STATE, "coordinator moved", txn_requires_abort=True)
     sink, producer = transactional([aborted])
-    with pytest.raises(SinkError, match=r"^Kafka aborted the transaction \(coordinator moved\); read_committed"):
+    with pytest.raises(TransactionAbortedError, match=r"^Kafka aborted the transaction \(coordinator moved\); read_c"):
         sink.commit_transaction("p._positions", b"k", b"{}")
     assert producer.calls[-1] == "abort"
 

@@ -15,17 +15,19 @@ from typing import Any
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.checkpoint import checkpoint_stores
 from connector.config import KeyColumns, SnapshotSection
 from connector.errors import ConfigError
+from connector.items import Changes
 from connector.schema.history import MemoryHistoryStore
 from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream
+from connector.stream import ChangeStream
 from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, wait_until
 from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
 from tests.replay import Replay, comparable, consume, set_columns, source_rows

@@ -18,6 +18,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
+from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config
@@ -140,6 +141,7 @@ def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
     connector = Connector(config)
     # A mock:// registry lives in its client: both runs write through the first one's, as two
     # runs against one real registry would.
+    assert isinstance(connector.encoder, MessageEncoder) and isinstance(first.encoder, MessageEncoder)
     connector.encoder.framing = first.encoder.framing
     connector.run(blocking=False)
     registry = connector.encoder.framing.client  # type: ignore[attr-defined]  # the in-process mock registry

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from connector.items import Changes, Commit
 from connector.position import Position
 from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream, Commit
+from connector.stream import ChangeStream, StreamOptions
 from tests import live
 from tests.live import connect, live_config
 from tests.specs import differences, parse_spec, spec_files, spec_servers
@@ -21,8 +22,9 @@ pytestmark = pytest.mark.live
 
 def stream_until(config_include: list[str], start: Position, end: Position, prepared: Any) -> list[dict[str, Any]]:
     config = live_config(config_include, include_query=True)
-    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
-    stream.query = config.source.query_text()  # the specs expect each statement's text on its first row
+    # the specs expect each statement's text on its first row
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
+                          options=StreamOptions(query=config.source.query_text()))  # fmt: skip
     messages: list[dict[str, Any]] = []
 
     for item in stream.items(start, blocking=False):

@@ -24,6 +24,7 @@ from connector.errors import (
     SourceUnavailableError,
 )
 from connector.filters import TableFilter
+from connector.items import Changes, Commit, Heartbeat, StreamItem
 from connector.position import MariadbGtidState, MysqlGtidSet, Position
 from connector.replica import packets
 from connector.replica.client import BinlogDump, SourceSettings, check_server, open_connection
@@ -31,7 +32,7 @@ from connector.replica.server import master_position
 from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream, Commit, Heartbeat, StreamItem, gtid_state_at
+from connector.stream import ChangeStream, gtid_state_at
 from tests.live import (
     ROOT,
     RUN,

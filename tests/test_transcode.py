@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from connector.avro.encoding import ConfluentFraming, MessageEncoder, SingleObjectFraming
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import ConfluentFraming, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.binlog.parser import DECODE_FAULTS
@@ -30,10 +31,11 @@ from connector.canal import CanalJsonEncoder
 from connector.columns import ColumnRules
 from connector.config import ColumnRule, SnapshotSection
 from connector.flat import RowBatch
+from connector.items import Changes
 from connector.native import transcoder
 from connector.schema.model import Table
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream
+from connector.stream import ChangeStream, StreamOptions
 from tests.corpus import mutate
 from tests.live import LiveServer, connect, fresh_database, live_config, server
 
@@ -183,8 +185,8 @@ def captured(live_server: LiveServer) -> list[tuple[RowBatch, Table]]:
     config = replace(live_config([rf"{DB}\..*"]), snapshot=SnapshotSection(mode="never"))
     prepared = prepare(config)
     _workload(random.Random(5))
-    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
-    stream.typed_rows = True
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
+                          options=StreamOptions(typed_rows=True))  # fmt: skip
     out = []
     for item in stream.items(prepared.start, blocking=False):
         if isinstance(item, Changes) and item.batch is not None:

@@ -15,7 +15,7 @@ from typing import Any
 import fastavro
 from fastavro.read import SchemaResolutionError
 
-from connector.avro.encoding import SINGLE_OBJECT_MARKER
+from connector.avro.framing import SINGLE_OBJECT_MARKER
 from connector.avro.registry import SchemaDirectory
 from connector.errors import UnreadableMessageError
 

@@ -8,7 +8,8 @@ import threading
 
 from connector import logs
 from connector.config import load_config
-from connector.runner import Connector, run_with_lease
+from connector.metrics import Metrics
+from connector.runner import Connector, run_restarting, run_with_lease
 
 
 def run_connector(config_path: str, debug: bool = False) -> None:
@@ -22,9 +23,14 @@ def run_connector(config_path: str, debug: bool = False) -> None:
     if config.ha.enabled:
         run_with_lease(config, stop, _sole_job)
         return
-    connector = Connector(config, stop=stop)  # given, not set after: the Kafka sink's wait reads it
-    _sole_job(connector)
-    connector.run()
+
+    def connector(metrics: Metrics | None) -> Connector:
+        # `stop` given, not set after: the Kafka sink's wait reads it
+        made = Connector(config, stop=stop, metrics=metrics, serves_metrics=True)
+        _sole_job(made)
+        return made
+
+    run_restarting(connector, stop)
 
 
 def _sole_job(connector: Connector) -> None:

@@ -9,8 +9,9 @@ from typing import TextIO
 
 from connector.config import load_config
 from connector.flat import JsonLineEncoder
+from connector.items import Changes
 from connector.startup import prepare
-from connector.stream import Changes, ChangeStream
+from connector.stream import ChangeStream, StreamOptions
 
 
 def tail(config_path: str, start: str | None, out: TextIO) -> None:
@@ -18,9 +19,9 @@ def tail(config_path: str, start: str | None, out: TextIO) -> None:
     if start is not None:
         config = replace(config, source=replace(config.source, start=start))
     prepared = prepare(config)
-    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
-    stream.query = config.source.query_text()
-    stream.definitions = prepared.tracker.definition  # mysqlType and sqlType as canal-json's
+    # mysqlType and sqlType as canal-json's, from the schema history
+    options = StreamOptions(query=config.source.query_text(), definitions=prepared.tracker.definition)
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(), options=options)
     encoder = JsonLineEncoder()
     for item in stream.items(prepared.start):
         if isinstance(item, Changes) and item.batch is not None:

@@ -237,21 +237,68 @@ static int copy_bytes(buf_t *b, PyObject *o) {
     return buf_put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
 }
 
-/* A plan's canal-json parts (connector/lane.py, KernelPlan.canal; connector/canal.py, kernel_rows):
- * names, sqlTypes and whether `old` is whole, then the table's parts of a message, into p. 0: refused
- * (a Python error set). Checked as canal_json's are (canal_ok). */
-static int canal_from(PyObject *t, plan_t *p) {
-    PyObject *names, *types, *database, *mysql, *pk, *table, *k0, *k1, *k2;
-    int full_old;
-    if (!PyArg_ParseTuple(t, "SSpSSSSSSS;canal-json kernel parts", &names, &types, &full_old, &database, &mysql, &pk,
-                          &table, &k0, &k1, &k2))
-        return 0;
-    PyObject *parts[] = {names, types, database, mysql, pk, table, k0, k1, k2};
-    buf_t *into[] = {&p->names_blob, &p->types, &p->c_database, &p->c_mysql, &p->c_pk, &p->c_table,
-                     &p->c_kinds[0], &p->c_kinds[1], &p->c_kinds[2]};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (copy_bytes(into[i], parts[i]) < 0)
+/* -- a plan, read by its attributes' names (native_spec.BOUNDARY) ----------------------------- */
+
+static const char *const PLAN_ATTRS[PLAN_FIELD_COUNT] = {PLAN_FIELD_NAMES};
+static const char *const CANAL_ATTRS[CANAL_FIELD_COUNT] = {CANAL_FIELD_NAMES};
+
+/* o's attributes `names`, new references into out; 0 with the Python error when one is missing. */
+static int attrs_of(PyObject *o, const char *const *names, int n, PyObject **out) {
+    for (int i = 0; i < n; i++)
+        if ((out[i] = PyObject_GetAttrString(o, names[i])) == NULL) {
+            while (i--)
+                Py_DECREF(out[i]);
             return 0;
+        }
+    return 1;
+}
+
+static void attrs_free(PyObject **a, int n) {
+    for (int i = 0; i < n; i++)
+        Py_DECREF(a[i]);
+}
+
+/* An int attribute within [lo, hi]; 0 with a ValueError (or the TypeError of a non-int) otherwise. */
+static int int_in(PyObject *o, const char *name, long long lo, long long hi, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    if (*out == -1 && PyErr_Occurred())
+        return 0;
+    if (*out < lo || *out > hi) {
+        PyErr_Format(PyExc_ValueError, "malformed kernel plan: %s %lld", name, *out);
+        return 0;
+    }
+    return 1;
+}
+
+/* Three bytes attributes (a plan's heads, canal-json's kinds) into into[0..2]. */
+static int copy_three(buf_t *into, PyObject *o, const char *name) {
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 3) {
+        PyErr_Format(PyExc_TypeError, "a kernel plan's %s are a tuple of three bytes", name);
+        return 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (copy_bytes(&into[i], PyTuple_GET_ITEM(o, i)) < 0)
+            return 0;
+    return 1;
+}
+
+/* A plan's canal-json parts (connector/native.CanalParts, made by connector/canal.py): names,
+ * sqlTypes and whether `old` is whole, then the table's parts of a message, into p. 0: refused (a
+ * Python error set). Checked as canal_json's are (canal_ok). */
+static int canal_from(PyObject *o, plan_t *p) {
+    PyObject *a[CANAL_FIELD_COUNT];
+    if (!attrs_of(o, CANAL_ATTRS, CANAL_FIELD_COUNT, a))
+        return 0;
+    int full_old = PyObject_IsTrue(a[CANAL_FULL_OLD]);
+    PyObject *parts[] = {a[CANAL_NAMES], a[CANAL_TYPES], a[CANAL_DATABASE], a[CANAL_MYSQL], a[CANAL_PK],
+                         a[CANAL_TABLE]};
+    buf_t *into[] = {&p->names_blob, &p->types, &p->c_database, &p->c_mysql, &p->c_pk, &p->c_table};
+    int ok = full_old >= 0 && copy_three(p->c_kinds, a[CANAL_KINDS], "canal-json kinds");
+    for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
+        ok = copy_bytes(into[i], parts[i]) == 0;
+    attrs_free(a, CANAL_FIELD_COUNT);
+    if (!ok)
+        return 0;
     if (!strings_of((const unsigned char *)p->names_blob.data, p->names_blob.len, &p->names) ||
         !canal_ok(p->cols, p->ncols, &p->names, (const sqltype_t *)p->types.data, p->types.len)) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json kernel parts");
@@ -261,19 +308,21 @@ static int canal_from(PyObject *t, plan_t *p) {
     return 1;
 }
 
-/* A plan from Python's tuple (connector/lane.py, Lane._parts of a KernelPlan), checked as the transcoder
- * checks a program: every column walkable, every key column inside the row, partitions sane. */
-static plan_t *plan_from(PyObject *t) {
-    PyObject *cols, *keys, *strings, *vp, *kp, *h0, *h1, *h2, *dopen, *onull, *oopen, *canal;
-    int topic, metric, partitions, fixed, skip, kinds;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTuple(t, "SSSSSSSSSSSiiiiiinO;a kernel plan", &cols, &keys, &strings, &vp, &kp, &h0, &h1, &h2,
-                          &dopen, &onull, &oopen, &topic, &metric, &partitions, &fixed, &skip, &kinds, &limit, &canal))
-        return NULL;
-    if (canal != Py_None && !PyTuple_Check(canal)) {
-        PyErr_SetString(PyExc_TypeError, "a kernel plan's canal-json parts are a tuple or None");
+/* A plan (connector/lane.KernelPlan), checked as the transcoder checks a program: every column
+ * walkable, every key column inside the row, partitions sane. topic, metric: the lane's numbers of
+ * its topic and table, which a run's results name them by. */
+static plan_t *plan_read(PyObject *a[PLAN_FIELD_COUNT], int topic, int metric) {
+    PyObject *cols = a[PLAN_COLUMNS], *keys = a[PLAN_KEYS], *strings = a[PLAN_STRINGS], *canal = a[PLAN_CANAL];
+    long long partitions, fixed, skip, kinds, limit;
+    if (!PyBytes_Check(cols) || !PyBytes_Check(keys) || !PyBytes_Check(strings)) {
+        PyErr_SetString(PyExc_TypeError, "a kernel plan's columns, keys and strings are bytes");
         return NULL;
     }
+    if (!int_in(a[PLAN_PARTITIONS], "partitions", 1, INT_MAX, &partitions) ||
+        !int_in(a[PLAN_FIXED], "fixed", -1, partitions - 1, &fixed) ||
+        !int_in(a[PLAN_KEY_SKIP], "key_skip", 0, INT_MAX, &skip) || !int_in(a[PLAN_KINDS], "kinds", 0, 7, &kinds) ||
+        !int_in(a[PLAN_LIMIT], "limit", 0, PY_SSIZE_T_MAX, &limit))
+        return NULL;
     Py_ssize_t ncols = PyBytes_GET_SIZE(cols) / (Py_ssize_t)sizeof(column_t);
     Py_ssize_t nkeys = PyBytes_GET_SIZE(keys) / (Py_ssize_t)sizeof(key_t_);
     strings_t table;
@@ -282,9 +331,7 @@ static plan_t *plan_from(PyObject *t) {
              strings_of((const unsigned char *)PyBytes_AS_STRING(strings), PyBytes_GET_SIZE(strings), &table);
     ok = ok && program_ok((const column_t *)PyBytes_AS_STRING(cols), ncols, &table) &&
          keys_ok((const key_t_ *)PyBytes_AS_STRING(keys), nkeys, ncols);
-    ok = ok && topic >= 0 && topic < 4096 && metric >= 0 && metric < (1 << 20) && partitions >= 1 &&
-         fixed >= -1 && fixed < partitions && (fixed >= 0) == (nkeys == 0) && skip >= 0 && kinds >= 0 &&
-         kinds <= 7 && limit >= 0;
+    ok = ok && topic >= 0 && topic < 4096 && metric >= 0 && metric < (1 << 20) && (fixed >= 0) == (nkeys == 0);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "malformed kernel plan");
         return NULL;
@@ -302,18 +349,21 @@ static plan_t *plan_from(PyObject *t) {
     }
     memcpy(p->cols, PyBytes_AS_STRING(cols), (size_t)PyBytes_GET_SIZE(cols));
     memcpy(p->keys, PyBytes_AS_STRING(keys), (size_t)PyBytes_GET_SIZE(keys));
-    PyObject *parts[] = {strings, vp, kp, h0, h1, h2, dopen, onull, oopen};
-    buf_t *into[] = {&p->strings_blob, &p->value_prefix, &p->key_prefix, &p->heads[0], &p->heads[1],
-                     &p->heads[2], &p->data_open, &p->old_null, &p->old_open};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (copy_bytes(into[i], parts[i]) < 0) {
-            plan_free(p);
-            return NULL;
-        }
+    PyObject *parts[] = {strings, a[PLAN_VALUE_PREFIX], a[PLAN_KEY_PREFIX], a[PLAN_DATA_OPEN], a[PLAN_OLD_NULL],
+                         a[PLAN_OLD_OPEN]};
+    buf_t *into[] = {&p->strings_blob, &p->value_prefix, &p->key_prefix, &p->data_open, &p->old_null,
+                     &p->old_open};
+    ok = copy_three(p->heads, a[PLAN_HEADS], "heads");
+    for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
+        ok = copy_bytes(into[i], parts[i]) == 0;
+    if (!ok) {
+        plan_free(p);
+        return NULL;
+    }
     /* the copy's strings, checked as the original's were (the same bytes) */
     strings_of((const unsigned char *)p->strings_blob.data, p->strings_blob.len, &p->strings);
-    p->topic = topic, p->metric = metric, p->partitions = partitions, p->fixed = fixed, p->key_skip = skip;
-    p->kinds = kinds, p->limit = limit;
+    p->topic = topic, p->metric = metric, p->partitions = (int)partitions, p->fixed = (int)fixed;
+    p->key_skip = (int)skip, p->kinds = (int)kinds, p->limit = (Py_ssize_t)limit;
     if (canal != Py_None && !canal_from(canal, p)) {
         plan_free(p);
         return NULL;
@@ -321,20 +371,31 @@ static plan_t *plan_from(PyObject *t) {
     return p;
 }
 
-PyDoc_STRVAR(table_doc, "table(table_id, body, plan)\n--\n\n"
+static plan_t *plan_from(PyObject *o, int topic, int metric) {
+    PyObject *a[PLAN_FIELD_COUNT];
+    if (!attrs_of(o, PLAN_ATTRS, PLAN_FIELD_COUNT, a))
+        return NULL;
+    plan_t *p = plan_read(a, topic, metric);
+    attrs_free(a, PLAN_FIELD_COUNT);
+    return p;
+}
+
+PyDoc_STRVAR(table_doc, "table(table_id, body, plan, topic=0, metric=0)\n--\n\n"
                         "Teach a TABLE_MAP: its body as Python decoded it (after the header, before the CRC) and\n"
-                        "what its rows are: a plan tuple, None for a table not captured (its rows are skipped), or\n"
-                        "False for Python's (its rows events stop a run).");
+                        "what its rows are: a plan (its attributes named as native_spec.BOUNDARY's PLAN), None for\n"
+                        "a table not captured (its rows are skipped), or False for Python's (its rows events stop\n"
+                        "a run). topic, metric: a plan's topic and table as a run's results number them.");
 
 static PyObject *Kernel_table(Kernel *k, PyObject *args) {
     unsigned long long id;
     Py_buffer body;
     PyObject *what;
-    if (!PyArg_ParseTuple(args, "Ky*O", &id, &body, &what))
+    int topic = 0, metric = 0;
+    if (!PyArg_ParseTuple(args, "Ky*O|ii", &id, &body, &what, &topic, &metric))
         return NULL;
     plan_t *plan = NULL;
     int state = what == Py_None ? TABLE_SKIP : what == Py_False ? TABLE_PYTHON : TABLE_PLAN;
-    if (state == TABLE_PLAN && (plan = plan_from(what)) == NULL) {
+    if (state == TABLE_PLAN && (plan = plan_from(what, topic, metric)) == NULL) {
         PyBuffer_Release(&body);
         return NULL;
     }
@@ -502,22 +563,44 @@ static void txn_reset(Kernel *k) {
     k->part_open = 0;
 }
 
-static PyObject *txn_state(const Kernel *k) {
-    PyObject *gtid = k->has_gtid ? PyUnicode_DecodeASCII(k->gtid, k->gtid_len, NULL) : Py_NewRef(Py_None);
-    if (gtid == NULL)
-        return NULL;
-    PyObject *sql = PyUnicode_DecodeUTF8(k->sql.data ? k->sql.data : "", k->sql.len, "strict"); /* taken as UTF-8 */
-    if (sql == NULL) {
-        Py_DECREF(gtid);
-        return NULL;
+/* -- results, struct sequences whose fields native_spec.BOUNDARY names ------------------------- */
+
+static PyTypeObject *RunType, *TransactionType;
+
+/* A result of `type` holding items (new references, stolen; NULL where making one failed: then
+ * every other is released and NULL returned). */
+static PyObject *result_of(PyTypeObject *type, PyObject **items, int n) {
+    PyObject *r = NULL;
+    int whole = 1;
+    for (int i = 0; i < n; i++)
+        whole = whole && items[i] != NULL;
+    if (whole && (r = PyStructSequence_New(type)) != NULL) {
+        for (int i = 0; i < n; i++)
+            PyStructSequence_SET_ITEM(r, i, items[i]);
+        return r;
     }
-    return Py_BuildValue("(iiNLLLN)", k->in_txn, k->began, gtid, k->txn_rows, k->txn_start, k->handed, sql);
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(items[i]);
+    return NULL;
+}
+
+static PyObject *txn_state(const Kernel *k) {
+    PyObject *items[TRANSACTION_FIELD_COUNT];
+    items[TRANSACTION_IN_TXN] = PyBool_FromLong(k->in_txn);
+    items[TRANSACTION_BEGAN] = PyBool_FromLong(k->began);
+    items[TRANSACTION_GTID] = k->has_gtid ? PyUnicode_DecodeASCII(k->gtid, k->gtid_len, NULL) : Py_NewRef(Py_None);
+    items[TRANSACTION_ROWS] = PyLong_FromLongLong(k->txn_rows);
+    items[TRANSACTION_START] = PyLong_FromLongLong(k->txn_start);
+    items[TRANSACTION_HANDED] = PyLong_FromLongLong(k->handed);
+    /* taken as UTF-8 */
+    items[TRANSACTION_SQL] = PyUnicode_DecodeUTF8(k->sql.data ? k->sql.data : "", k->sql.len, "strict");
+    return result_of(TransactionType, items, TRANSACTION_FIELD_COUNT);
 }
 
 PyDoc_STRVAR(release_doc, "release()\n--\n\n"
-                          "The open transaction's state, (in_txn, began, gtid, rows, start, handed, sql), handed to\n"
-                          "Python, which goes on with it (sql: the statement text its next rows event carries); the\n"
-                          "kernel holds none after.");
+                          "The open transaction's state, a KernelTransaction (in_txn, began, gtid, rows, start,\n"
+                          "handed, sql), handed to Python, which goes on with it (sql: the statement text its next\n"
+                          "rows event carries); the kernel holds none after.");
 
 static PyObject *Kernel_release(Kernel *k, PyObject *unused) {
     PyObject *state = txn_state(k);
@@ -1465,21 +1548,21 @@ static PyObject *parts_result(const Kernel *k) {
 }
 
 static PyObject *run_result(Kernel *k, Py_ssize_t consumed, int reason, int sequence) {
-    PyObject *commit = k->commits ? Py_BuildValue("(LLL)", k->commit_pos, k->timestamp, k->commit_server)
-                                  : Py_NewRef(Py_None);
-    PyObject *last = k->last_pos >= 0 ? Py_BuildValue("(LL)", k->last_ts, k->last_pos) : Py_NewRef(Py_None);
-    PyObject *result = NULL, *topics = topics_result(k), *counts = counts_result(k), *gtids = gtids_result(k);
-    PyObject *txn = txn_state(k), *parts = parts_result(k);
-    if (commit && last && topics && counts && gtids && txn && parts)
-        result = Py_BuildValue("(nii" "OOLL" "OOOO" "O)", consumed, reason, sequence, topics, counts, k->bytes,
-                               k->commits, commit, gtids, last, txn, parts);
-    Py_XDECREF(commit);
-    Py_XDECREF(last);
-    Py_XDECREF(topics);
-    Py_XDECREF(counts);
-    Py_XDECREF(gtids);
-    Py_XDECREF(txn);
-    Py_XDECREF(parts);
+    PyObject *items[RUN_FIELD_COUNT];
+    items[RUN_CONSUMED] = PyLong_FromSsize_t(consumed);
+    items[RUN_REASON] = PyLong_FromLong(reason);
+    items[RUN_SEQUENCE] = PyLong_FromLong(sequence);
+    items[RUN_TOPICS] = topics_result(k);
+    items[RUN_COUNTS] = counts_result(k);
+    items[RUN_BYTES] = PyLong_FromLongLong(k->bytes);
+    items[RUN_COMMITS] = PyLong_FromLongLong(k->commits);
+    items[RUN_COMMIT] = k->commits ? Py_BuildValue("(LLL)", k->commit_pos, k->timestamp, k->commit_server)
+                                   : Py_NewRef(Py_None);
+    items[RUN_GTIDS] = gtids_result(k);
+    items[RUN_LAST_EVENT] = k->last_pos >= 0 ? Py_BuildValue("(LL)", k->last_ts, k->last_pos) : Py_NewRef(Py_None);
+    items[RUN_TRANSACTION] = txn_state(k);
+    items[RUN_PARTS] = parts_result(k);
+    PyObject *result = result_of(RunType, items, RUN_FIELD_COUNT);
     outs_clear(k);
     return result;
 }
@@ -1488,8 +1571,9 @@ PyDoc_STRVAR(run_doc,
              "run(buffer, start, end, sequence, ts_ms, timestamp, max_messages)\n--\n\n"
              "Handle the dump's packets in buffer[start:end] until one is Python's, the bytes end inside a\n"
              "packet, or max_messages are made. sequence: the last packet's sequence number; ts_ms: the\n"
-             "messages' `ts`; timestamp: the last position's event time. Returns (consumed, reason,\n"
-             "sequence, topics, (rows, events), bytes, commits, commit, gtids, last_event, transaction):\n"
+             "messages' `ts`; timestamp: the last position's event time. Returns a KernelRun (consumed,\n"
+             "reason, sequence, topics, counts (rows, events), bytes, commits, commit, gtids, last_event,\n"
+             "transaction, parts):\n"
              "topics [(topic, (plain, tails, count))] as partitioning.route gives them; rows [(metric, kind,\n"
              "count)]; events [(type, count)]; commit (log_pos, timestamp, server_id) of the last XID or None;\n"
              "gtids committed, MySQL [(sid, first, last)] or MariaDB [(domain, server, seq)]; last_event\n"
@@ -1618,3 +1702,32 @@ PyTypeObject KernelType = {
     .tp_dealloc = (destructor)Kernel_dealloc,
     .tp_methods = Kernel_methods,
 };
+
+static PyStructSequence_Field run_fields[RUN_FIELD_COUNT + 1], transaction_fields[TRANSACTION_FIELD_COUNT + 1];
+
+static PyTypeObject *result_type(const char *name, const char *doc, const char *const *names, int n,
+                                 PyStructSequence_Field *fields) {
+    for (int i = 0; i < n; i++)
+        fields[i] = (PyStructSequence_Field){names[i], NULL};
+    fields[n] = (PyStructSequence_Field){NULL, NULL};
+    PyStructSequence_Desc desc = {name, doc, fields, n};
+    return PyStructSequence_NewType(&desc);
+}
+
+int kernel_types(PyObject *module) {
+    static const char *const run_names[] = {RUN_FIELD_NAMES}, *const transaction_names[] = {TRANSACTION_FIELD_NAMES};
+    if (PyType_Ready(&KernelType) < 0)
+        return -1;
+    RunType = result_type("connector._transcode.KernelRun", "What a kernel run made (Kernel.run).", run_names,
+                          RUN_FIELD_COUNT, run_fields);
+    TransactionType = result_type("connector._transcode.KernelTransaction",
+                                  "The open transaction a kernel hands over (Kernel.release).", transaction_names,
+                                  TRANSACTION_FIELD_COUNT, transaction_fields);
+    if (RunType == NULL || TransactionType == NULL)
+        return -1;
+    return PyModule_AddObjectRef(module, "Kernel", (PyObject *)&KernelType) < 0 ||
+                   PyModule_AddObjectRef(module, "KernelRun", (PyObject *)RunType) < 0 ||
+                   PyModule_AddObjectRef(module, "KernelTransaction", (PyObject *)TransactionType) < 0
+               ? -1
+               : 0;
+}

@@ -424,5 +424,7 @@ static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length,
 /* -- the kernel (kernel.c) ------------------------------------------------------------------- */
 
 SL_INTERNAL extern PyTypeObject KernelType;
+/* Kernel and its results' types (KernelRun, KernelTransaction) ready and added to the module; -1: failed. */
+SL_INTERNAL int kernel_types(PyObject *module);
 
 #endif

@@ -108,6 +108,64 @@ typedef struct { int32_t op, width, a, b, null_branch, value_branch, flags; } co
 typedef struct { int32_t column, null_branch, value_branch; } key_t_;
 typedef struct { int32_t width, prefix, check, table; } walk_t;
 typedef struct { int32_t value, null, wider; } sqltype_t;
+enum {
+    PLAN_COLUMNS,
+    PLAN_KEYS,
+    PLAN_STRINGS,
+    PLAN_VALUE_PREFIX,
+    PLAN_KEY_PREFIX,
+    PLAN_HEADS,
+    PLAN_DATA_OPEN,
+    PLAN_OLD_NULL,
+    PLAN_OLD_OPEN,
+    PLAN_PARTITIONS,
+    PLAN_FIXED,
+    PLAN_KEY_SKIP,
+    PLAN_KINDS,
+    PLAN_LIMIT,
+    PLAN_CANAL,
+    PLAN_FIELD_COUNT
+};
+#define PLAN_FIELD_NAMES "columns", "keys", "strings", "value_prefix", "key_prefix", "heads", "data_open", "old_null", "old_open", "partitions", "fixed", "key_skip", "kinds", "limit", "canal"
+enum {
+    CANAL_NAMES,
+    CANAL_TYPES,
+    CANAL_FULL_OLD,
+    CANAL_DATABASE,
+    CANAL_MYSQL,
+    CANAL_PK,
+    CANAL_TABLE,
+    CANAL_KINDS,
+    CANAL_FIELD_COUNT
+};
+#define CANAL_FIELD_NAMES "names", "types", "full_old", "database", "mysql", "pk", "table", "kinds"
+enum {
+    RUN_CONSUMED,
+    RUN_REASON,
+    RUN_SEQUENCE,
+    RUN_TOPICS,
+    RUN_COUNTS,
+    RUN_BYTES,
+    RUN_COMMITS,
+    RUN_COMMIT,
+    RUN_GTIDS,
+    RUN_LAST_EVENT,
+    RUN_TRANSACTION,
+    RUN_PARTS,
+    RUN_FIELD_COUNT
+};
+#define RUN_FIELD_NAMES "consumed", "reason", "sequence", "topics", "counts", "bytes", "commits", "commit", "gtids", "last_event", "transaction", "parts"
+enum {
+    TRANSACTION_IN_TXN,
+    TRANSACTION_BEGAN,
+    TRANSACTION_GTID,
+    TRANSACTION_ROWS,
+    TRANSACTION_START,
+    TRANSACTION_HANDED,
+    TRANSACTION_SQL,
+    TRANSACTION_FIELD_COUNT
+};
+#define TRANSACTION_FIELD_NAMES "in_txn", "began", "gtid", "rows", "start", "handed", "sql"
 static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 
 #endif

@@ -30,7 +30,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from connector.errors import FencedError, SinkError, StoppedWaitingError
+from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.logs import LIBRDKAFKA
 from connector.sink.partitioning import Plain, Tail, route
 
@@ -99,6 +99,10 @@ class Sink(Protocol):
 
     def limit(self, topic: str) -> int:
         """The largest message (key, value and Kafka's per-record framing) the topic takes."""
+
+    def close(self) -> None:
+        """Drop what is unsent and release the producer (its threads and connections): for a
+        connector started again in the process, whose old sink is never used after."""
 
 
 Headers = list[tuple[str, str | bytes | None]]  # Kafka record headers, as confluent-kafka takes them
@@ -284,8 +288,8 @@ class KafkaSink:
         if error is not None and error.txn_requires_abort():
             with contextlib.suppress(KafkaException):
                 self.producer.abort_transaction(TRANSACTION_TIMEOUT_MS / 1000)
-            return SinkError(f"Kafka aborted the transaction ({error.str()}); read_committed readers see nothing "
-                             "of it, and the next start resumes from the last committed position")  # fmt: skip
+            return TransactionAbortedError(f"Kafka aborted the transaction ({error.str()}); read_committed "
+                                           "readers see nothing of it")  # fmt: skip
         return _stopped(exc)
 
     def produce(
@@ -382,6 +386,10 @@ class KafkaSink:
             if time.monotonic() > deadline:
                 raise SinkError(f"topic {topic} does not appear in the metadata after creating it")
             time.sleep(0.1)
+
+    def close(self) -> None:
+        self.producer.purge()
+        self.producer.close()
 
     def limit(self, topic: str) -> int:
         """The topic's max.message.bytes (a topic Sluice made has the setting; one that existed
@@ -541,6 +549,7 @@ class MemorySink:
         self._transactional = transactional
         self._uncommitted: list[StoredMessage] = []  # stored in the open transaction
         self.commits = self.aborts = 0
+        self.closed = False  # close() was called
         self.default_partitions = partitions
         self._key_framing_bytes = key_framing_bytes
         self.limits: dict[str, int] = {}  # per topic, as a broker's max.message.bytes; else max_message_bytes
@@ -661,6 +670,9 @@ class MemorySink:
 
     def limit(self, topic: str) -> int:
         return self.limits.get(topic, self.max_message_bytes)
+
+    def close(self) -> None:
+        self.closed = True
 
     def messages(self, topic: str) -> list[StoredMessage]:
         return [m for part in self.topics.get(topic, []) for m in part]

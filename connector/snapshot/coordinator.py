@@ -32,13 +32,13 @@ from typing import Protocol
 
 from connector.errors import Disposition, PositionError, SluiceError, classify
 from connector.flat import FlatMessage
+from connector.items import Changes
 from connector.position import MysqlGtidSet, Position
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.snapshot.reader import ChunkSource, Rendered, Window, image_key
 from connector.snapshot.requests import SnapshotRequests
 from connector.snapshot.state import Key, SnapshotState, TableName
-from connector.stream import Changes
 
 log = logging.getLogger("sluice.snapshot")
 

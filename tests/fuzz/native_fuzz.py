@@ -40,7 +40,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import atheris
 
@@ -296,7 +296,8 @@ KERNEL_EVENTS = [2, 16, 19, 23, 24, 25, 29, 30, 31, 32, 33, 34, 160, 162, 4, 27]
 
 def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     """A kernel configured and taught anything, then run over packets of any events: it returns
-    (or refuses what it was taught with ValueError); the events are framed as a dump frames them
+    (or refuses what it was taught with ValueError, or a plan missing an attribute or with one of another
+    type with AttributeError or TypeError); the events are framed as a dump frames them
     (lengths, sequence numbers, CRC-32), so that their bodies, not the framing, meet the handlers."""
     kernel = module.Kernel()
     kernel.records(fdp.ConsumeBool())  # transaction records: each transaction's part of the run too
@@ -311,7 +312,9 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
         bodies.append(body)
         kind = fdp.ConsumeIntInRange(0, 2)
         plan = None if kind == 0 else False if kind == 1 else _plan(fdp)
-        kernel.table(int.from_bytes(body[:6].ljust(6, b"\0"), "little"), body, plan)
+        topic, metric = fdp.ConsumeIntInRange(-1, 4096), fdp.ConsumeIntInRange(-1, 3)
+        with contextlib.suppress(AttributeError, TypeError):  # a plan missing an attribute, or of another type
+            kernel.table(int.from_bytes(body[:6].ljust(6, b"\0"), "little"), body, plan, topic, metric)
     if fdp.ConsumeBool():
         shape = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 40))
         kernel.begin(shape, fdp.ConsumeBytes(max(0, len(shape) + fdp.ConsumeIntInRange(-1, 1))))
@@ -332,25 +335,42 @@ def _kernel(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     kernel.clear()
 
 
-def _plan(fdp: atheris.FuzzedDataProvider) -> tuple[object, ...]:
-    """A plan tuple: columns whole or of any ints, keys, the envelope's parts, topic .. limit, and
-    canal-json's parts (or None: Avro's rows)."""
+def _plan(fdp: atheris.FuzzedDataProvider) -> SimpleNamespace:
+    """A plan: columns whole or of any ints, keys, the envelope's parts, partitions .. limit, and
+    canal-json's parts (or None: Avro's rows); attributes named as native_spec.BOUNDARY's, now and
+    then one missing or of another type."""
     program = _program(fdp)
     fields = range(fdp.ConsumeIntInRange(0, 2))
     keys = b"".join(struct.pack("<3i", fdp.ConsumeIntInRange(-1, 4), -1, -1) for _ in fields)
-    parts = [_strings(fdp), *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8))]
-    partitions = int(fdp.PickValueInList([-1, 0, 1, 3, 4096]))
-    fixed = int(fdp.PickValueInList([-1, 0, 2, 3]))
-    limit = int(fdp.PickValueInList([-1, 0, 50, 1 << 20]))
-    numbers = [fdp.ConsumeIntInRange(0, 3), fdp.ConsumeIntInRange(0, 3), partitions, fixed,
-               fdp.ConsumeIntInRange(-1, 12), fdp.ConsumeIntInRange(-1, 8), limit]  # fmt: skip
+    parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(8)]
     canal = None
     if fdp.ConsumeBool():  # names and sqlTypes a column each (or one too few or many), any parts
         count = max(0, len(program) // 28 + fdp.ConsumeIntInRange(-1, 1))
         types = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(count))
-        canal = (_names(count, fdp), types, fdp.ConsumeBool(),
-                 *(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(7)))  # fmt: skip
-    return (program, keys, *parts, *numbers, canal)
+        texts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(7)]
+        canal = _damaged(fdp, SimpleNamespace(names=_names(count, fdp), types=types, full_old=fdp.ConsumeBool(),
+                                              database=texts[0], mysql=texts[1], pk=texts[2], table=texts[3],
+                                              kinds=tuple(texts[4:])))  # fmt: skip
+    plan = SimpleNamespace(
+        columns=program, keys=keys, strings=_strings(fdp), value_prefix=parts[0], key_prefix=parts[1],
+        heads=tuple(parts[2:5]), data_open=parts[5], old_null=parts[6], old_open=parts[7],
+        partitions=int(fdp.PickValueInList([-1, 0, 1, 3, 4096])), fixed=int(fdp.PickValueInList([-1, 0, 2, 3])),
+        key_skip=fdp.ConsumeIntInRange(-1, 12), kinds=fdp.ConsumeIntInRange(-1, 8),
+        limit=int(fdp.PickValueInList([-1, 0, 50, 1 << 20])), canal=canal,
+    )  # fmt: skip
+    return _damaged(fdp, plan)
+
+
+def _damaged(fdp: atheris.FuzzedDataProvider, parts: SimpleNamespace) -> SimpleNamespace:
+    """Now and then one attribute gone, or a str, an int or a short tuple in its place."""
+    damage = fdp.ConsumeIntInRange(0, 15)
+    if damage < 4:
+        name = fdp.PickValueInList(sorted(vars(parts)))
+        if damage == 0:
+            delattr(parts, name)
+        else:
+            setattr(parts, name, ("text", 7, (b"",))[damage - 1])
+    return parts
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.assembler import TransactionAssembler
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import SingleObjectFraming
 from connector.avro.registry import SchemaDirectory, SchemaVersion
 from connector.avro.schemas import nullable
 from connector.binlog.constants import BINLOG_CHECKSUM_ALG_CRC32
@@ -47,6 +49,7 @@ from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.errors import AvroWriteError, BinlogDecodeError, EncodingError
 from connector.filters import TableFilter
+from connector.items import Changes, StreamItem
 from connector.pipeline import Pipeline
 from connector.position import Position
 from connector.schema.history import MemoryHistoryStore
@@ -54,7 +57,6 @@ from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
-from connector.stream import Changes, StreamItem, TransactionAssembler
 from tests.corpus import CORPUS
 
 # Corpus files whose rows events the compiled transcoder writes, of many column types between them.

@@ -35,7 +35,7 @@ from typing import cast
 
 import zstandard
 
-from connector.avro.encoding import MessageEncoder
+from connector.assembler import TransactionAssembler
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
@@ -51,7 +51,8 @@ from connector.replica.client import DumpStream
 from connector.replica.packets import frame
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
-from connector.stream import TransactionAssembler, session_items
+from connector.steps import Encoder
+from connector.stream import session_items
 from tests.fuzz import rig
 
 # How the socket twin cuts the stream: sizes of successive reads, in turn.
@@ -235,7 +236,7 @@ class Outcome:
 
 def read(
     inp: Input, kernel: bool, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS,
-    encoder: MessageEncoder | None = None,
+    encoder: Encoder | None = None,
 ) -> Outcome:
     """The input's session as `sluice run` reads it: with the kernel's lane, or on the Python path
     (`options`: the pipeline's, [[kafka.columns]] rules say; `encoder`: the value format's, the
@@ -284,7 +285,7 @@ def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None, options: O
 
 def check_canal(inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
     """`check` with canal-json's encoder (`old`: its [kafka] old), a fresh one for each read."""
-    readers = [cast(MessageEncoder, CanalJsonEncoder(None, "row", old)) for _ in range(2)]  # type: ignore[arg-type]
+    readers = [CanalJsonEncoder(None, "row", old) for _ in range(2)]  # type: ignore[arg-type]
     with_kernel, python = read(inp, True, mangle, encoder=readers[0]), read(inp, False, mangle, encoder=readers[1])
     assert python.kernel_rows == 0
     if not with_kernel.same(python):

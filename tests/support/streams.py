@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from connector.items import Changes, Commit, StreamItem
 from connector.position import Position
-from connector.stream import Backoff, Changes, ChangeStream, Commit, StreamItem
+from connector.stream import Backoff, ChangeStream
 
 FAST = Backoff(first_s=0.05, max_s=1.0, attempts=200)
 

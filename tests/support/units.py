@@ -8,13 +8,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from connector.avro.encoding import MessageEncoder, SingleObjectFraming
+from connector.assembler import TransactionAssembler
+from connector.avro.encoding import MessageEncoder
+from connector.avro.framing import SingleObjectFraming
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
 from connector.filters import TableFilter
+from connector.items import Changes, StreamItem
+from connector.metrics import Metrics
 from connector.oversize import OversizePolicy
 from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position
@@ -25,7 +29,7 @@ from connector.schema.model import Schema, Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
-from connector.stream import Changes, StreamItem, TransactionAssembler
+from connector.steps import Encoder
 from tests.corpus import CORPUS
 
 # A table with a column of (nearly) every type, for the Avro tests
@@ -66,7 +70,8 @@ def _avro(directory: SchemaDirectory) -> MessageEncoder:
 class Rig:
     def __init__(
         self, tmp: Path, max_in_flight: int = 1000, oversized: str = "fail", sink: MemorySink | None = None,
-        encoder: Callable[[SchemaDirectory], MessageEncoder] | None = None, options: Options = NO_OPTIONS,
+        encoder: Callable[[SchemaDirectory], Encoder] | None = None, options: Options = NO_OPTIONS,
+        metrics: Metrics | None = None,
     ) -> None:  # fmt: skip
         self.now = 0.0  # the pipeline's clock: tests move it
         self.sink = sink or MemorySink()
@@ -81,6 +86,7 @@ class Rig:
             self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
             clock=lambda: self.now,
             oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"), options=options,
+            metrics=metrics,
         )  # fmt: skip
 
     def _sleep(self, seconds: float) -> None:
