@@ -74,6 +74,8 @@ def statement_logged_change(sql: str, database: str) -> tuple[str, str] | None:
 
 def _unquoted(name: str) -> str:
     return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
 # An xid as the servers log it: X'gtrid',X'bqual',formatID (or quoted strings, as typed).
 _XID_PART = r"\s*(?:X'([0-9a-fA-F]*)'|'((?:[^'\\]|\\.|'')*)')\s*"
 _XID = re.compile(rf"^{_XID_PART}(?:,{_XID_PART}(?:,\s*(\d+)\s*)?)?$")

@@ -43,7 +43,7 @@ from connector.binlog.rowplan import (
     json_program,
 )
 from connector.binlog.tablemap import TableMapEvent
-from connector.flat import FlatMessage, RowBatch, TableShape, shape_of
+from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
 from connector.native import CanalParts, transcoder
 from connector.native_spec import record
 from connector.schema.labels import as_printed
@@ -386,7 +386,7 @@ class CanalJsonEncoder:
         out = []
         for message in messages:
             key = self.key(message, table)
-            if batch.rows.kind == RowsKind.UPDATE and _key_changed(message, table):
+            if batch.rows.kind == RowsKind.UPDATE and key_changed(message, table):
                 return None
             out.append((key, _dumps(self.document([message], table)).encode()))
         return out
@@ -419,11 +419,6 @@ class CanalJsonEncoder:
     def ddl(self, message: FlatMessage, topic: str) -> tuple[bytes, bytes]:
         key = _dumps({"database": message["database"], "table": message["table"]}).encode()
         return key, _dumps(self.document([message], None)).encode()
-
-
-def _key_changed(message: FlatMessage, table: Table) -> bool:
-    old = message["old"][0] if message["old"] else {}
-    return any(k in old for k in table.primary_key)
 
 
 def _canal_type(kind: str) -> str:

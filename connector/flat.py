@@ -66,6 +66,14 @@ _FSP_NAMES: dict[int, str] = {
 }
 
 
+def key_changed(message: FlatMessage, table: Table) -> bool:
+    """An UPDATE whose old image differs in a primary key column: the key moves, so the pipeline
+    publishes a DELETE under the old key and an INSERT under the new (each key's history in its
+    one partition), and the encoders' per-event paths leave the event to it."""
+    old = message["old"][0] if message["old"] else {}
+    return any(k in old for k in table.primary_key)
+
+
 def _is_binary(col: ColumnMeta) -> bool:
     # Without charset metadata a BLOB-family column cannot be told from TEXT: call it binary.
     if col.collation is None:

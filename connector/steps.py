@@ -26,7 +26,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules, Shaping
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
-from connector.flat import FlatMessage, RowBatch
+from connector.flat import FlatMessage, RowBatch, key_changed
 from connector.inflight import InFlight
 from connector.items import Changes
 from connector.lane import Burst, KernelPlan
@@ -99,11 +99,6 @@ class Encoder(Protocol):
         """The schema registry client readers need; None without one."""
 
 
-def _changes_key(message: FlatMessage, table: Table) -> bool:
-    old = message["old"][0] if message["old"] else {}
-    return any(k in old for k in table.primary_key)
-
-
 class Encode:
     """Encode: a change to its topic's Avro key and value.
 
@@ -153,7 +148,7 @@ class Encode:
 
     def _row(self, message: FlatMessage, table: Table) -> None:
         database, name = message["database"], message["table"]
-        if message["type"] == "UPDATE" and _changes_key(message, table):
+        if message["type"] == "UPDATE" and key_changed(message, table):
             # The old key's messages live on its own partition: a DELETE there, an INSERT under
             # the new key, so every key's history stays in one partition, in order.
             before = {**message["data"][0], **message["old"][0]}

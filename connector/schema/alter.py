@@ -138,7 +138,7 @@ class AlterReader:
         cur = self.cur
         if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and self._constraint_is_primary()):
             self.plan.add_primary = self._primary_key()
-        elif _is_index_element(cur):
+        elif is_element(cur):
             self._index()
         elif cur.accept("SYSTEM", "VERSIONING"):
             self.plan.versioning = "add"
@@ -157,7 +157,7 @@ class AlterReader:
         while True:  # ADD [COLUMN] (definitions, and indexes: MySQL's grammar allows both)
             if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and self._constraint_is_primary()):
                 self.plan.add_primary = self._primary_key()
-            elif _is_index_element(cur):
+            elif is_element(cur):
                 self._index()
             else:
                 self._add_one(if_not_exists, placed=False)
@@ -331,9 +331,10 @@ class AlterReader:
         self.cur.skip_to_separator()
 
 
-def _is_index_element(cur: Cursor) -> bool:
-    """An index or constraint that is not the primary key (a column may be named `vector`,
-    `period` or `system`: only these words followed by what an element has count)."""
+def is_element(cur: Cursor) -> bool:
+    """An index, key, constraint or period that is not the primary key, in ALTER TABLE ... ADD
+    and CREATE TABLE alike (a column may be named `vector`, `period` or `system`: only these
+    words followed by what an element has count)."""
     token = cur.peek()
     if token is None or token.kind != "word":
         return False

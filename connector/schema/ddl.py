@@ -30,6 +30,7 @@ from connector.schema.alter import (
     AlterReader,
     apply_plan,
     hidden_period_columns,
+    is_element,
     key_columns,
     table_option,
     versioned_key,
@@ -479,7 +480,7 @@ class _TableDefinition:
                     cur.name("a constraint name")
                 cur.expect("PRIMARY", "KEY")
                 self.primary = key_columns(cur)
-            elif _is_element(cur):
+            elif is_element(cur):
                 index = read_index(cur)
                 if index is not None:
                     self.indexes.append(index)
@@ -524,20 +525,6 @@ class _TableDefinition:
 def _constraint_is_primary(cur: Cursor) -> bool:
     ahead = 1 if cur.is_at("PRIMARY", 1) else 2
     return cur.is_at("PRIMARY", ahead)
-
-
-def _is_element(cur: Cursor) -> bool:
-    """An index, key or constraint of a CREATE TABLE, not a column (a column may be named
-    `vector`, `period` or `system`: only those words followed by what an element has count)."""
-    token = cur.peek()
-    if token is None or token.kind != "word":
-        return False
-    word = token.text.upper()
-    if word in ("INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "CONSTRAINT"):
-        return True
-    if word == "VECTOR":
-        return cur.is_at("INDEX", 1) or cur.is_at("KEY", 1)
-    return word == "PERIOD" and cur.is_at("FOR", 1)
 
 
 @dataclass(frozen=True, slots=True)
