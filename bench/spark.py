@@ -106,7 +106,7 @@ def unmerged(spark: Any, config: Config) -> None:
     schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir))
 
     def append(framed: Any, _batch_id: int) -> None:
-        writers, _ = writers_in(framed, schemas)
+        writers = writers_in(framed, schemas).writers
         for (database, table), messages in decode(framed, schemas, writers, MIRRORED).items():
             latest = newest_per_key(changes_of(messages, full=False), schemas.directory.key_columns(database, table))
             latest.write.format("delta").mode("append").save(os.path.join(config.spark.lake_dir, database, table))
@@ -174,10 +174,16 @@ def merge_metrics(spark: Any, path: str) -> str:
     return f"{last['operation']}: " + ", ".join(f"{k} {metrics[k]}" for k in shown if k in metrics)
 
 
-def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events: str) -> dict[str, float]:
-    """The tables axis at `n` tables: `total` changes spread over them, per job the seconds of
-    the run that applies them (its tables made by a run before, untimed); with an event log, each
-    kind of Spark job's seconds in the mirror's run too."""
+def engine(config: Config, driver_rows: int) -> Config:
+    return replace(config, spark=replace(config.spark, driver_rows=driver_rows))
+
+
+def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events: str,
+                 engines: list[int]) -> dict[str, float]:  # fmt: skip
+    """The tables axis at `n` tables: `total` changes spread over them, per job and per
+    `[spark] driver_rows` in `engines` the seconds of the run that applies them (its tables made
+    by a run before, untimed, each its own lake); with an event log, each kind of Spark job's
+    seconds in the mirror's runs too."""
     db, per = f"{DB}_{n}", total // n
     names = tuple(f"t{i:03d}" for i in range(n))
     fresh_table(db, names)
@@ -190,8 +196,9 @@ def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events:
         for table in names:
             insert(cur, db, 1, per, table=table)
     Connector(config).run(blocking=False)
-    for job in ("mirror", "changelog"):
-        run(in_round(config, tmp, f"{name}-{job}"), job, once=True)
+    runs = [(job, rows) for rows in engines for job in ("mirror", "changelog")]
+    for job, rows in runs:
+        run(engine(in_round(config, tmp, f"{name}-{job}-{rows}"), rows), job, once=True)
     with connect().cursor() as cur:  # per table: a tenth of its rows updated, a tenth deleted, the rest new
         for table in names:
             insert(cur, db, per + 1, per + per - 2 * (per // 10), table=table)
@@ -199,9 +206,10 @@ def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events:
             cur.execute(f"DELETE FROM {db}.{table} WHERE id <= {per} AND id % 10 = 5")
     Connector(config).run(blocking=False)
     figures = {}
-    for job in ("mirror", "changelog"):
+    for job, rows in runs:
         mark = len(spark_jobs(events)) if events else 0
-        figures[job] = timed(lambda job=job: run(in_round(config, tmp, f"{name}-{job}"), job, once=True))
+        cfg = engine(in_round(config, tmp, f"{name}-{job}-{rows}"), rows)
+        figures[f"{job} driver_rows={rows}"] = timed(lambda cfg=cfg, job=job: run(cfg, job, once=True))
         if events and job == "mirror":
             kinds: dict[str, list[float]] = {}
             for what, seconds in spark_jobs(events)[mark:]:
@@ -209,21 +217,26 @@ def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events:
             for kind, times in sorted(kinds.items(), key=lambda item: -sum(item[1]))[:8]:
                 each = sum(times) / n * 1000
                 print(f"    {sum(times):6.2f} s in {len(times):4d} jobs ({each:5.0f} ms a table)  {kind}")
-    mirrored = spark.read.format("delta").load(os.path.join(tmp, f"{name}-mirror", "lake", "mirror", db, names[-1]))
-    assert mirrored.count() == per + per - 2 * (per // 10) - per // 10, mirrored.count()  # the mirror is whole
+    for rows in engines:
+        lake = os.path.join(tmp, f"{name}-mirror-{rows}", "lake", "mirror", db)
+        for table in (names[0], names[-1]):
+            mirrored = spark.read.format("delta").load(os.path.join(lake, table))
+            assert mirrored.count() == per + per - 2 * (per // 10) - per // 10, mirrored.count()  # the mirror is whole
     return figures
 
 
-def tables_axis(spark: Any, config: Config, tmp: str, counts: list[int], total: int, events: str) -> None:
+def tables_axis(spark: Any, config: Config, tmp: str, counts: list[int], total: int, events: str,
+                engines: list[int]) -> None:  # fmt: skip
     """`--tables`: the same number of changes over 1, 10, 100, ... tables, a few per table as
-    under OLTP. What grows with the tables is a batch's cost per table."""
+    under OLTP. What grows with the tables is a batch's cost per table. Each line's ratio is
+    to the first count's run of the same job and engine."""
     first: dict[str, float] = {}
     for n in counts:
-        figures = tables_round(spark, config, tmp, n, total, events)
+        figures = tables_round(spark, config, tmp, n, total, events, engines)
         first = first or figures
-        line = ", ".join(f"{job} {s:.1f} s ({total / s:,.0f} rows/s, {s / first[job]:.2f}x {counts[0]} table(s))"
-                         for job, s in figures.items())  # fmt: skip
-        print(f"{n} tables x {total // n:,} changes: {line}", flush=True)
+        for job, s in figures.items():
+            print(f"{n} tables x {total // n:,} changes, {job}: {s:.1f} s ({total / s:,.0f} rows/s, "
+                  f"{s / first[job]:.2f}x {counts[0]} table(s))", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -236,6 +249,8 @@ def main() -> None:
     parser.add_argument("--tables", default="", metavar="N,N,...",
                         help="the tables axis instead: --changes spread over N tables, for each N")
     parser.add_argument("--changes", type=int, default=100_000, help="with --tables: the changes of a batch")
+    parser.add_argument("--driver-rows", default="0,20000", metavar="N,N,...",
+                        help="with --tables: each [spark] driver_rows to time (0: every table by Spark)")
     parser.add_argument("--master", default="local[2]", help="Spark's master (the cluster: deploy/spark/cluster.sh)")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
@@ -251,7 +266,7 @@ def main() -> None:
         if args.tables:
             spark = session(in_round(config, tmp, "warm-up"), "bench")
             tables_axis(spark, config, tmp, [int(n) for n in args.tables.split(",")], args.changes,
-                        events if args.profile else "")  # fmt: skip
+                        events if args.profile else "", [int(n) for n in args.driver_rows.split(",")])  # fmt: skip
             spark.stop()
             return
         fresh_table(DB)

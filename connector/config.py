@@ -259,6 +259,11 @@ class SparkSection:
     # Tables of a batch written at once (each its MERGE or append, in its own FAIR scheduler
     # pool), so one table's small jobs overlap another's (spark/README.md: many tables).
     table_threads: int = 8
+    # A table whose share of a batch is at most this many messages is merged (or appended) by
+    # delta-rs in the driver, its rows collected as Arrow, without Spark's jobs per Delta write
+    # (spark/README.md: many tables); more, or a change Delta's Spark writer must make (a new
+    # table, a new column), go through Spark. 0: always Spark.
+    driver_rows: int = 20_000
     metrics_port: int = 0  # the job's Prometheus /metrics (on [metrics] host); 0: off
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
     ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
@@ -494,6 +499,7 @@ def _validate(config: Config, where: str) -> None:
         (1 <= config.spark.shuffle_partitions <= 10_000, "spark.shuffle_partitions", "1..10000"),
         (0 <= config.spark.key_range <= 2**62, "spark.key_range", "0 (off) or a positive width of key values"),
         (1 <= config.spark.table_threads <= 256, "spark.table_threads", "1..256"),
+        (config.spark.driver_rows >= 0, "spark.driver_rows", "0 (always Spark) or more"),
         (0 <= config.spark.metrics_port <= 65535, "spark.metrics_port", "0 (off) or 1..65535"),
     ]  # fmt: skip
     checks += _security_checks(config)

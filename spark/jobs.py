@@ -29,7 +29,9 @@ changelog: every change with its operation, source position, event time, after-i
 Both go table by table (`Batches`, `[spark] table_threads` side by side): a table whose write
 fails is reported, counted and held back (its changes written again from their Kafka offsets at
 the next batch, `Holds`), and the other tables go on. A DECIMAL wider than Spark's 38 digits
-is its exact text (`decimal_text`).
+is its exact text (`decimal_text`). A table's share of a batch of at most `[spark] driver_rows`
+messages is decoded and reduced in Spark as any other, then merged (or inserted) by delta-rs
+in the driver (`spark.driver`): a Spark MERGE costs a second of jobs whatever its rows.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from connector.metrics import serve
 from connector.schema.ddl import Unreadable, apply_ddl, read_ddl
 from connector.schema.model import Schema
 from connector.schema.sqltokens import Session, quote_identifier
+from spark import driver
 
 log = logging.getLogger("sluice.spark")
 
@@ -203,18 +206,31 @@ Key = tuple[str, str]  # a source table: database, table
 Writers = dict[Key, dict[str, dict[str, Any]]]  # per table, its writer schemas by id
 
 
-def writers_in(framed: DataFrame, schemas: WriterSchemas) -> tuple[Writers, bool]:
-    """The writer schemas of the batch's row messages, per table, and whether it holds
-    statements: one pass over the batch."""
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """What a batch holds: per table its writer schemas and its row messages, and whether it
+    holds statements."""
+
+    writers: Writers
+    rows: dict[Key, int]
+    statements: bool
+
+
+def writers_in(framed: DataFrame, schemas: WriterSchemas) -> Contents:
+    """The writer schemas of the batch's row messages and their count, per table, and whether
+    it holds statements: one pass over the batch."""
     writers: Writers = {}
+    rows: dict[Key, int] = {}
     statements = False
-    for row in framed.select("fp", "statement").distinct().collect():
+    for row in framed.groupBy("fp", "statement").count().collect():
         if row["statement"]:
             statements = True
             continue
         writer = schemas.writer(row["fp"])
-        writers.setdefault((writer["sluice.database"], writer["sluice.table"]), {})[row["fp"]] = writer
-    return writers, statements
+        table = (writer["sluice.database"], writer["sluice.table"])
+        writers.setdefault(table, {})[row["fp"]] = writer
+        rows[table] = rows.get(table, 0) + row["count"]
+    return Contents(writers, rows, statements)
 
 
 # canal's types of the statements that can take a table's rows away (QUERY: DROP DATABASE).
@@ -470,40 +486,40 @@ def column_mapping(spark: SparkSession, path: str) -> None:
         )
 
 
-def follow_drops(spark: SparkSession, path: str, fields: list[dict[str, Any]]) -> None:
-    """Drop the mirror's columns the table's newest schema no longer has (a DROP COLUMN, or a
-    table renamed onto the mirrored name that lacks them): else the mirror kept them, with the
-    old rows' values, where SELECT * has none. Sluice's own columns stay."""
-    have = spark.read.format("delta").load(path).columns
+def follow_drops(spark: SparkSession, path: str, fields: list[dict[str, Any]], have: list[str]) -> bool:
+    """Drop the mirror's columns (`have`) the table's newest schema no longer has (a DROP
+    COLUMN, or a table renamed onto the mirrored name that lacks them): else the mirror kept
+    them, with the old rows' values, where SELECT * has none. Sluice's own columns stay.
+    Whether it dropped any."""
     wanted = {field["name"] for field in fields}
     gone = [c for c in have if c not in wanted and not c.startswith("_sluice")]
     if not gone:
-        return
+        return False
     column_mapping(spark, path)
     spark.sql(f"ALTER TABLE delta.`{path}` DROP COLUMNS ({', '.join(f'`{c}`' for c in gone)})")
     log.info("mirror %s: column(s) %s dropped, as in the source", path, ", ".join(gone))
+    return True
 
 
-def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]]) -> None:
-    """Rename the mirror's columns the source renamed: a newest field the table lacks whose
-    alias (an earlier name, newest first) it has. Without it, rows no change touches after
+def follow_renames(spark: SparkSession, path: str, fields: list[dict[str, Any]], have: list[str]) -> list[str]:
+    """Rename the mirror's columns (`have`) the source renamed: a newest field the table lacks
+    whose alias (an earlier name, newest first) it has. Without it, rows no change touches after
     the rename would show the column as NULL. A rename needs Delta column mapping by name
     (readers and writers of Delta 1.2 and later); it is turned on at the first rename. Run
-    again after a failure, it finds the new names there and does nothing."""
-    if not any(field.get("aliases") for field in fields):
-        return  # no column of the table was ever renamed
-    have = set(spark.read.format("delta").load(path).columns)
+    again after a failure, it finds the new names there and does nothing. The columns after."""
     renames = []
     for field in fields:
         old = next((a for a in field.get("aliases", ()) if a in have), None)
         if field["name"] not in have and old is not None:
             renames.append((old, field["name"]))
     if not renames:
-        return
+        return have
     column_mapping(spark, path)
     for old, new in renames:
         spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN `{old}` TO `{new}`")
         log.info("mirror %s: column %s renamed to %s, as in the source", path, old, new)
+    names = dict(renames)
+    return [names.get(column, column) for column in have]
 
 
 def properties_of(spark: SparkSession, path: str) -> dict[str, str]:
@@ -618,13 +634,21 @@ class Part:
     frame: DataFrame
     writers: dict[str, dict[str, Any]]
     emptied_at: int | None
+    rows: int = 0  # its row messages
+
+    def small(self, config: Config) -> bool:
+        """Whether its rows are few enough to be written in the driver (`spark.driver`)."""
+        return 0 < self.rows <= config.spark.driver_rows
 
 
 def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dict[Key, Part]:
     """Each table's part of a framed batch; with `statements`, the tables its statements emptied too."""
-    writers, has_statements = writers_in(framed, schemas)
-    cuts = emptied(framed, schemas.directory) if statements and has_statements else {}
-    return {key: Part(framed, writers.get(key, {}), cuts.get(key)) for key in writers.keys() | cuts.keys()}
+    contents = writers_in(framed, schemas)
+    cuts = emptied(framed, schemas.directory) if statements and contents.statements else {}
+    return {
+        key: Part(framed, contents.writers.get(key, {}), cuts.get(key), contents.rows.get(key, 0))
+        for key in contents.writers.keys() | cuts.keys()
+    }
 
 
 class TableJob(Protocol):
@@ -652,15 +676,18 @@ class Mirror:
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "mirror", *table)
 
-    def cut_of(self, path: str, keys: list[str]) -> int:
+    def cut_of(self, path: str, keys: list[str], target: driver.Target | None = None) -> int:
         """The position a mirror table was last emptied at, read once per run with its width
-        (and its statistics columns set, if they never were)."""
+        (and its statistics columns set, if they never were); from `target` if delta-rs opened it."""
         if path not in self.cuts:
-            properties, table = properties_of(self.spark, path), self.spark.read.format("delta").load(path)
-            statistics_on_key(self.spark, path, table.schema, keys, properties)
+            if target is not None:
+                properties, schema = target.properties, target.schema
+            else:
+                properties, schema = properties_of(self.spark, path), self.spark.read.format("delta").load(path).schema
+            statistics_on_key(self.spark, path, schema, keys, properties)
             self.cuts[path] = int(properties.get(TRUNCATED_AT, -1))
             # RANGE is only ever the partition column; a crash before the property: the config's.
-            ranges = RANGE in table.columns
+            ranges = RANGE in schema.fieldNames()
             self.widths[path] = int(properties.get(KEY_RANGE, self.config.spark.key_range)) if ranges else 0
         return self.cuts[path]
 
@@ -687,19 +714,22 @@ class Mirror:
         if not part.writers or not keys:
             return  # no rows; or no primary key: nothing to merge by (the changelog has these tables)
         path = self.path(table)
-        if not DeltaTable.isDeltaTable(self.spark, path):
+        target = driver.open_target(path) if part.small(self.config) else None
+        if target is None and not DeltaTable.isDeltaTable(self.spark, path):
             # A new table holds nothing to merge with: its rows are the batch's newest
             # non-deleted ones. Run again (a crash before the checkpoint), it merges.
             latest = self.latest(table, part, keys, -1 if part.emptied_at is None else part.emptied_at)
             create(self.spark, path, latest, keys, width_for(latest, keys[0], self.config.spark.key_range))
             log.info("%s: created the mirror of %s.%s", during(batch_id), *table)
             return
-        latest = self.latest(table, part, keys, self.cut_of(path, keys))
+        latest = self.latest(table, part, keys, self.cut_of(path, keys, target))
         fields = row_fields(self.schemas.directory.latest_schema(*table))
-        follow_renames(self.spark, path, fields)
-        follow_drops(self.spark, path, fields)
-        self.merge_into(path, latest, keys)
-        log.info("%s: merged %s.%s", during(batch_id), *table)
+        have = target.columns if target is not None else self.spark.read.format("delta").load(path).columns
+        renamed = follow_renames(self.spark, path, fields, have)
+        if follow_drops(self.spark, path, fields, renamed) or renamed != have:
+            target = None  # its schema changed under delta-rs's snapshot: Spark merges this batch
+        how = self.merge_into(path, latest, keys, target)
+        log.info("%s: merged %s.%s (%s)", during(batch_id), *table, how)
 
     def latest(self, table: Key, part: Part, keys: list[str], cut: int) -> DataFrame:
         """Per key, the part's newest change after the position the table was last emptied at."""
@@ -708,16 +738,27 @@ class Mirror:
             changes = changes.filter(F.col("_sluice_id") > cut)
         return newest_per_key(changes, keys)
 
-    def merge_into(self, path: str, latest: DataFrame, keys: list[str]) -> None:
+    def merge_into(self, path: str, latest: DataFrame, keys: list[str], target: driver.Target | None) -> str:
+        """Merge by delta-rs in the driver when the table has every column of `latest` as it is
+        (`driver.fits`), else by Spark (whose MERGE adds new columns). Which one did it."""
         width = self.widths[path]  # read with its cut
         if width:
             latest = ranged(latest, keys[0], width)
+        if target is not None and driver.fits(target, latest.schema, ("_sluice_type",)):
+            rows = driver.arrow_of(latest)
+            if rows.num_rows:
+                driver.merge_newest(target, rows, keys, RANGE if width else "")
+            return f"delta-rs, {rows.num_rows} keys"
         latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
         try:
             bounds = key_bounds(latest, keys[0]) if width else ""
             merge(DeltaTable.forPath(self.spark, path), latest, keys, bounds)
         finally:
             latest.unpersist()
+        return "Spark"
+
+
+IDENTITY = ("sluice_id", "source_row", "op")  # a changelog entry's: inserted once
 
 
 class Changelog:
@@ -746,18 +787,26 @@ class Changelog:
             F.when(is_delete, F.lit(None)).otherwise(F.col("_data")).alias("after"),
             F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
             F.current_timestamp().alias("ingested_at"),
-        ).dropDuplicates(["sluice_id", "source_row", "op"])  # fmt: skip
+        ).dropDuplicates(list(IDENTITY))  # fmt: skip
         path = under(self.config.spark.lake_dir, "changelog", *table)
-        if not DeltaTable.isDeltaTable(self.spark, path):  # nothing there yet to be exactly-once against
+        target = driver.open_target(path) if part.small(self.config) else None
+        if target is None and not DeltaTable.isDeltaTable(self.spark, path):
+            # nothing there yet to be exactly-once against
             entries.write.format("delta").partitionBy("event_date").save(path)
             log.info("%s: created the changelog of %s.%s", during(batch_id), *table)
             return
-        on = "t.sluice_id = s.sluice_id AND t.source_row = s.source_row AND t.op = s.op"
+        if target is not None and driver.fits(target, entries.schema):
+            rows = driver.arrow_of(entries)
+            if rows.num_rows:
+                driver.insert_new(target, rows, list(IDENTITY))
+            log.info("%s: appended changes of %s.%s (delta-rs, %d)", during(batch_id), *table, rows.num_rows)
+            return
+        on = " AND ".join(f"t.{c} = s.{c}" for c in IDENTITY)
         (
             DeltaTable.forPath(self.spark, path).alias("t").merge(entries.alias("s"), on)
             .whenNotMatchedInsertAll().execute()
         )  # fmt: skip
-        log.info("%s: appended changes of %s.%s", during(batch_id), *table)
+        log.info("%s: appended changes of %s.%s (Spark)", during(batch_id), *table)
 
 
 JOBS: dict[str, Callable[[SparkSession, Config, WriterSchemas], TableJob]] = {

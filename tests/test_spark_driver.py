@@ -1,0 +1,126 @@
+"""spark/driver.py: the mirror's MERGE and the changelog's insert in delta-rs, on real Delta
+tables in a temporary folder (no JVM: tests/test_spark_live.py has Spark read what it writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
+
+from spark.driver import Target, fits, insert_new, merge_newest, open_target, writable
+
+# Column names the SQL delta-rs reads must keep as they are: case, a space, a keyword.
+KEY, TEXT, WORD = "Id", "Mixed Case", "select"
+
+
+def mirror(path: Path, rows: list[tuple[int, str, int, int, int]], **options: Any) -> Target:
+    """A mirror table of (key, text, word, position id, position row) rows."""
+    write_deltalake(str(path), changes(rows, types=None), **options)
+    target = open_target(str(path))
+    assert target is not None
+    return target
+
+
+def changes(rows: list[tuple[Any, ...]], types: list[str] | None = None) -> pa.Table:
+    """Rows as the mirror keeps them, with `types` (`_sluice_type`) as a batch's newest changes are."""
+    columns: dict[str, list[Any]] = {
+        KEY: [r[0] for r in rows], TEXT: [r[1] for r in rows], WORD: [r[2] for r in rows],
+        "_sluice_id": [r[3] for r in rows], "_sluice_row": [r[4] for r in rows],
+    }  # fmt: skip
+    if types is not None:
+        columns["_sluice_type"] = types
+    return pa.table(columns)
+
+
+def contents(path: Path) -> dict[int, tuple[str, int, int, int]]:
+    table = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return {r[KEY]: (r[TEXT], r[WORD], r["_sluice_id"], r["_sluice_row"]) for r in table}
+
+
+def test_a_change_applies_only_over_an_older_one(tmp_path: Path) -> None:
+    held = [(1, "a", 1, 100, 0), (2, "b", 2, 100, 0), (3, "c", 3, 100, 5), (4, "d", 4, 100, 0)]
+    target = mirror(tmp_path / "t", held)
+    batch = changes(
+        [
+            (1, "a2", 10, 200, 0),  # newer: updated
+            (2, "b0", 20, 50, 0),  # older (a replay): not applied
+            (3, "c", 3, 100, 6),  # the same event, a later row: deleted
+            (4, "d0", 4, 100, 0),  # the very position the table holds: not applied again
+            (5, "e", 5, 200, 1),  # new: inserted
+            (6, "f", 6, 200, 2),  # deleted before the table ever had it: not inserted
+        ],
+        types=["UPDATE", "UPDATE", "DELETE", "DELETE", "INSERT", "DELETE"],
+    )
+    metrics = merge_newest(target, batch, [KEY])
+    assert contents(tmp_path / "t") == {
+        1: ("a2", 10, 200, 0), 2: ("b", 2, 100, 0), 4: ("d", 4, 100, 0), 5: ("e", 5, 200, 1),
+    }  # fmt: skip
+    assert (metrics["num_target_rows_updated"], metrics["num_target_rows_deleted"]) == (1, 1)
+    assert metrics["num_target_rows_inserted"] == 1
+    again = open_target(str(tmp_path / "t"))  # the same batch again (a crash before the checkpoint)
+    assert again is not None
+    merge_newest(again, batch, [KEY])
+    assert len(contents(tmp_path / "t")) == 4 and contents(tmp_path / "t")[1] == ("a2", 10, 200, 0)
+
+
+def test_a_partitioned_mirror_rewrites_only_the_partitions_a_batch_touches(tmp_path: Path) -> None:
+    rows = [(i, f"v{i}", i, 100, 0) for i in range(40)]
+    table = changes(rows).append_column("_sluice_range", pa.array([i // 10 for i in range(40)], pa.int64()))
+    write_deltalake(str(tmp_path / "t"), table, partition_by=["_sluice_range"])
+    target = open_target(str(tmp_path / "t"))
+    assert target is not None
+    # A commit after it was opened (the job sets a table property through Spark): merged over it.
+    DeltaTable(str(tmp_path / "t")).alter.set_table_properties({"sluice.truncatedAt": "5"}, raise_if_not_exists=False)
+    batch = changes([(12, "x", 0, 200, 0), (15, "y", 0, 200, 1)], types=["UPDATE", "DELETE"])
+    batch = batch.append_column("_sluice_range", pa.array([1, 1], pa.int64()))
+    metrics = merge_newest(target, batch, [KEY], "_sluice_range")
+    assert metrics["num_target_files_removed"] == 1  # range 1's file; ranges 0, 2 and 3 untouched
+    assert contents(tmp_path / "t")[12] == ("x", 0, 200, 0) and 15 not in contents(tmp_path / "t")
+    assert len(contents(tmp_path / "t")) == 39
+    assert DeltaTable(str(tmp_path / "t")).metadata().configuration["sluice.truncatedAt"] == "5"
+
+
+def test_the_changelog_inserts_a_position_once(tmp_path: Path) -> None:
+    def entries(ids: list[int]) -> pa.Table:
+        return pa.table({"sluice_id": ids, "source_row": [0] * len(ids), "op": ["INSERT"] * len(ids), "v": ids})
+
+    write_deltalake(str(tmp_path / "c"), entries([1, 2]))
+    target = open_target(str(tmp_path / "c"))
+    assert target is not None
+    insert_new(target, entries([2, 3, 4]), ["sluice_id", "source_row", "op"])
+    ids = sorted(r["sluice_id"] for r in DeltaTable(str(tmp_path / "c")).to_pyarrow_table().to_pylist())
+    assert ids == [1, 2, 3, 4]
+
+
+def test_a_batch_with_a_column_new_to_the_table_or_a_changed_type_is_left_to_spark(tmp_path: Path) -> None:
+    target = mirror(tmp_path / "t", [(1, "a", 1, 100, 0)])
+    own = ("_sluice_type",)
+    same = StructType([StructField(c, t) for c, t in ((KEY, LongType()), (TEXT, StringType()), (own[0], StringType()))])
+    assert fits(target, same, own)
+    assert not fits(target, same, ())  # the job's own column is not the table's
+    assert not fits(target, StructType([*same.fields, StructField("added", IntegerType())]), own)
+    assert not fits(target, StructType([StructField(KEY, DecimalType(20, 0))]), own)  # BIGINT UNSIGNED's widening
+
+
+def test_tables_delta_rs_would_not_write_as_spark_does_are_left_to_spark(tmp_path: Path) -> None:
+    assert open_target(str(tmp_path / "nothing")) is None
+    (tmp_path / "file").write_text("someone else's\n")
+    assert open_target(str(tmp_path / "file")) is None  # Spark's write says what is wrong
+    assert open_target(str(tmp_path)) is None  # a folder without a Delta log
+    assert open_target("s3a://bucket/lake/mirror/shop/t") is None  # Hadoop's: Spark writes it
+    write_deltalake(str(tmp_path / "plain"), changes([(1, "a", 1, 1, 0)]))
+    assert open_target(f"file://{tmp_path / 'plain'}") is not None and open_target(str(tmp_path / "plain")) is not None
+    vectors = tmp_path / "dv"
+    write_deltalake(str(vectors), changes([(1, "a", 1, 1, 0)]), configuration={"delta.enableDeletionVectors": "true"})
+    assert open_target(str(vectors)) is None
+    feed = tmp_path / "cdf"
+    write_deltalake(str(feed), changes([(1, "a", 1, 1, 0)]), configuration={"delta.enableChangeDataFeed": "true"})
+    assert open_target(str(feed)) is None
+    quoted = tmp_path / "q"
+    write_deltalake(str(quoted), pa.table({"a`b": [1]}))
+    table = DeltaTable(str(quoted))
+    assert not writable(Target(table, StructType([StructField("a`b", LongType())])))
+    assert writable(Target(table, StructType([StructField("ab", LongType())])))
