@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame
@@ -92,6 +93,23 @@ def arrow_of(frame: DataFrame) -> pa.Table:
     holds a null in the struct's null slot, as Arrow allows."""
     batches = frame._collect_as_arrow(empty_list_if_zero_records=False)  # type: ignore[operator]  # not in the stubs
     return pa.Table.from_batches(batches)
+
+
+def last_per(rows: pa.Table, keys: list[str], then: tuple[str, ...] = ()) -> pa.Table:
+    """Per distinct `keys`, the row last in the order of `then` (the mirror: per key the newest
+    change, by source position and row, as `spark.jobs.newest_per_key` computes it in Spark;
+    the changelog: one row per change). A sort and one pass over neighbours, in Arrow."""
+    if rows.num_rows <= 1:
+        return rows
+    rows = rows.sort_by([(column, "ascending") for column in (*keys, *then)])
+    count = rows.num_rows
+    ends: Any = None  # row i ends its key's run: its key differs from row i + 1's
+    for key in keys:
+        column = rows.column(key)
+        differs = pc.not_equal(column.slice(0, count - 1), column.slice(1))
+        ends = differs if ends is None else pc.or_(ends, differs)
+    last = pa.chunked_array([*ends.chunks, pa.array([True])], pa.bool_())
+    return rows.filter(last)
 
 
 def quoted(name: str) -> str:

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -437,19 +439,9 @@ def decode(
 
     Each table's messages are decoded in one projection that picks the writer schema by
     fingerprint (every branch resolves to the table's newest schema, so they share one type)."""
-    directory = schemas.directory
     out = {}
     for key, by_fp in writers.items():
-        newest = directory.latest_schema(*key)
-        wide = wide_decimals(newest)
-        reader = as_bytes(reading(newest, fields) if fields else newest, wide)
-        options = {"mode": "FAILFAST", "avroSchema": json.dumps(reader)}
-        branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
-        message = branches[0][1]
-        if len(branches) > 1:
-            message = F.when(*branches[0])
-            for condition, value in branches[1:]:
-                message = message.when(condition, value)
+        message, reader, wide = decoder(schemas.directory, key, by_fp, fields)
         rows = framed.filter(~F.col("statement") & F.col("fp").isin(list(by_fp)))
         decoded = rows.select(message.alias("m"), "partition", "offset")
         if wide:  # over the decoded column: the text's expression names it many times
@@ -458,22 +450,68 @@ def decode(
     return out
 
 
-def changes_of(messages: DataFrame, full: bool = True) -> DataFrame:
-    """One row per change: the envelope's position and type, and the row's columns; `full`:
-    also its before-image, source, event time and GTID."""
-    rest = [
-        F.col("m.old").getItem(0).alias("_old"),
-        F.col("m.source").alias("_source"),
-        F.col("m.es").alias("_es"),
-        F.col("m.gtid").alias("_gtid"),
-    ]
-    return messages.select(
-        F.col("m.type").alias("_sluice_type"),
-        F.col("m.id").alias("_sluice_id"),
-        F.col("m.source.row").alias("_sluice_row"),
-        F.col("m.data").getItem(0).alias("_data"),
-        *(rest if full else []),
-    )
+def decoder(
+    directory: SchemaDirectory, table: Key, by_fp: dict[str, dict[str, Any]], fields: tuple[str, ...]
+) -> tuple[Column, dict[str, Any], dict[str, int]]:
+    """A table's message decoded (a value of its newest schema, with `fields` only those envelope
+    fields) from the writer schema its fingerprint names; the reader schema; its wide decimals."""
+    newest = directory.latest_schema(*table)
+    wide = wide_decimals(newest)
+    reader = as_bytes(reading(newest, fields) if fields else newest, wide)
+    options = {"mode": "FAILFAST", "avroSchema": json.dumps(reader)}
+    branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
+    message = branches[0][1]
+    if len(branches) > 1:
+        message = F.when(*branches[0])
+        for condition, value in branches[1:]:
+            message = message.when(condition, value)
+    return message, reader, wide
+
+
+def decode_together(framed: DataFrame, schemas: WriterSchemas, writers: Writers, fields: tuple[str, ...]) -> DataFrame:
+    """The tables' messages decoded in one projection, column `m{i}` the i-th table's (in
+    `writers`' order), null in the other tables' rows: one Spark job for many small tables
+    instead of one each."""
+    decoded, texts = [], []
+    for i, (key, by_fp) in enumerate(writers.items()):
+        message, reader, wide = decoder(schemas.directory, key, by_fp, fields)
+        decoded.append(F.when(F.col("fp").isin(list(by_fp)), message).alias(f"m{i}"))
+        mine = F.col(f"m{i}")
+        texts.append(F.when(mine.isNotNull(), with_text(mine, reader, wide)).alias(f"m{i}") if wide else mine)
+    fps = [fp for by_fp in writers.values() for fp in by_fp]
+    return framed.filter(~F.col("statement") & F.col("fp").isin(fps)).select(*decoded).select(*texts)
+
+
+def mirror_row(message: Column, names: list[str]) -> Column:
+    """A decoded message as the mirror's row: the row's columns (`names`), then `_sluice_type`
+    and the position."""
+    row = message["data"].getItem(0)
+    return F.struct(
+        *[row[name].alias(name) for name in names],
+        message["type"].alias("_sluice_type"), message["id"].alias("_sluice_id"),
+        message["source"]["row"].alias("_sluice_row"),
+    )  # fmt: skip
+
+
+def changelog_entry(message: Column) -> Column:
+    """A decoded message as the changelog's entry: its operation, source position, event time,
+    after-image and before-image."""
+    is_delete, data, event = message["type"] == "DELETE", message["data"].getItem(0), F.timestamp_millis(message["es"])
+    source = message["source"]
+    return F.struct(
+        message["type"].alias("op"),
+        source["file"].alias("source_file"), source["pos"].alias("source_pos"), source["row"].alias("source_row"),
+        source["server_id"].alias("source_server_id"), message["id"].alias("sluice_id"),
+        message["gtid"].alias("gtid"), event.alias("event_time"), F.to_date(event).alias("event_date"),
+        F.when(is_delete, F.lit(None)).otherwise(data).alias("after"),
+        F.when(is_delete, data).otherwise(message["old"].getItem(0)).alias("before"),
+        F.current_timestamp().alias("ingested_at"),
+    )  # fmt: skip
+
+
+def fields_of(frame: DataFrame, column: Column) -> DataFrame:
+    """`frame` with `column` (a struct) as its columns."""
+    return frame.select(column.alias("_struct")).select("_struct.*")
 
 
 def column_mapping(spark: SparkSession, path: str) -> None:
@@ -527,13 +565,11 @@ def properties_of(spark: SparkSession, path: str) -> dict[str, str]:
     return {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
 
 
-def newest_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
-    """Per key, the batch's newest change (source position, then row) as the row's columns,
-    `_sluice_type` and the position: one aggregation, no sort of the batch."""
-    columns = [f.name for f in changes.schema["_data"].dataType.fields]  # type: ignore[attr-defined]
-    row = F.struct(*[F.col(f"_data.{c}").alias(c) for c in columns], "_sluice_type", *POSITION)
-    newest = F.max_by(row, F.struct(*POSITION)).alias("_newest")
-    by_key = changes.groupBy(*[F.col(f"_data.{k}").alias(f"_key{i}") for i, k in enumerate(keys)])
+def newest_per_key(rows: DataFrame, keys: list[str]) -> DataFrame:
+    """Per key, the batch's newest change (source position, then row) of the mirror's rows
+    (`mirror_row`): one aggregation, no sort of the batch."""
+    newest = F.max_by(F.struct(*[rows[c] for c in rows.columns]), F.struct(*POSITION)).alias("_newest")
+    by_key = rows.groupBy(*[rows[k].alias(f"_key{i}") for i, k in enumerate(keys)])
     return by_key.agg(newest).select("_newest.*")
 
 
@@ -651,11 +687,69 @@ def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dic
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """A small table to bring to the driver: its writer schemas, its messages in the batch, and
+    its row (a struct, null for none) of a decoded message."""
+
+    writers: dict[str, dict[str, Any]]
+    messages: int
+    row: Callable[[Column], Column]
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """A table's rows in the driver, and their Spark type (which `driver.fits` compares)."""
+
+    rows: pa.Table
+    schema: StructType
+
+
+GROUP_TABLES = 16  # tables brought to the driver in one Spark job, at most
+
+
+def collect_together(
+    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...], budget: int
+) -> dict[Key, Collected]:
+    """The chosen tables' rows in the driver, a group of tables per Spark job (`decode_together`)
+    of up to `GROUP_TABLES` tables and `budget` messages (each table's column spans the group's
+    rows, null in the other tables'). A table costs a job of its own otherwise: a second of
+    plans and tasks a table on two cores. A group whose job fails is left out, its tables
+    written one by one (where a table's failure is its own)."""
+    groups: list[list[Key]] = [[]]
+    total = 0
+    for table in sorted(chosen):
+        if groups[-1] and (len(groups[-1]) == GROUP_TABLES or total + chosen[table].messages > budget):
+            groups.append([])
+            total = 0
+        groups[-1].append(table)
+        total += chosen[table].messages
+    out: dict[Key, Collected] = {}
+    for group in groups:
+        if not group:
+            continue
+        try:
+            decoded = decode_together(framed, schemas, {table: chosen[table].writers for table in group}, fields)
+            rows = decoded.select(*[chosen[t].row(F.col(f"m{i}")).alias(f"t{i}") for i, t in enumerate(group)])
+            arrow = driver.arrow_of(rows)
+        except Exception as exc:  # each table's own write meets it again, alone
+            log.info("%d tables not decoded together, each on its own instead: %s", len(group), error_line(exc))
+            continue
+        for i, table in enumerate(group):
+            column = arrow.column(i)
+            mine = column.filter(pc.is_valid(column)).combine_chunks()
+            out[table] = Collected(pa.Table.from_struct_array(mine), rows.schema[i].dataType)  # type: ignore[arg-type]
+    return out
+
+
 class TableJob(Protocol):
     """What a job does with one table's part of a batch (`write`), and what it drops of what it
     keeps about a table after a failure, to read it afresh (`forget`)."""
 
     statements: bool  # whether it reads the statement topics (`_ddl`)
+
+    def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
+        """Before the batch's tables are written: what it does for many at once."""
 
     def write(self, table: Key, part: Part, batch_id: int) -> None: ...
 
@@ -672,6 +766,34 @@ class Mirror:
         self.spark, self.config, self.schemas = spark, config, schemas
         self.cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
         self.widths: dict[str, int] = {}  # per mirror table, its key range width (0: not partitioned by range)
+        self.ready: dict[Key, Collected] = {}  # the batch's small tables' changes, in the driver (`prepare`)
+
+    def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
+        """The changes of the batch's small tables that delta-rs can merge into as they are,
+        brought to the driver together (`collect_together`), not in a Spark job each. Not those
+        a statement of the batch emptied (their position to merge after moves), nor tables
+        partitioned by key range, new ones, or ones left to Spark (`driver.open_target`)."""
+        chosen: dict[Key, Chosen] = {}
+        for table, part in parts.items():
+            keys = self.schemas.directory.key_columns(*table)
+            if not (part.small(self.config) and part.writers and keys) or part.emptied_at is not None:
+                continue
+            path = self.path(table)
+            target = driver.open_target(path)
+            try:
+                cut = self.cut_of(path, keys, target) if target is not None else -1
+            except Exception:  # its write meets it again: a table's failure is its own (`one_table`)
+                log.debug("%s.%s: its mirror's properties not read", *table, exc_info=True)
+                continue
+            if target is None or self.widths[path]:
+                continue
+            names = [f["name"] for f in row_fields(self.schemas.directory.latest_schema(*table))]
+
+            def row(message: Column, names: list[str] = names, cut: int = cut) -> Column:
+                return F.when(message.isNotNull() & (message["id"] > cut), mirror_row(message, names))
+
+            chosen[table] = Chosen(part.writers, part.rows, row)
+        self.ready = collect_together(framed, self.schemas, chosen, MIRRORED, self.config.spark.driver_rows)
 
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "mirror", *table)
@@ -718,37 +840,47 @@ class Mirror:
         if target is None and not DeltaTable.isDeltaTable(self.spark, path):
             # A new table holds nothing to merge with: its rows are the batch's newest
             # non-deleted ones. Run again (a crash before the checkpoint), it merges.
-            latest = self.latest(table, part, keys, -1 if part.emptied_at is None else part.emptied_at)
+            latest = newest_per_key(self.rows(table, part, -1 if part.emptied_at is None else part.emptied_at), keys)
             create(self.spark, path, latest, keys, width_for(latest, keys[0], self.config.spark.key_range))
             log.info("%s: created the mirror of %s.%s", during(batch_id), *table)
             return
-        latest = self.latest(table, part, keys, self.cut_of(path, keys, target))
+        cut = self.cut_of(path, keys, target)
         fields = row_fields(self.schemas.directory.latest_schema(*table))
         have = target.columns if target is not None else self.spark.read.format("delta").load(path).columns
         renamed = follow_renames(self.spark, path, fields, have)
         if follow_drops(self.spark, path, fields, renamed) or renamed != have:
             target = None  # its schema changed under delta-rs's snapshot: Spark merges this batch
-        how = self.merge_into(path, latest, keys, target)
+        ready = self.ready.pop(table, None)
+        if target is not None and ready is not None and driver.fits(target, ready.schema, ("_sluice_type",)):
+            how = self.merge_in_driver(target, ready.rows, keys, 0)
+        else:
+            how = self.merge_into(path, self.rows(table, part, cut), keys, target)
         log.info("%s: merged %s.%s (%s)", during(batch_id), *table, how)
 
-    def latest(self, table: Key, part: Part, keys: list[str], cut: int) -> DataFrame:
-        """Per key, the part's newest change after the position the table was last emptied at."""
-        changes = changes_of(decode(part.frame, self.schemas, {table: part.writers}, MIRRORED)[table], full=False)
-        if cut >= 0:  # changes from before the table was last emptied: their rows are gone
-            changes = changes.filter(F.col("_sluice_id") > cut)
-        return newest_per_key(changes, keys)
+    def rows(self, table: Key, part: Part, cut: int) -> DataFrame:
+        """The part's changes as the mirror's rows (`mirror_row`), after the position the table
+        was last emptied at."""
+        messages = decode(part.frame, self.schemas, {table: part.writers}, MIRRORED)[table]
+        names = [f["name"] for f in row_fields(self.schemas.directory.latest_schema(*table))]
+        rows = fields_of(messages, mirror_row(F.col("m"), names))
+        return rows.filter(F.col("_sluice_id") > cut) if cut >= 0 else rows  # before it: the rows are gone
 
-    def merge_into(self, path: str, latest: DataFrame, keys: list[str], target: driver.Target | None) -> str:
-        """Merge by delta-rs in the driver when the table has every column of `latest` as it is
-        (`driver.fits`), else by Spark (whose MERGE adds new columns). Which one did it."""
+    def merge_in_driver(self, target: driver.Target, rows: pa.Table, keys: list[str], width: int) -> str:
+        newest = driver.last_per(rows, keys, tuple(POSITION))
+        if newest.num_rows:
+            driver.merge_newest(target, newest, keys, RANGE if width else "")
+        return f"delta-rs, {newest.num_rows} keys"
+
+    def merge_into(self, path: str, rows: DataFrame, keys: list[str], target: driver.Target | None) -> str:
+        """Per key the newest of `rows`, merged by delta-rs in the driver when the table has
+        every column as it is (`driver.fits`: the rows come to the driver in a Spark job and are
+        reduced there), else by Spark (whose MERGE adds new columns). Which one did it."""
         width = self.widths[path]  # read with its cut
         if width:
-            latest = ranged(latest, keys[0], width)
-        if target is not None and driver.fits(target, latest.schema, ("_sluice_type",)):
-            rows = driver.arrow_of(latest)
-            if rows.num_rows:
-                driver.merge_newest(target, rows, keys, RANGE if width else "")
-            return f"delta-rs, {rows.num_rows} keys"
+            rows = ranged(rows, keys[0], width)
+        if target is not None and driver.fits(target, rows.schema, ("_sluice_type",)):
+            return self.merge_in_driver(target, driver.arrow_of(rows), keys, width)
+        latest = newest_per_key(rows, keys)
         latest.persist()  # MERGE reads its source once per pass: aggregate the batch once
         try:
             bounds = key_bounds(latest, keys[0]) if width else ""
@@ -769,37 +901,50 @@ class Changelog:
     def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas) -> None:
         self.spark, self.config, self.schemas = spark, config, schemas
 
+        self.ready: dict[Key, Collected] = {}
+
+    def path(self, table: Key) -> str:
+        return under(self.config.spark.lake_dir, "changelog", *table)
+
     def forget(self, table: Key) -> None:
         pass  # it keeps nothing about a table between batches
+
+    def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
+        """The entries of the batch's small tables delta-rs can insert into, brought to the
+        driver together (`collect_together`)."""
+        def entry(message: Column) -> Column:
+            return F.when(message.isNotNull(), changelog_entry(message))
+
+        chosen = {
+            table: Chosen(part.writers, part.rows, entry)
+            for table, part in parts.items()
+            if part.small(self.config) and part.writers and driver.open_target(self.path(table)) is not None
+        }  # fmt: skip
+        self.ready = collect_together(framed, self.schemas, chosen, (), self.config.spark.driver_rows)
+
+    def entries(self, table: Key, part: Part) -> DataFrame:
+        return fields_of(decode(part.frame, self.schemas, {table: part.writers})[table], changelog_entry(F.col("m")))
 
     def write(self, table: Key, part: Part, batch_id: int) -> None:
         if not part.writers:
             return
-        changes = changes_of(decode(part.frame, self.schemas, {table: part.writers})[table])
-        is_delete = F.col("_sluice_type") == "DELETE"
-        entries = changes.select(
-            F.col("_sluice_type").alias("op"),
-            F.col("_source.file").alias("source_file"), F.col("_source.pos").alias("source_pos"),
-            F.col("_source.row").alias("source_row"), F.col("_source.server_id").alias("source_server_id"),
-            F.col("_sluice_id").alias("sluice_id"), F.col("_gtid").alias("gtid"),
-            F.timestamp_millis(F.col("_es")).alias("event_time"),
-            F.to_date(F.timestamp_millis(F.col("_es"))).alias("event_date"),
-            F.when(is_delete, F.lit(None)).otherwise(F.col("_data")).alias("after"),
-            F.when(is_delete, F.col("_data")).otherwise(F.col("_old")).alias("before"),
-            F.current_timestamp().alias("ingested_at"),
-        ).dropDuplicates(list(IDENTITY))  # fmt: skip
-        path = under(self.config.spark.lake_dir, "changelog", *table)
+        path = self.path(table)
         target = driver.open_target(path) if part.small(self.config) else None
+        ready = self.ready.pop(table, None)
+        if target is not None and ready is None:
+            entries = self.entries(table, part)
+            ready = Collected(driver.arrow_of(entries), entries.schema)
+        if target is not None and ready is not None and driver.fits(target, ready.schema):
+            rows = driver.last_per(ready.rows, list(IDENTITY))  # each change once
+            if rows.num_rows:
+                driver.insert_new(target, rows, list(IDENTITY))
+            log.info("%s: appended changes of %s.%s (delta-rs, %d)", during(batch_id), *table, rows.num_rows)
+            return
+        entries = self.entries(table, part).dropDuplicates(list(IDENTITY))
         if target is None and not DeltaTable.isDeltaTable(self.spark, path):
             # nothing there yet to be exactly-once against
             entries.write.format("delta").partitionBy("event_date").save(path)
             log.info("%s: created the changelog of %s.%s", during(batch_id), *table)
-            return
-        if target is not None and driver.fits(target, entries.schema):
-            rows = driver.arrow_of(entries)
-            if rows.num_rows:
-                driver.insert_new(target, rows, list(IDENTITY))
-            log.info("%s: appended changes of %s.%s (delta-rs, %d)", during(batch_id), *table, rows.num_rows)
             return
         on = " AND ".join(f"t.{c} = s.{c}" for c in IDENTITY)
         (
@@ -1032,6 +1177,7 @@ class Batches:
         works: list[Callable[[], None]] = [functools.partial(self.write, table, framed, parts, batch_id)
                                            for table in tables]  # fmt: skip
         threads = self.config.spark.table_threads
+        self.job.prepare(framed, {table: part for table, part in parts.items() if table not in self.holds.held})
         outcomes = side_by_side(self.spark.sparkContext, threads, tables, works, batch_id)
         for table, outcome in zip(tables, outcomes, strict=True):
             self.settle(outcome, parts.get(table), batch_id)

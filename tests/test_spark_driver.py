@@ -3,6 +3,7 @@ tables in a temporary folder (no JVM: tests/test_spark_live.py has Spark read wh
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
 
-from spark.driver import Target, fits, insert_new, merge_newest, open_target, writable
+from spark.driver import Target, fits, insert_new, last_per, merge_newest, open_target, writable
 
 # Column names the SQL delta-rs reads must keep as they are: case, a space, a keyword.
 KEY, TEXT, WORD = "Id", "Mixed Case", "select"
@@ -124,3 +125,29 @@ def test_tables_delta_rs_would_not_write_as_spark_does_are_left_to_spark(tmp_pat
     table = DeltaTable(str(quoted))
     assert not writable(Target(table, StructType([StructField("a`b", LongType())])))
     assert writable(Target(table, StructType([StructField("ab", LongType())])))
+
+
+def test_the_newest_change_per_key_is_the_one_spark_would_keep() -> None:
+    """`last_per` against the rule `spark.jobs.newest_per_key` applies (per key, the greatest
+    position, then row), over composite keys of text and bytes, in random orders."""
+    rng = random.Random(38)
+    for _ in range(200):
+        rows = [
+            {"a": rng.choice(["x", "y", "X"]), "b": rng.choice([b"\x00", b"\x00\x00", b""]), "v": i,
+             "_sluice_id": rng.randint(1, 4), "_sluice_row": rng.randint(0, 3)}
+            for i in range(rng.randint(0, 30))
+        ]  # fmt: skip
+        want: dict[tuple[Any, Any], dict[str, Any]] = {}
+        for row in rows:
+            held = want.get((row["a"], row["b"]))
+            if held is None or (row["_sluice_id"], row["_sluice_row"]) > (held["_sluice_id"], held["_sluice_row"]):
+                want[(row["a"], row["b"])] = row
+        schema = pa.schema([("a", pa.string()), ("b", pa.binary()), ("v", pa.int64()),
+                            ("_sluice_id", pa.int64()), ("_sluice_row", pa.int32())])  # fmt: skip
+        got = last_per(pa.Table.from_pylist(rows, schema), ["a", "b"], ("_sluice_id", "_sluice_row")).to_pylist()
+        assert len(got) == len(want)
+        for row in got:  # ties (the same key and position: a replayed duplicate) are the same change
+            held = want[(row["a"], row["b"])]
+            assert (row["_sluice_id"], row["_sluice_row"]) == (held["_sluice_id"], held["_sluice_row"])
+    changes = pa.table({"sluice_id": [5, 5, 6], "source_row": [0, 0, 0], "op": ["INSERT"] * 3, "v": [1, 1, 2]})
+    assert last_per(changes, ["sluice_id", "source_row", "op"]).num_rows == 2  # one row per change
