@@ -264,6 +264,9 @@ class SparkSection:
     # (spark/README.md: many tables); more, or a change Delta's Spark writer must make (a new
     # table, a new column), go through Spark. 0: always Spark.
     driver_rows: int = 20_000
+    # > 0: a micro-batch reads at most this many messages (the Kafka source's
+    # maxOffsetsPerTrigger), so a catch-up comes in batches of this size. 0: all there is.
+    max_offsets: int = 0
     metrics_port: int = 0  # the job's Prometheus /metrics (on [metrics] host); 0: off
     packages: list[str] = field(default_factory=lambda: list(SPARK_PACKAGES))
     ivy_settings: str = "deploy/spark/ivysettings.xml"  # "" for Spark's default resolution
@@ -500,6 +503,7 @@ def _validate(config: Config, where: str) -> None:
         (0 <= config.spark.key_range <= 2**62, "spark.key_range", "0 (off) or a positive width of key values"),
         (1 <= config.spark.table_threads <= 256, "spark.table_threads", "1..256"),
         (config.spark.driver_rows >= 0, "spark.driver_rows", "0 (always Spark) or more"),
+        (config.spark.max_offsets >= 0, "spark.max_offsets", "0 (no limit) or more"),
         (0 <= config.spark.metrics_port <= 65535, "spark.metrics_port", "0 (off) or 1..65535"),
     ]  # fmt: skip
     checks += _security_checks(config)

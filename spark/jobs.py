@@ -43,11 +43,11 @@ import logging
 import operator
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +70,7 @@ from connector.schema.sqltokens import Session, quote_identifier
 from spark import driver
 
 log = logging.getLogger("sluice.spark")
+T = TypeVar("T")
 
 POSITION = ["_sluice_id", "_sluice_row"]  # the source position a mirror row was last changed at
 TRUNCATED_AT = "sluice.truncatedAt"  # a mirror table's property: the position it was last emptied at
@@ -113,6 +114,10 @@ def session(config: Config, app: str) -> SparkSession:
         # Batches writes tables side by side, each in a pool of its own: FAIR shares the slots
         # between them (FIFO would run one table's jobs before the next one's).
         .config("spark.scheduler.mode", "FAIR")
+        # A consumer per topic partition read, kept between batches: Spark keeps 100 by default,
+        # and a database of 100 tables at 3 partitions a topic closed and opened 200 of them
+        # every batch (the "Pool exceeds its soft max size" warning).
+        .config("spark.kafka.consumer.cache.capacity", "2048")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.ui.enabled", "false")
     )
@@ -163,6 +168,7 @@ def security_options(config: Config) -> dict[str, str]:
 
 
 def read_changes(spark: SparkSession, config: Config, statements: bool = False) -> DataFrame:
+    limit = {"maxOffsetsPerTrigger": str(config.spark.max_offsets)} if config.spark.max_offsets else {}
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
@@ -171,6 +177,7 @@ def read_changes(spark: SparkSession, config: Config, statements: bool = False) 
         .options(**FETCH)
         .options(**isolation_options(config))
         .options(**security_options(config))
+        .options(**limit)
         .load()
     )
 
@@ -709,13 +716,15 @@ GROUP_TABLES = 16  # tables brought to the driver in one Spark job, at most
 
 
 def collect_together(
-    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...], budget: int
+    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...], config: Config
 ) -> dict[Key, Collected]:
     """The chosen tables' rows in the driver, a group of tables per Spark job (`decode_together`)
-    of up to `GROUP_TABLES` tables and `budget` messages (each table's column spans the group's
-    rows, null in the other tables'). A table costs a job of its own otherwise: a second of
-    plans and tasks a table on two cores. A group whose job fails is left out, its tables
-    written one by one (where a table's failure is its own)."""
+    of up to `GROUP_TABLES` tables and `[spark] driver_rows` messages (each table's column spans
+    the group's rows, null in the other tables'), `[spark] table_threads` groups at once. A
+    table costs a job of its own otherwise: a second of plans and tasks a table on two cores.
+    A group whose job fails is left out, its tables written one by one (where a table's
+    failure is its own)."""
+    budget = config.spark.driver_rows
     groups: list[list[Key]] = [[]]
     total = 0
     for table in sorted(chosen):
@@ -724,22 +733,25 @@ def collect_together(
             total = 0
         groups[-1].append(table)
         total += chosen[table].messages
-    out: dict[Key, Collected] = {}
-    for group in groups:
-        if not group:
-            continue
+
+    def collect(group: list[Key]) -> dict[Key, Collected]:
         try:
             decoded = decode_together(framed, schemas, {table: chosen[table].writers for table in group}, fields)
             rows = decoded.select(*[chosen[t].row(F.col(f"m{i}")).alias(f"t{i}") for i, t in enumerate(group)])
             arrow = driver.arrow_of(rows)
         except Exception as exc:  # each table's own write meets it again, alone
             log.info("%d tables not decoded together, each on its own instead: %s", len(group), error_line(exc))
-            continue
+            return {}
+        out = {}
         for i, table in enumerate(group):
             column = arrow.column(i)
             mine = column.filter(pc.is_valid(column)).combine_chunks()
             out[table] = Collected(pa.Table.from_struct_array(mine), rows.schema[i].dataType)  # type: ignore[arg-type]
-    return out
+        return out
+
+    context = framed.sparkSession.sparkContext
+    collected = in_pools(context, config.spark.table_threads, [functools.partial(collect, g) for g in groups if g])
+    return {table: rows for some in collected for table, rows in some.items()}
 
 
 class TableJob(Protocol):
@@ -793,7 +805,7 @@ class Mirror:
                 return F.when(message.isNotNull() & (message["id"] > cut), mirror_row(message, names))
 
             chosen[table] = Chosen(part.writers, part.rows, row)
-        self.ready = collect_together(framed, self.schemas, chosen, MIRRORED, self.config.spark.driver_rows)
+        self.ready = collect_together(framed, self.schemas, chosen, MIRRORED, self.config)
 
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "mirror", *table)
@@ -920,7 +932,7 @@ class Changelog:
             for table, part in parts.items()
             if part.small(self.config) and part.writers and driver.open_target(self.path(table)) is not None
         }  # fmt: skip
-        self.ready = collect_together(framed, self.schemas, chosen, (), self.config.spark.driver_rows)
+        self.ready = collect_together(framed, self.schemas, chosen, (), self.config)
 
     def entries(self, table: Key, part: Part) -> DataFrame:
         return fields_of(decode(part.frame, self.schemas, {table: part.writers})[table], changelog_entry(F.col("m")))
@@ -1126,19 +1138,26 @@ def summary(job: str, tally: Tally, holds: dict[Key, Hold]) -> str:
 
 def side_by_side(context: Any, threads: int, tables: list[Key], works: list[Callable[[], None]],
                  batch_id: int) -> list[Outcome]:  # fmt: skip
-    """Each table's work through `one_table`, `threads` at once, each thread's Spark jobs in a
-    scheduler pool of its own (`context`: the SparkContext); the outcomes in the tables' order."""
-    threads = min(threads, len(tables))
+    """Each table's work through `one_table`, `threads` at once (`in_pools`); the outcomes in
+    the tables' order."""
+    each = [functools.partial(one_table, table, batch_id, work) for table, work in zip(tables, works, strict=True)]
+    return in_pools(context, threads, each)
+
+
+def in_pools(context: Any, threads: int, works: Sequence[Callable[[], T]]) -> list[T]:
+    """Each work, `threads` at once, each thread's Spark jobs in a scheduler pool of its own
+    (`context`: the SparkContext); the results in the works' order."""
+    threads = min(threads, len(works))
     if threads <= 1:
-        return [one_table(table, batch_id, work) for table, work in zip(tables, works, strict=True)]
+        return [work() for work in works]
     pools = iter(range(threads))
 
     def pool_of_thread() -> None:
-        # Local properties are the calling thread's: its tables' jobs go to its pool.
+        # Local properties are the calling thread's: its jobs go to its pool.
         context.setLocalProperty("spark.scheduler.pool", f"sluice-{next(pools)}")
 
     with ThreadPoolExecutor(threads, thread_name_prefix="sluice-table", initializer=pool_of_thread) as pool:
-        return list(pool.map(lambda table, work: one_table(table, batch_id, work), tables, works))
+        return list(pool.map(lambda work: work(), works))
 
 
 class TablesHeldBack(SluiceError):

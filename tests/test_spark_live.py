@@ -130,9 +130,12 @@ def statistics_of(path: str) -> set[str]:
     return stats
 
 
-def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
+def test_mirror_reads_confluent_framed_topics(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The mirror of Confluent-framed topics (a registry's ids) equals SELECT *, read in batches of
+    at most 40 messages (`[spark] max_offsets`)."""
     config, db = lake_config(tmp_path, "lakereg")
-    config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"))
+    config = replace(config, avro=replace(config.avro, schema_registry_url="mock://sluice-spark"),
+                     spark=replace(config.spark, max_offsets=40))  # fmt: skip
     fresh(db)
     first = Connector(config)
     first.run(blocking=False)  # first start: capture, and the keyless table's snapshot marker
@@ -144,7 +147,10 @@ def test_mirror_reads_confluent_framed_topics(tmp_path: Path) -> None:
     connector.encoder.framing = first.encoder.framing
     connector.run(blocking=False)
     registry = connector.encoder.framing.client  # type: ignore[attr-defined]  # the in-process mock registry
-    run(config, "mirror", once=True, registry=registry)
+    with caplog.at_level(logging.INFO, logger="sluice.spark"):
+        run(config, "mirror", once=True, registry=registry)
+    batches = {r.getMessage().split(":")[0] for r in caplog.records if ": merged " in r.getMessage()}
+    assert len(batches) >= 3, batches  # a few hundred messages, 40 a batch
     spark = session(config, "test")
     reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), registry)
     for table in ("orders", "order_lines"):
