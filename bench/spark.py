@@ -44,7 +44,6 @@ from pyspark.sql import functions as F
 
 from bench.sequence import choose_server, fresh_table, insert
 from connector.avro.registry import SchemaDirectory
-from connector.avro.schemas import row_fields
 from connector.config import AvroSection, Config, SparkSection
 from connector.runner import Connector
 from spark.jobs import (
@@ -56,6 +55,7 @@ from spark.jobs import (
     mirror_row,
     newest_per_key,
     read_changes,
+    row_names,
     run,
     session,
     writers_in,
@@ -112,8 +112,7 @@ def unmerged(spark: Any, config: Config) -> None:
     def append(framed: Any, _batch_id: int) -> None:
         writers = writers_in(framed, schemas).writers
         for (database, table), messages in decode(framed, schemas, writers, MIRRORED).items():
-            names = [f["name"] for f in row_fields(schemas.directory.latest_schema(database, table))]
-            rows = fields_of(messages, mirror_row(F.col("m"), names))
+            rows = fields_of(messages, mirror_row(F.col("m"), row_names(schemas.directory, (database, table))))
             latest = newest_per_key(rows, schemas.directory.key_columns(database, table))
             latest.write.format("delta").mode("append").save(os.path.join(config.spark.lake_dir, database, table))
 

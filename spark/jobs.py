@@ -489,6 +489,11 @@ def decode_together(framed: DataFrame, schemas: WriterSchemas, writers: Writers,
     return framed.filter(~F.col("statement") & F.col("fp").isin(fps)).select(*decoded).select(*texts)
 
 
+def row_names(directory: SchemaDirectory, table: Key) -> list[str]:
+    """The names of a table's columns in its newest value schema."""
+    return [field["name"] for field in row_fields(directory.latest_schema(*table))]
+
+
 def mirror_row(message: Column, names: list[str]) -> Column:
     """A decoded message as the mirror's row: the row's columns (`names`), then `_sluice_type`
     and the position."""
@@ -702,14 +707,17 @@ class Chosen:
     writers: dict[str, dict[str, Any]]
     messages: int
     row: Callable[[Column], Column]
+    target: driver.Target  # its Delta table, as delta-rs opened it
 
 
 @dataclass(frozen=True, slots=True)
 class Collected:
-    """A table's rows in the driver, and their Spark type (which `driver.fits` compares)."""
+    """A table's rows in the driver, their Spark type (which `driver.fits` compares), and its
+    Delta table as delta-rs opened it."""
 
     rows: pa.Table
     schema: StructType
+    target: driver.Target
 
 
 GROUP_TABLES = 16  # tables brought to the driver in one Spark job, at most
@@ -746,7 +754,8 @@ def collect_together(
         for i, table in enumerate(group):
             column = arrow.column(i)
             mine = column.filter(pc.is_valid(column)).combine_chunks()
-            out[table] = Collected(pa.Table.from_struct_array(mine), rows.schema[i].dataType)  # type: ignore[arg-type]
+            schema = rows.schema[i].dataType
+            out[table] = Collected(pa.Table.from_struct_array(mine), schema, chosen[table].target)  # type: ignore[arg-type]
         return out
 
     context = framed.sparkSession.sparkContext
@@ -799,12 +808,12 @@ class Mirror:
                 continue
             if target is None or self.widths[path]:
                 continue
-            names = [f["name"] for f in row_fields(self.schemas.directory.latest_schema(*table))]
+            names = row_names(self.schemas.directory, table)
 
             def row(message: Column, names: list[str] = names, cut: int = cut) -> Column:
                 return F.when(message.isNotNull() & (message["id"] > cut), mirror_row(message, names))
 
-            chosen[table] = Chosen(part.writers, part.rows, row)
+            chosen[table] = Chosen(part.writers, part.rows, row, target)
         self.ready = collect_together(framed, self.schemas, chosen, MIRRORED, self.config)
 
     def path(self, table: Key) -> str:
@@ -848,7 +857,8 @@ class Mirror:
         if not part.writers or not keys:
             return  # no rows; or no primary key: nothing to merge by (the changelog has these tables)
         path = self.path(table)
-        target = driver.open_target(path) if part.small(self.config) else None
+        ready = self.ready.pop(table, None)  # with its target: prepared tables are not emptied here
+        target = ready.target if ready else driver.open_target(path) if part.small(self.config) else None
         if target is None and not DeltaTable.isDeltaTable(self.spark, path):
             # A new table holds nothing to merge with: its rows are the batch's newest
             # non-deleted ones. Run again (a crash before the checkpoint), it merges.
@@ -862,7 +872,6 @@ class Mirror:
         renamed = follow_renames(self.spark, path, fields, have)
         if follow_drops(self.spark, path, fields, renamed) or renamed != have:
             target = None  # its schema changed under delta-rs's snapshot: Spark merges this batch
-        ready = self.ready.pop(table, None)
         if target is not None and ready is not None and driver.fits(target, ready.schema, ("_sluice_type",)):
             how = self.merge_in_driver(target, ready.rows, keys, 0)
         else:
@@ -873,7 +882,7 @@ class Mirror:
         """The part's changes as the mirror's rows (`mirror_row`), after the position the table
         was last emptied at."""
         messages = decode(part.frame, self.schemas, {table: part.writers}, MIRRORED)[table]
-        names = [f["name"] for f in row_fields(self.schemas.directory.latest_schema(*table))]
+        names = row_names(self.schemas.directory, table)
         rows = fields_of(messages, mirror_row(F.col("m"), names))
         return rows.filter(F.col("_sluice_id") > cut) if cut >= 0 else rows  # before it: the rows are gone
 
@@ -912,7 +921,6 @@ class Changelog:
 
     def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas) -> None:
         self.spark, self.config, self.schemas = spark, config, schemas
-
         self.ready: dict[Key, Collected] = {}
 
     def path(self, table: Key) -> str:
@@ -927,11 +935,11 @@ class Changelog:
         def entry(message: Column) -> Column:
             return F.when(message.isNotNull(), changelog_entry(message))
 
-        chosen = {
-            table: Chosen(part.writers, part.rows, entry)
-            for table, part in parts.items()
-            if part.small(self.config) and part.writers and driver.open_target(self.path(table)) is not None
-        }  # fmt: skip
+        chosen = {}
+        for table, part in parts.items():
+            target = driver.open_target(self.path(table)) if part.small(self.config) and part.writers else None
+            if target is not None:
+                chosen[table] = Chosen(part.writers, part.rows, entry, target)
         self.ready = collect_together(framed, self.schemas, chosen, (), self.config)
 
     def entries(self, table: Key, part: Part) -> DataFrame:
@@ -941,11 +949,12 @@ class Changelog:
         if not part.writers:
             return
         path = self.path(table)
-        target = driver.open_target(path) if part.small(self.config) else None
         ready = self.ready.pop(table, None)
+        target = ready.target if ready else driver.open_target(path) if part.small(self.config) else None
         if target is not None and ready is None:
             entries = self.entries(table, part)
-            ready = Collected(driver.arrow_of(entries), entries.schema)
+            if driver.fits(target, entries.schema):  # else Spark's MERGE, which adds new columns
+                ready = Collected(driver.arrow_of(entries), entries.schema, target)
         if target is not None and ready is not None and driver.fits(target, ready.schema):
             rows = driver.last_per(ready.rows, list(IDENTITY))  # each change once
             if rows.num_rows:
