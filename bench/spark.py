@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -63,6 +64,17 @@ from spark.jobs import (
 from tests.live import ROOT, connect, live_config
 
 DB = "sluice_bench_lake"
+
+# Every run here is a query of its own in one JVM, and Spark keeps each query's Kafka consumers
+# and the records they fetched last (a database of 100 tables: 300 of them, the whole batch)
+# for 5 minutes after it ends: the runs of a round held 300,000 records and ran the driver's
+# heap out. A job in production is one query whose consumers serve every batch. Let go of a
+# finished run's after seconds, as a job's own would be when it exits.
+RUNS_IN_ONE_JVM = {
+    "spark.kafka.consumer.cache.timeout": "10s", "spark.kafka.consumer.cache.evictorThreadRunInterval": "5s",
+    "spark.kafka.consumer.fetchedData.cache.timeout": "10s",
+    "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "5s",
+}  # fmt: skip
 
 
 def bench_config(tmp: str, conf: dict[str, str], key_range: int) -> Config:
@@ -183,12 +195,22 @@ def engine(config: Config, driver_rows: int) -> Config:
     return replace(config, spark=replace(config.spark, driver_rows=driver_rows))
 
 
+def profile(events: str, mark: int, tables: int) -> None:
+    """The kinds of Spark job since the `mark`-th in the event log, the costliest first."""
+    kinds: dict[str, list[float]] = {}
+    for what, seconds in spark_jobs(events)[mark:]:
+        kinds.setdefault(" ".join(what.split()[:3])[:60], []).append(seconds)
+    for kind, times in sorted(kinds.items(), key=lambda item: -sum(item[1]))[:8]:
+        each = sum(times) / tables * 1000
+        print(f"    {sum(times):6.2f} s in {len(times):4d} jobs ({each:5.0f} ms a table)  {kind}")
+
+
 def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events: str,
-                 engines: list[int]) -> dict[str, float]:  # fmt: skip
+                 engines: list[int], repeat: int = 1) -> dict[str, float]:  # fmt: skip
     """The tables axis at `n` tables: `total` changes spread over them, per job and per
-    `[spark] driver_rows` in `engines` the seconds of the run that applies them (its tables made
-    by a run before, untimed, each its own lake); with an event log, each kind of Spark job's
-    seconds in the mirror's runs too."""
+    `[spark] driver_rows` in `engines` the median seconds of `repeat` runs that apply them, after
+    one untimed (its tables made by a run before, untimed, each its own lake, copied for each
+    run); with an event log, each kind of Spark job's seconds in the first timed run."""
     db, per = f"{DB}_{n}", total // n
     names = tuple(f"t{i:03d}" for i in range(n))
     fresh_table(db, names)
@@ -210,20 +232,28 @@ def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events:
             cur.execute(f"UPDATE {db}.{table} SET k = k + 1 WHERE id <= {per} AND id % 10 = 0")
             cur.execute(f"DELETE FROM {db}.{table} WHERE id <= {per} AND id % 10 = 5")
     Connector(config).run(blocking=False)
+    for job, rows in runs:  # each run from a copy of the same lake and checkpoints
+        label = f"{name}-{job}-{rows}"
+        for copy in range(1, repeat + 1):
+            shutil.copytree(os.path.join(tmp, label), os.path.join(tmp, f"{label}-{copy}"))
     figures = {}
     for job, rows in runs:
-        mark = len(spark_jobs(events)) if events else 0
-        cfg = engine(in_round(config, tmp, f"{name}-{job}-{rows}"), rows)
-        figures[f"{job} driver_rows={rows}"] = timed(lambda cfg=cfg, job=job: run(cfg, job, once=True))
-        if events and job == "mirror":
-            kinds: dict[str, list[float]] = {}
-            for what, seconds in spark_jobs(events)[mark:]:
-                kinds.setdefault(" ".join(what.split()[:3])[:60], []).append(seconds)
-            for kind, times in sorted(kinds.items(), key=lambda item: -sum(item[1]))[:8]:
-                each = sum(times) / n * 1000
-                print(f"    {sum(times):6.2f} s in {len(times):4d} jobs ({each:5.0f} ms a table)  {kind}")
+        label, times = f"{name}-{job}-{rows}", []
+        # The first run on these changes is not timed: of three runs of one table's 100,000
+        # changes, the first took 7.2 s, the next 5.6 and 4.7 (the JVM's code for a batch of
+        # that size, warmed as a running job's is).
+        run(engine(in_round(config, tmp, label), rows), job, once=True)
+        for copy in range(1, repeat + 1):
+            mark = len(spark_jobs(events)) if events else 0
+            cfg = engine(in_round(config, tmp, f"{label}-{copy}"), rows)
+            times.append(timed(lambda cfg=cfg, job=job: run(cfg, job, once=True)))
+            if events and copy == 1:
+                profile(events, mark, n)
+        figures[f"{job} driver_rows={rows}"] = statistics.median(times)
+        if repeat > 1:
+            print(f"  {n} tables, {job} driver_rows={rows}: " + ", ".join(f"{t:.1f}" for t in times) + " s")
     for rows in engines:
-        lake = os.path.join(tmp, f"{name}-mirror-{rows}", "lake", "mirror", db)
+        lake = os.path.join(tmp, f"{name}-mirror-{rows}", "lake", "mirror", db)  # the untimed run's
         for table in (names[0], names[-1]):
             mirrored = spark.read.format("delta").load(os.path.join(lake, table))
             assert mirrored.count() == per + per - 2 * (per // 10) - per // 10, mirrored.count()  # the mirror is whole
@@ -231,7 +261,7 @@ def tables_round(spark: Any, base: Config, tmp: str, n: int, total: int, events:
 
 
 def tables_axis(spark: Any, config: Config, tmp: str, counts: list[int], total: int, events: str,
-                engines: list[int]) -> None:  # fmt: skip
+                engines: list[int], repeat: int) -> None:  # fmt: skip
     """`--tables`: the same number of changes over 1, 10, 100, ... tables, a few per table as
     under OLTP. What grows with the tables is a batch's cost per table. Each line's ratio is
     to the first count's run of the same job and engine."""
@@ -240,7 +270,7 @@ def tables_axis(spark: Any, config: Config, tmp: str, counts: list[int], total: 
     tables_round(spark, config, tmp, 1, 2_000, "", engines)
     first: dict[str, float] = {}
     for n in counts:
-        figures = tables_round(spark, config, tmp, n, total, events, engines)
+        figures = tables_round(spark, config, tmp, n, total, events, engines, repeat)
         first = first or figures
         for job, s in figures.items():
             print(f"{n} tables x {total // n:,} changes, {job}: {s:.1f} s ({total / s:,.0f} rows/s, "
@@ -259,6 +289,8 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000, help="with --tables: the changes of a batch")
     parser.add_argument("--driver-rows", default="0,20000", metavar="N,N,...",
                         help="with --tables: each [spark] driver_rows to time (0: every table by Spark)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="with --tables: timed runs of each job on the same changes (their median counts)")
     parser.add_argument("--master", default="local[2]", help="Spark's master (the cluster: deploy/spark/cluster.sh)")
     args = choose_server(parser)
     os.environ["TZ"] = "UTC"
@@ -268,13 +300,15 @@ def main() -> None:
         os.makedirs(events)
         conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + events,
                 "spark.eventLog.compress": "false"} if args.profile else {}  # fmt: skip
+        conf.update(RUNS_IN_ONE_JVM)
         conf.update(setting.split("=", 1) for setting in args.conf)
         config = bench_config(tmp, conf, args.key_range)
         config = replace(config, spark=replace(config.spark, master=args.master))
         if args.tables:
             spark = session(in_round(config, tmp, "warm-up"), "bench")
             tables_axis(spark, config, tmp, [int(n) for n in args.tables.split(",")], args.changes,
-                        events if args.profile else "", [int(n) for n in args.driver_rows.split(",")])  # fmt: skip
+                        events if args.profile else "", [int(n) for n in args.driver_rows.split(",")],
+                        args.repeat)  # fmt: skip
             spark.stop()
             return
         fresh_table(DB)

@@ -22,6 +22,9 @@ MASTER_UI_PORT=8190
 WORKER_UI_PORT=8191
 MASTER_JSON="http://127.0.0.1:$MASTER_UI_PORT/json/"
 WAIT_S=180  # the JVMs start slowly on a busy 2-core machine
+WORKERS="${SLUICE_SPARK_WORKERS:-1}"
+CORES=$(( WORKERS > 1 ? 1 : 2 ))
+WORKER_NAMES="worker"; for n in $(seq 2 "$WORKERS"); do WORKER_NAMES="$WORKER_NAMES worker-$n"; done
 
 log() { printf '[spark-cluster] %s\n' "$*" >&2; }
 
@@ -29,8 +32,13 @@ alive() {  # $1: pid file
   [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
-workers_registered() {
-  curl -sf -m 2 "$MASTER_JSON" 2>/dev/null | grep -Eq '"aliveworkers" *: *[1-9]'
+workers_registered() {  # all of them
+  local alive; alive="$(curl -sf -m 2 "$MASTER_JSON" 2>/dev/null | grep -Eo '"aliveworkers" *: *[0-9]+' | grep -Eo '[0-9]+$')"
+  [ "${alive:-0}" -ge "$WORKERS" ]
+}
+
+workers_alive() {
+  local name; for name in $WORKER_NAMES; do alive "$DIR/$name.pid" || return 1; done
 }
 
 start() {  # $1: daemon name (its pid and log file), then spark-class's arguments
@@ -44,7 +52,7 @@ start() {  # $1: daemon name (its pid and log file), then spark-class's argument
 }
 
 up() {
-  if alive "$DIR/master.pid" && alive "$DIR/worker.pid" && workers_registered; then
+  if alive "$DIR/master.pid" && workers_alive && workers_registered; then
     log "already up: spark://127.0.0.1:$MASTER_PORT (http://127.0.0.1:$MASTER_UI_PORT)"; return 0
   fi
   [ -x "$VENV/bin/spark-class" ] || { log "no $VENV/bin/spark-class: install pyspark into the venv (make install)"; exit 1; }
@@ -53,14 +61,20 @@ up() {
   mkdir -p "$DIR/work"
   alive "$DIR/master.pid" || start master org.apache.spark.deploy.master.Master \
     --host 127.0.0.1 --port "$MASTER_PORT" --webui-port "$MASTER_UI_PORT"
-  alive "$DIR/worker.pid" || start worker org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$MASTER_PORT" \
-    --host 127.0.0.1 --cores 2 --memory 2g --webui-port "$WORKER_UI_PORT" --work-dir "$DIR/work"
+  local name ui="$WORKER_UI_PORT"
+  for name in $WORKER_NAMES; do
+    alive "$DIR/$name.pid" || start "$name" org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$MASTER_PORT" \
+      --host 127.0.0.1 --cores "$CORES" --memory 2g --webui-port "$ui" --work-dir "$DIR/work"
+    ui=$((ui + 1))
+  done
   for _ in $(seq 1 $((WAIT_S * 2))); do
-    workers_registered && { log "up: spark://127.0.0.1:$MASTER_PORT, one worker (logs in $DIR)"; return 0; }
-    alive "$DIR/master.pid" && alive "$DIR/worker.pid" || break
+    workers_registered && { log "up: spark://127.0.0.1:$MASTER_PORT, $WORKERS worker(s) (logs in $DIR)"; return 0; }
+    alive "$DIR/master.pid" && workers_alive || break
     sleep 0.5
   done
-  local failed=worker; alive "$DIR/master.pid" || failed=master
+  local failed=worker
+  for name in $WORKER_NAMES; do alive "$DIR/$name.pid" || failed="$name"; done
+  alive "$DIR/master.pid" || failed=master
   if alive "$DIR/$failed.pid"; then
     log "no worker registered with the master within ${WAIT_S}s; see $DIR/$failed.log"
   else
@@ -83,7 +97,7 @@ stop() {  # $1: daemon name. SIGTERM, then wait for it to go; SIGKILL after 20 s
 
 case "${1:-}" in
   up) up ;;
-  down) stop worker; stop master ;;
+  down) for pidfile in "$DIR"/worker*.pid; do [ -e "$pidfile" ] && stop "$(basename "$pidfile" .pid)"; done; stop master ;;
   status)
     if workers_registered; then echo "spark: up spark://127.0.0.1:$MASTER_PORT"; else echo "spark: down"; fi ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
