@@ -259,8 +259,8 @@ class SparkSection:
     # Tables of a batch written at once (each its MERGE or append, in its own FAIR scheduler
     # pool), so one table's small jobs overlap another's (spark/README.md: many tables).
     table_threads: int = 8
-    # A table whose share of a batch is at most this many messages is merged (or appended) by
-    # delta-rs in the driver, its rows collected as Arrow, without Spark's jobs per Delta write
+    # A table whose share of a batch is at most this many messages is decoded in the driver
+    # (fastavro) and merged (or appended) there by delta-rs, without Spark's jobs per table
     # (spark/README.md: many tables); more, or a change Delta's Spark writer must make (a new
     # table, a new column), go through Spark. 0: always Spark.
     driver_rows: int = 20_000

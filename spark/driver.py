@@ -13,17 +13,24 @@ feature it does not write leave the table to Spark (`writable`), whose MERGE evo
 
 from __future__ import annotations
 
+import functools
+import io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
-from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType, StructType
+
+from connector.avro.reader import plain_dates
 
 # The writer features of the tables Spark makes here (a timestamp without zone brings table
 # features; column mapping comes with a rename or a drop) that delta-rs writes. A table with
@@ -95,6 +102,79 @@ def arrow_of(frame: DataFrame) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+# --- Small tables' messages decoded here ------------------------------------------------
+#
+# Spark's from_avro costs a job per table (or a wide job per group of tables, each row null in
+# every other table's columns): plans, code generation and tasks, a few hundred milliseconds a
+# table whatever its rows. The small tables' message bodies come to the driver in one job and
+# are decoded here by fastavro (the connector's own Avro library), resolved to the same reader
+# schema Spark's would be, into the Arrow that Spark's collect makes of its decoded rows: Spark's
+# own Avro-to-Spark type mapping (`spark_type`) and pyspark's Spark-to-Arrow one
+# (`to_arrow_type`). tests/test_spark_live.py holds the two decoders equal over every column type.
+
+
+@functools.lru_cache(maxsize=4096)
+def _spark_type(spark: SparkSession, avro: str) -> DataType:
+    jvm: Any = spark._jvm  # py4j's gateway
+    parsed = jvm.org.apache.avro.Schema.Parser().parse(avro)
+    converted = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
+    return StructType.fromJson(json.loads(converted.dataType().json()))
+
+
+def spark_type(spark: SparkSession, avro: dict[str, Any]) -> StructType:
+    """The Spark type spark-avro's from_avro gives a record of `avro` (its SchemaConverters):
+    Spark's mapping, not a second one here."""
+    found = _spark_type(spark, json.dumps(avro, sort_keys=True))
+    assert isinstance(found, StructType)
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(avro: str) -> Any:
+    return fastavro.parse_schema(plain_dates(json.loads(avro)))
+
+
+def decoded(
+    bodies: Iterable[tuple[str, bytes]], writers: dict[str, dict[str, Any]], reader: dict[str, Any],
+    newest: dict[str, Any],
+) -> list[Any]:  # fmt: skip
+    """Each (writer schema id, Avro body) as a value of `reader`, dates and times as the plain
+    numbers Arrow takes for them (days, microseconds). A message of the `newest` schema (most
+    of them) is read as it was written, with every envelope field: fastavro resolves a schema
+    to another at two to eight times the cost, whatever the difference (its skipping of fields
+    the reader leaves out costs most). A body its writer schema does not read raises
+    (fastavro's error, or ValueError for bytes left over)."""
+    resolved = _parsed(json.dumps(reader, sort_keys=True))
+    plans = {}
+    for fp, writer in writers.items():
+        plans[fp] = (_parsed(json.dumps(writer, sort_keys=True)), None if writer == newest else resolved)
+    out = []
+    for fp, body in bodies:
+        stream = io.BytesIO(body)
+        writer, to = plans[fp]
+        out.append(fastavro.schemaless_reader(stream, writer, to))
+        if stream.tell() != len(body):
+            raise ValueError(f"{len(body) - stream.tell()} bytes left over after a message of schema {fp}")
+    return out
+
+
+def unscaled_text(unscaled: bytes | None, scale: int) -> str | None:
+    """A DECIMAL's exact text from Avro's unscaled bytes (big-endian two's complement), as MySQL
+    prints it: `spark.jobs.decimal_text` in Python."""
+    if unscaled is None:
+        return None
+    value = int.from_bytes(unscaled, "big", signed=True)
+    digits = str(abs(value)).rjust(scale + 1, "0")
+    whole, fraction = digits[: len(digits) - scale], digits[len(digits) - scale :]
+    return ("-" if value < 0 else "") + whole + ("." + fraction if scale else "")
+
+
+def as_arrow(rows: list[dict[str, Any]], schema: StructType) -> pa.Table:
+    """Rows (dicts of plain values) as the Arrow table Spark's collect makes of `schema`."""
+    kind = to_arrow_type(schema, timestamp_utc=True)
+    return pa.Table.from_struct_array(pa.array(rows, type=kind))
+
+
 def last_per(rows: pa.Table, keys: list[str], then: tuple[str, ...] = ()) -> pa.Table:
     """Per distinct `keys`, the row last in the order of `then` (the mirror: per key the newest
     change, by source position and row, as `spark.jobs.newest_per_key` computes it in Spark;
@@ -121,6 +201,11 @@ def on_columns(columns: list[str]) -> str:
     return " AND ".join(f"t.{quoted(c)} = s.{quoted(c)}" for c in columns)
 
 
+# delta-rs's MERGE reads its source twice when it is not streamed (`streamed_exec=False`): once
+# to bound the target's partitions and files by the source's values (its "early filter": without
+# it, every file of the table is read), once to merge. The source here is a small Arrow table in
+# memory, so reading it twice costs nothing.
+
 # A source change applies where it is newer than the row's position in the table.
 NEWER = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
 
@@ -133,7 +218,7 @@ def merge_newest(target: Target, rows: pa.Table, keys: list[str], partition: str
     target.table.update_incremental()  # Spark's commits since it was opened (properties set)
     on = on_columns([*keys, *([partition] if partition else [])])
     return dict(
-        target.table.merge(rows, on, source_alias="s", target_alias="t")
+        target.table.merge(rows, on, source_alias="s", target_alias="t", streamed_exec=False)
         .when_matched_delete(f"s._sluice_type = 'DELETE' AND {NEWER}")
         .when_matched_update_all(f"s._sluice_type <> 'DELETE' AND {NEWER}", except_cols=["_sluice_type"])
         .when_not_matched_insert_all("s._sluice_type <> 'DELETE'", except_cols=["_sluice_type"])
@@ -143,7 +228,11 @@ def merge_newest(target: Target, rows: pa.Table, keys: list[str], partition: str
 
 def insert_new(target: Target, rows: pa.Table, identity: list[str]) -> dict[str, Any]:
     """The changelog's insert (`spark.jobs.Changelog`) in delta-rs: rows whose `identity` the
-    table does not hold yet."""
+    table does not hold yet. The table's partition columns (the changelog's `event_date`, a
+    change's own) are joined on too: delta-rs then reads only the partitions of the batch's
+    dates, not every day the changelog has kept."""
     target.table.update_incremental()
-    merger = target.table.merge(rows, on_columns(identity), source_alias="s", target_alias="t")
+    partitions = [c for c in target.table.metadata().partition_columns if c not in identity]
+    on = on_columns([*identity, *partitions])
+    merger = target.table.merge(rows, on, source_alias="s", target_alias="t", streamed_exec=False)
     return dict(merger.when_not_matched_insert_all().execute())

@@ -50,14 +50,22 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
-from pyspark.sql.types import DateType, NumericType, StringType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DateType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from connector.avro.registry import SchemaDirectory
 from connector.avro.schemas import row_fields
@@ -290,18 +298,24 @@ def emptied_by(known: Schema, kind: str, database: str, table: str, sql: str) ->
     return gone
 
 
-# The envelope fields the mirror reads; of `source`, only `row`.
-MIRRORED = ("id", "type", "data", "source")
+# The envelope fields each job reads (`reading`): not `sql`, `pkNames` and the like, which a
+# statement's text can make the larger part of a message.
+MIRRORED = ("id", "type", "data", "source.row")
+LOGGED = ("id", "type", "es", "gtid", "data", "old", "source")
 
 
 def reading(schema: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
-    """`schema` with only the envelope's `fields` (of `source`, only `row`): Avro's resolution
-    skips the rest of each value without making Spark values of them."""
-    kept = [field for field in schema["fields"] if field["name"] in fields]
-    for i, field in enumerate(kept):
-        if field["name"] == "source":
+    """`schema` with only the envelope's `fields` (a dotted name, `source.row`: of that record,
+    only those of its fields): Avro's resolution skips the rest of each value without making
+    Spark values of them."""
+    kept = []
+    for field in schema["fields"]:
+        inner = [name.partition(".")[2] for name in fields if name.partition(".")[0] == field["name"]]
+        if inner and all(inner):  # of a record, the named fields only
             record = field["type"]
-            kept[i] = {**field, "type": {**record, "fields": [f for f in record["fields"] if f["name"] == "row"]}}
+            kept.append({**field, "type": {**record, "fields": [f for f in record["fields"] if f["name"] in inner]}})
+        elif inner:
+            kept.append(field)
     return {**schema, "fields": kept}
 
 
@@ -457,14 +471,20 @@ def decode(
     return out
 
 
+def reader_of(directory: SchemaDirectory, table: Key, fields: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, int]]:
+    """The schema a table's messages are read as (its newest, with `fields` only those envelope
+    fields, its wide decimals as bytes) and its wide decimals."""
+    newest = directory.latest_schema(*table)
+    wide = wide_decimals(newest)
+    return as_bytes(reading(newest, fields) if fields else newest, wide), wide
+
+
 def decoder(
     directory: SchemaDirectory, table: Key, by_fp: dict[str, dict[str, Any]], fields: tuple[str, ...]
 ) -> tuple[Column, dict[str, Any], dict[str, int]]:
     """A table's message decoded (a value of its newest schema, with `fields` only those envelope
     fields) from the writer schema its fingerprint names; the reader schema; its wide decimals."""
-    newest = directory.latest_schema(*table)
-    wide = wide_decimals(newest)
-    reader = as_bytes(reading(newest, fields) if fields else newest, wide)
+    reader, wide = reader_of(directory, table, fields)
     options = {"mode": "FAILFAST", "avroSchema": json.dumps(reader)}
     branches = [(F.col("fp") == fp, from_avro(F.col("body"), json.dumps(w), options)) for fp, w in by_fp.items()]
     message = branches[0][1]
@@ -473,20 +493,6 @@ def decoder(
         for condition, value in branches[1:]:
             message = message.when(condition, value)
     return message, reader, wide
-
-
-def decode_together(framed: DataFrame, schemas: WriterSchemas, writers: Writers, fields: tuple[str, ...]) -> DataFrame:
-    """The tables' messages decoded in one projection, column `m{i}` the i-th table's (in
-    `writers`' order), null in the other tables' rows: one Spark job for many small tables
-    instead of one each."""
-    decoded, texts = [], []
-    for i, (key, by_fp) in enumerate(writers.items()):
-        message, reader, wide = decoder(schemas.directory, key, by_fp, fields)
-        decoded.append(F.when(F.col("fp").isin(list(by_fp)), message).alias(f"m{i}"))
-        mine = F.col(f"m{i}")
-        texts.append(F.when(mine.isNotNull(), with_text(mine, reader, wide)).alias(f"m{i}") if wide else mine)
-    fps = [fp for by_fp in writers.values() for fp in by_fp]
-    return framed.filter(~F.col("statement") & F.col("fp").isin(fps)).select(*decoded).select(*texts)
 
 
 def row_names(directory: SchemaDirectory, table: Key) -> list[str]:
@@ -519,6 +525,62 @@ def changelog_entry(message: Column) -> Column:
         F.when(is_delete, data).otherwise(message["old"].getItem(0)).alias("before"),
         F.current_timestamp().alias("ingested_at"),
     )  # fmt: skip
+
+
+# The two row shapes again, for messages decoded in the driver (`spark.driver.decoded`): Python
+# values and their Spark type, as Spark makes them from the same message; each beside the Column
+# it repeats, and tests/test_spark_live.py holds both equal (values and Arrow types).
+Shaped = tuple[list[dict[str, Any]], StructType]
+Shape = Callable[[list[dict[str, Any]], StructType], Shaped]  # a message's row, for the mirror or the changelog
+
+
+def _first(images: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    return images[0] if images else None  # getItem(0): null for a null or empty array
+
+
+def mirror_values(messages: list[dict[str, Any]], envelope: StructType, names: list[str], cut: int) -> Shaped:
+    """`mirror_row` of each message newer than `cut` (the table's last emptying)."""
+    row_type = envelope["data"].dataType.elementType  # type: ignore[attr-defined]
+    schema = StructType([
+        *[StructField(name, row_type[name].dataType) for name in names], StructField("_sluice_type", StringType()),
+        StructField("_sluice_id", envelope["id"].dataType),
+        StructField("_sluice_row", envelope["source"].dataType["row"].dataType),  # type: ignore[index]
+    ])  # fmt: skip
+    rows = []
+    for message in messages:
+        if message["id"] > cut:
+            row = _first(message["data"]) or {}
+            rows.append({**{name: row.get(name) for name in names}, "_sluice_type": message["type"],
+                         "_sluice_id": message["id"], "_sluice_row": message["source"]["row"]})  # fmt: skip
+    return rows, schema
+
+
+DAY_MS = 86_400_000
+
+
+def changelog_values(messages: list[dict[str, Any]], envelope: StructType) -> Shaped:
+    """`changelog_entry` of each message (its times in Arrow's numbers: microseconds, days; UTC,
+    the session's zone)."""
+    row_type, source = envelope["data"].dataType.elementType, envelope["source"].dataType  # type: ignore[attr-defined]
+    schema = StructType([
+        StructField("op", StringType()), *[StructField(f"source_{n}", source[n].dataType) for n in  # type: ignore[index]
+                                           ("file", "pos", "row", "server_id")],
+        StructField("sluice_id", envelope["id"].dataType), StructField("gtid", envelope["gtid"].dataType),
+        StructField("event_time", TimestampType()), StructField("event_date", DateType()),
+        StructField("after", row_type), StructField("before", row_type),
+        StructField("ingested_at", TimestampType(), nullable=False),
+    ])  # fmt: skip
+    now = int(time.time() * 1_000_000)
+    entries = []
+    for message in messages:
+        deleted, data, source_of = message["type"] == "DELETE", _first(message["data"]), message["source"]
+        entries.append({
+            "op": message["type"], **{f"source_{n}": source_of[n] for n in ("file", "pos", "row", "server_id")},
+            "sluice_id": message["id"], "gtid": message["gtid"], "event_time": message["es"] * 1000,
+            "event_date": message["es"] // DAY_MS, "after": None if deleted else data,
+            "before": data if deleted else _first(message["old"]), "ingested_at": now,
+        })  # fmt: skip
+    return entries, schema
 
 
 def fields_of(frame: DataFrame, column: Column) -> DataFrame:
@@ -688,6 +750,18 @@ class Part:
         """Whether its rows are few enough to be written in the driver (`spark.driver`)."""
         return 0 < self.rows <= config.spark.driver_rows
 
+    def tiny(self, config: Config) -> bool:
+        """Whether its rows are few enough to be decoded in the driver too (`collect_in_driver`)."""
+        return self.small(config) and self.rows <= DECODED_IN_DRIVER
+
+
+# A table's messages decoded in the driver at most. fastavro there reads 70-100k messages a
+# second on one core, beside the merges; a Spark job decodes on every core but costs a few
+# hundred milliseconds whatever its rows. The mirror of 100 tables of 1,000 changes: 9.6-10.5 s
+# decoded in the driver, 14.3 s in Spark (16 tables a job); of 10 tables of 10,000: 4.1 s
+# decoded in the driver, 2.7 s by a Spark job a table (bench/spark.py --tables).
+DECODED_IN_DRIVER = 2_000
+
 
 def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dict[Key, Part]:
     """Each table's part of a framed batch; with `statements`, the tables its statements emptied too."""
@@ -701,13 +775,12 @@ def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dic
 
 @dataclass(frozen=True, slots=True)
 class Chosen:
-    """A small table to bring to the driver: its writer schemas, its messages in the batch, and
-    its row (a struct, null for none) of a decoded message."""
+    """A small table to decode in the driver: its writer schemas, its Delta table as delta-rs
+    opened it, and its rows of the decoded messages (`mirror_values`, `changelog_values`)."""
 
     writers: dict[str, dict[str, Any]]
-    messages: int
-    row: Callable[[Column], Column]
-    target: driver.Target  # its Delta table, as delta-rs opened it
+    target: driver.Target
+    shape: Shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,47 +793,68 @@ class Collected:
     target: driver.Target
 
 
-GROUP_TABLES = 16  # tables brought to the driver in one Spark job, at most
-
-
-def collect_together(
-    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...], config: Config
+def collect_in_driver(
+    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...]
 ) -> dict[Key, Collected]:
-    """The chosen tables' rows in the driver, a group of tables per Spark job (`decode_together`)
-    of up to `GROUP_TABLES` tables and `[spark] driver_rows` messages (each table's column spans
-    the group's rows, null in the other tables'), `[spark] table_threads` groups at once. A
-    table costs a job of its own otherwise: a second of plans and tasks a table on two cores.
-    A group whose job fails is left out, its tables written one by one (where a table's
-    failure is its own)."""
-    budget = config.spark.driver_rows
-    groups: list[list[Key]] = [[]]
-    total = 0
-    for table in sorted(chosen):
-        if groups[-1] and (len(groups[-1]) == GROUP_TABLES or total + chosen[table].messages > budget):
-            groups.append([])
-            total = 0
-        groups[-1].append(table)
-        total += chosen[table].messages
-
-    def collect(group: list[Key]) -> dict[Key, Collected]:
+    """The chosen tables' rows in the driver: their messages' bodies brought there in one Spark
+    job, each table's decoded there (`in_driver`). A Spark decode costs a job a table (or a
+    group's wide rows, null in the other tables' columns): plans, code and tasks, a few hundred
+    milliseconds a table whatever its rows. A table whose messages do not decode here is left
+    out: its own write decodes them in Spark, where its failure is its own."""
+    tables = {fp: table for table, one in chosen.items() for fp in one.writers}
+    if not tables:
+        return {}
+    wanted = framed.filter(~F.col("statement") & F.col("fp").isin(list(tables))).select("fp", "body")
+    bodies = driver.arrow_of(wanted)
+    messages: dict[Key, list[tuple[str, bytes]]] = {}
+    for fp, body in zip(bodies.column("fp").to_pylist(), bodies.column("body").to_pylist(), strict=True):
+        messages.setdefault(tables[fp], []).append((fp, body))
+    out = {}
+    spark = framed.sparkSession
+    for table, mine in messages.items():
         try:
-            decoded = decode_together(framed, schemas, {table: chosen[table].writers for table in group}, fields)
-            rows = decoded.select(*[chosen[t].row(F.col(f"m{i}")).alias(f"t{i}") for i, t in enumerate(group)])
-            arrow = driver.arrow_of(rows)
-        except Exception as exc:  # each table's own write meets it again, alone
-            log.info("%d tables not decoded together, each on its own instead: %s", len(group), error_line(exc))
-            return {}
-        out = {}
-        for i, table in enumerate(group):
-            column = arrow.column(i)
-            mine = column.filter(pc.is_valid(column)).combine_chunks()
-            schema = rows.schema[i].dataType
-            out[table] = Collected(pa.Table.from_struct_array(mine), schema, chosen[table].target)  # type: ignore[arg-type]
-        return out
+            one = chosen[table]
+            rows, schema = in_driver(spark, schemas.directory, table, one.writers, one.shape, mine, fields)
+            out[table] = Collected(rows, schema, one.target)
+        except Exception as exc:  # fastavro's errors have no common base
+            log.info("%s.%s: not decoded in the driver, by Spark instead: %s", *table, error_line(exc))
+    return out
 
-    context = framed.sparkSession.sparkContext
-    collected = in_pools(context, config.spark.table_threads, [functools.partial(collect, g) for g in groups if g])
-    return {table: rows for some in collected for table, rows in some.items()}
+
+def in_driver(
+    spark: SparkSession, directory: SchemaDirectory, table: Key, writers: dict[str, dict[str, Any]], shape: Shape,
+    bodies: list[tuple[str, bytes]], fields: tuple[str, ...],
+) -> tuple[pa.Table, StructType]:  # fmt: skip
+    """A table's messages (of `writers`, by id) decoded in the driver as Spark would (`decoder`,
+    `with_text`), shaped into the job's rows (`shape`): Arrow, and its Spark type."""
+    reader, wide = reader_of(directory, table, fields)
+    # fastavro makes a Decimal of a writer's decimal whatever the reader's type: a wide one is
+    # read as the bytes Spark reads it as (as_bytes), made text below as `with_text` makes it.
+    plain = {fp: as_bytes(w, wide) for fp, w in writers.items()}
+    messages = driver.decoded(bodies, plain, reader, as_bytes(directory.latest_schema(*table), wide))
+    envelope = driver.spark_type(spark, reader)
+    if wide:
+        envelope = texts_type(envelope, wide)
+        for message in messages:
+            for image in (message.get("data"), message.get("old")):
+                for name, scale in wide.items() if image else ():
+                    image[0][name] = driver.unscaled_text(image[0][name], scale)
+    rows, schema = shape(messages, envelope)
+    return driver.as_arrow(rows, schema), schema
+
+
+def texts_type(envelope: StructType, wide: dict[str, int]) -> StructType:
+    """The Spark type `with_text` gives a decoded message: in each image's row, the `wide`
+    decimals as text, every column nullable (the row is read from a one-row array)."""
+
+    def image(field: StructField) -> StructField:
+        if field.name not in ("data", "old"):
+            return field
+        row = field.dataType.elementType  # type: ignore[attr-defined]
+        columns = [StructField(f.name, StringType() if f.name in wide else f.dataType) for f in row.fields]
+        return StructField(field.name, ArrayType(StructType(columns), containsNull=False))
+
+    return StructType([image(field) for field in envelope.fields])
 
 
 class TableJob(Protocol):
@@ -791,13 +885,13 @@ class Mirror:
 
     def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
         """The changes of the batch's small tables that delta-rs can merge into as they are,
-        brought to the driver together (`collect_together`), not in a Spark job each. Not those
+        decoded in the driver (`collect_in_driver`), not in a Spark job each. Not those
         a statement of the batch emptied (their position to merge after moves), nor tables
         partitioned by key range, new ones, or ones left to Spark (`driver.open_target`)."""
         chosen: dict[Key, Chosen] = {}
         for table, part in parts.items():
             keys = self.schemas.directory.key_columns(*table)
-            if not (part.small(self.config) and part.writers and keys) or part.emptied_at is not None:
+            if not (part.tiny(self.config) and part.writers and keys) or part.emptied_at is not None:
                 continue
             path = self.path(table)
             target = driver.open_target(path)
@@ -809,12 +903,9 @@ class Mirror:
             if target is None or self.widths[path]:
                 continue
             names = row_names(self.schemas.directory, table)
-
-            def row(message: Column, names: list[str] = names, cut: int = cut) -> Column:
-                return F.when(message.isNotNull() & (message["id"] > cut), mirror_row(message, names))
-
-            chosen[table] = Chosen(part.writers, part.rows, row, target)
-        self.ready = collect_together(framed, self.schemas, chosen, MIRRORED, self.config)
+            shape = functools.partial(mirror_values, names=names, cut=cut)
+            chosen[table] = Chosen(part.writers, target, shape)
+        self.ready = collect_in_driver(framed, self.schemas, chosen, MIRRORED)
 
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "mirror", *table)
@@ -930,20 +1021,18 @@ class Changelog:
         pass  # it keeps nothing about a table between batches
 
     def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
-        """The entries of the batch's small tables delta-rs can insert into, brought to the
-        driver together (`collect_together`)."""
-        def entry(message: Column) -> Column:
-            return F.when(message.isNotNull(), changelog_entry(message))
-
+        """The entries of the batch's small tables delta-rs can insert into, decoded in the
+        driver (`collect_in_driver`)."""
         chosen = {}
         for table, part in parts.items():
-            target = driver.open_target(self.path(table)) if part.small(self.config) and part.writers else None
+            target = driver.open_target(self.path(table)) if part.tiny(self.config) and part.writers else None
             if target is not None:
-                chosen[table] = Chosen(part.writers, part.rows, entry, target)
-        self.ready = collect_together(framed, self.schemas, chosen, (), self.config)
+                chosen[table] = Chosen(part.writers, target, changelog_values)
+        self.ready = collect_in_driver(framed, self.schemas, chosen, LOGGED)
 
     def entries(self, table: Key, part: Part) -> DataFrame:
-        return fields_of(decode(part.frame, self.schemas, {table: part.writers})[table], changelog_entry(F.col("m")))
+        decoded = decode(part.frame, self.schemas, {table: part.writers}, LOGGED)[table]
+        return fields_of(decoded, changelog_entry(F.col("m")))
 
     def write(self, table: Key, part: Part, batch_id: int) -> None:
         if not part.writers:

@@ -1,17 +1,47 @@
 """spark/driver.py: the mirror's MERGE and the changelog's insert in delta-rs, on real Delta
-tables in a temporary folder (no JVM: tests/test_spark_live.py has Spark read what it writes)."""
+tables in a temporary folder, and small tables' messages decoded in the driver (no JVM:
+tests/test_spark_live.py has Spark read what delta-rs writes, and decode what the driver does)."""
 
 from __future__ import annotations
 
+import io
 import random
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
-from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from spark.driver import Target, fits, insert_new, last_per, merge_newest, open_target, writable
+from connector.avro.reader import plain_time
+from connector.avro.schemas import value_schema
+from connector.schema.ddl import apply_ddl
+from connector.schema.model import Schema
+from spark.driver import (
+    Target,
+    as_arrow,
+    decoded,
+    fits,
+    insert_new,
+    last_per,
+    merge_newest,
+    open_target,
+    unscaled_text,
+    writable,
+)
+from spark.jobs import LOGGED, changelog_values, mirror_values, reading
 
 # Column names the SQL delta-rs reads must keep as they are: case, a space, a keyword.
 KEY, TEXT, WORD = "Id", "Mixed Case", "select"
@@ -79,21 +109,25 @@ def test_a_partitioned_mirror_rewrites_only_the_partitions_a_batch_touches(tmp_p
     batch = batch.append_column("_sluice_range", pa.array([1, 1], pa.int64()))
     metrics = merge_newest(target, batch, [KEY], "_sluice_range")
     assert metrics["num_target_files_removed"] == 1  # range 1's file; ranges 0, 2 and 3 untouched
+    assert metrics["num_target_files_scanned"] == 1  # and not read
     assert contents(tmp_path / "t")[12] == ("x", 0, 200, 0) and 15 not in contents(tmp_path / "t")
     assert len(contents(tmp_path / "t")) == 39
     assert DeltaTable(str(tmp_path / "t")).metadata().configuration["sluice.truncatedAt"] == "5"
 
 
-def test_the_changelog_inserts_a_position_once(tmp_path: Path) -> None:
+def test_the_changelog_inserts_a_position_once_reading_only_the_batch_s_days(tmp_path: Path) -> None:
     def entries(ids: list[int]) -> pa.Table:
-        return pa.table({"sluice_id": ids, "source_row": [0] * len(ids), "op": ["INSERT"] * len(ids), "v": ids})
+        days = pa.array([i % 3 for i in ids], pa.int32()).cast(pa.date32())  # a change's day is its own
+        return pa.table({"sluice_id": ids, "source_row": [0] * len(ids), "op": ["INSERT"] * len(ids), "v": ids,
+                         "event_date": days})  # fmt: skip
 
-    write_deltalake(str(tmp_path / "c"), entries([1, 2]))
+    write_deltalake(str(tmp_path / "c"), entries([1, 2, 3, 4, 5, 6]), partition_by=["event_date"])
     target = open_target(str(tmp_path / "c"))
     assert target is not None
-    insert_new(target, entries([2, 3, 4]), ["sluice_id", "source_row", "op"])
+    metrics = insert_new(target, entries([3, 6, 9, 12]), ["sluice_id", "source_row", "op"])  # all of day 0
     ids = sorted(r["sluice_id"] for r in DeltaTable(str(tmp_path / "c")).to_pyarrow_table().to_pylist())
-    assert ids == [1, 2, 3, 4]
+    assert ids == [1, 2, 3, 4, 5, 6, 9, 12]
+    assert metrics["num_target_files_scanned"] == 1 and metrics["num_target_files_skipped_during_scan"] == 2
 
 
 def test_a_batch_with_a_column_new_to_the_table_or_a_changed_type_is_left_to_spark(tmp_path: Path) -> None:
@@ -151,3 +185,86 @@ def test_the_newest_change_per_key_is_the_one_spark_would_keep() -> None:
             assert (row["_sluice_id"], row["_sluice_row"]) == (held["_sluice_id"], held["_sluice_row"])
     changes = pa.table({"sluice_id": [5, 5, 6], "source_row": [0, 0, 0], "op": ["INSERT"] * 3, "v": [1, 1, 2]})
     assert last_per(changes, ["sluice_id", "source_row", "op"]).num_rows == 2  # one row per change
+
+
+# --- Small tables' messages decoded in the driver (spark.jobs.in_driver) --------------------
+# tests/test_spark_live.py holds the whole path equal to Spark's from_avro over every column type.
+
+
+def encoded(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    return out.getvalue()
+
+
+def message(row: dict[str, Any], kind: str = "INSERT", at: int = 1, old: dict[str, Any] | None = None,
+            es: int = 1_700_000_000_123) -> dict[str, Any]:  # fmt: skip
+    return {"id": at, "database": "shop", "table": "t", "type": kind, "isDdl": False, "pkNames": ["id"], "es": es,
+            "ts": 2, "sql": "", "gtid": None, "data": [row], "old": None if old is None else [old],
+            "source": {"server_id": 1, "file": "b.000001", "pos": 4, "row": at % 7}}  # fmt: skip
+
+
+def test_messages_of_an_older_schema_are_read_as_the_newest_and_bad_bodies_raise() -> None:
+    schema = Schema()
+    apply_ddl(schema, "CREATE TABLE shop.t (id INT PRIMARY KEY, at DATETIME(6), d DATE, tm TIME)", "shop")
+    older = value_schema(schema.tables[("shop", "t")], 1)
+    apply_ddl(schema, "ALTER TABLE shop.t ADD COLUMN n INT NOT NULL DEFAULT 7", "shop")
+    newest = value_schema(schema.tables[("shop", "t")], 2)
+    row = {"id": 1, "at": datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC), "d": date(1000, 1, 1),
+           "tm": -3_020_399_000_000}  # fmt: skip
+    body = encoded(plain_time(older), message(row))
+    reader = reading(newest, LOGGED)
+    [got] = decoded([("a1", body)], {"a1": older}, reader, newest)
+    assert got["data"] == [{"id": 1, "at": 1709251199999999, "d": -354285, "tm": -3_020_399_000_000, "n": 7}]
+    assert "sql" not in got and got["source"]["row"] == 1  # what the job reads, as numbers Arrow takes
+    [as_written] = decoded([("b2", encoded(plain_time(newest), message({**row, "n": 3})))], {"b2": newest}, reader,
+                           newest)  # fmt: skip
+    assert as_written["data"][0] == {**got["data"][0], "n": 3} and as_written["sql"] == ""  # the newest: as written
+    with pytest.raises(ValueError, match="2 bytes left over"):
+        decoded([("a1", body + b"\x00\x00")], {"a1": older}, reader, newest)
+    with pytest.raises(EOFError):
+        decoded([("a1", body[:-3])], {"a1": older}, reader, newest)
+
+
+def test_a_wide_decimal_is_the_text_mysql_prints() -> None:
+    rng = random.Random(41)
+    values = [0, 1, -1, 10**65 - 1, -(10**65 - 1), 2**63, -(2**63)]
+    values += [rng.randint(-(10 ** rng.randint(1, 65)), 10 ** rng.randint(1, 65)) for _ in range(300)]
+    for value in values:
+        unscaled = value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+        for scale in (0, 1, 30, 38):
+            assert unscaled_text(unscaled, scale) == format(Decimal(f"{value}E-{scale}"), "f"), (value, scale)
+    assert unscaled_text(b"", 2) == "0.00" and unscaled_text(None, 2) is None
+    assert unscaled_text(b"\xff\xff\xfb", 1) == "-0.5"  # sign-extended past the shortest
+
+
+ENVELOPE = StructType([
+    StructField("id", LongType()), StructField("type", StringType()), StructField("es", LongType()),
+    StructField("gtid", StringType()),
+    StructField("data", ArrayType(StructType([StructField("id", IntegerType(), False),
+                                              StructField("v", StringType())]), False)),
+    StructField("source", StructType([StructField("server_id", LongType(), False),
+                                      StructField("file", StringType(), False), StructField("pos", LongType(), False),
+                                      StructField("row", IntegerType(), False)])),
+])  # fmt: skip
+ENVELOPE.add(StructField("old", ENVELOPE["data"].dataType))
+
+
+def test_the_mirror_s_rows_skip_what_an_emptying_took_and_the_changelog_keeps_both_images() -> None:
+    messages = [message({"id": 1, "v": "a"}, at=10), message({"id": 1, "v": "b"}, "UPDATE", 20, {"id": 1, "v": "a"}),
+                message({"id": 1, "v": "b"}, "DELETE", 30, es=-1)]  # fmt: skip
+    rows, schema = mirror_values(messages, ENVELOPE, ["id", "v"], cut=10)
+    assert rows == [{"id": 1, "v": "b", "_sluice_type": "UPDATE", "_sluice_id": 20, "_sluice_row": 6},
+                    {"id": 1, "v": "b", "_sluice_type": "DELETE", "_sluice_id": 30, "_sluice_row": 2}]  # fmt: skip
+    assert schema.simpleString() == "struct<id:int,v:string,_sluice_type:string,_sluice_id:bigint,_sluice_row:int>"
+    entries, schema = changelog_values(messages, ENVELOPE)
+    arrow = as_arrow(entries, schema)
+    got = arrow.drop_columns(["ingested_at", "source_file", "source_server_id"]).to_pylist()
+    assert [(e["op"], e["after"], e["before"]) for e in got] == [
+        ("INSERT", {"id": 1, "v": "a"}, None), ("UPDATE", {"id": 1, "v": "b"}, {"id": 1, "v": "a"}),
+        ("DELETE", None, {"id": 1, "v": "b"}),
+    ]  # fmt: skip
+    assert got[0]["event_time"] == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    assert got[0]["event_date"] == date(2023, 11, 14) and got[2]["event_date"] == date(1969, 12, 31)  # floors
+    assert arrow.schema.field("after").type.field("id").nullable is False  # as Spark's collect gives it
+    assert arrow.schema.field("ingested_at").type == pa.timestamp("us", tz="UTC")

@@ -34,6 +34,7 @@ from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
 from spark.examples.read_topic import client_options
 from spark.jobs import (
+    LOGGED,
     MIRRORED,
     Hold,
     Outcome,
@@ -105,7 +106,7 @@ def test_the_statements_that_take_a_tables_rows_away() -> None:
         assert emptied_by(known, kind, database, table, sql) == gone, sql
 
 
-def test_the_mirrors_reader_schema_takes_from_a_value_only_what_the_mirror_uses() -> None:
+def test_the_jobs_reader_schemas_take_from_a_value_only_what_each_job_uses() -> None:
     schema = Schema()
     apply_ddl(schema, "CREATE TABLE shop.t (id INT PRIMARY KEY, note VARCHAR(20))", "shop")
     written = value_schema(schema.tables[("shop", "t")], 1)
@@ -119,6 +120,12 @@ def test_the_mirrors_reader_schema_takes_from_a_value_only_what_the_mirror_uses(
     mirrored = fastavro.parse_schema(reading(written, MIRRORED))
     read = fastavro.schemaless_reader(out, fastavro.parse_schema(written), mirrored)
     assert read == {"id": 7 << 32 | 4, "type": "UPDATE", "data": [{"id": 1, "note": "new"}], "source": {"row": 3}}
+    out.seek(0)  # the changelog's: the whole source, not the statement, names or times it does not keep
+    logged = fastavro.parse_schema(reading(written, LOGGED))
+    read = fastavro.schemaless_reader(out, fastavro.parse_schema(written), logged)
+    assert read == {"id": 7 << 32 | 4, "type": "UPDATE", "es": 1, "gtid": "0-1-9", "data": [{"id": 1, "note": "new"}],
+                    "old": [{"id": 1, "note": "old"}],
+                    "source": {"server_id": 1, "file": "b.000007", "pos": 4, "row": 3}}  # fmt: skip
     assert written["fields"][-1]["type"]["fields"][3]["name"] == "row"  # the full schema is not changed
     assert len(written["fields"][-1]["type"]["fields"]) == 4
 
@@ -168,7 +175,7 @@ def test_a_wide_decimal_is_read_as_its_unscaled_bytes_in_both_images() -> None:
              "source": {"server_id": 1, "file": "b.000001", "pos": 4, "row": 0}}  # fmt: skip
     encoded = io.BytesIO()
     fastavro.schemaless_writer(encoded, fastavro.parse_schema(written), value)
-    for reader in (as_bytes(written, wide), as_bytes(reading(written, MIRRORED), wide)):  # the changelog, the mirror
+    for reader in (as_bytes(reading(written, LOGGED), wide), as_bytes(reading(written, MIRRORED), wide)):
         types = {f["name"]: f["type"] for f in row_fields(reader)}
         assert types["id"] == "bytes" and types["n"] == ["null", "bytes"]  # `old` names the same row record
         assert types["amount"] == {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -23,8 +24,34 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config
 from connector.runner import Connector
+from spark.driver import arrow_of
 from spark.examples.read_topic import read_topic
-from spark.jobs import KEY_RANGE, RANGE, STATS, TRUNCATED_AT, Holds, TablesHeldBack, properties_of, run, session, under
+from spark.jobs import (
+    KEY_RANGE,
+    LOGGED,
+    MIRRORED,
+    RANGE,
+    STATS,
+    TRUNCATED_AT,
+    Holds,
+    Shape,
+    TablesHeldBack,
+    WriterSchemas,
+    changelog_entry,
+    changelog_values,
+    decode,
+    fields_of,
+    in_driver,
+    mirror_row,
+    mirror_values,
+    properties_of,
+    row_names,
+    row_topics_pattern,
+    run,
+    session,
+    under,
+    writers_in,
+)
 from tests import onlineddl
 from tests.live import KAFKA, ROOT, connect, fresh_database, server
 from tests.pipelines import TABLES, fresh, workload
@@ -253,6 +280,36 @@ def server_texts(db: str, column: str) -> set[str]:
         return {row[0] for row in cur.fetchall()}
 
 
+def assert_decoded_in_the_driver_as_by_spark(spark: Any, config: Config, db: str, tables: tuple[str, ...]) -> None:
+    """Every message of `tables` in the topics, decoded by Spark's from_avro and by fastavro in the
+    driver (`spark.jobs.in_driver`), as the mirror's rows and the changelog's entries: the same
+    Arrow, values and types (but the changelog's ingestion time, the clock's)."""
+    raw = spark.read.format("kafka").option("kafka.bootstrap.servers", config.kafka.bootstrap_servers).option(
+        "subscribePattern", row_topics_pattern(config.kafka.topic_prefix)).load()  # fmt: skip
+    schemas = WriterSchemas(SchemaDirectory(config.avro.schemas_dir))
+    framed = schemas.frame(raw).persist()
+    writers = writers_in(framed, schemas).writers
+    for table in ((db, name) for name in tables):
+        names = row_names(schemas.directory, table)
+        bodies = [(r["fp"], r["body"]) for r in framed.filter(F.col("fp").isin(list(writers[table]))).collect()]
+        shapes: dict[tuple[str, ...], tuple[Any, Shape]] = {
+            MIRRORED: (mirror_row(F.col("m"), names), functools.partial(mirror_values, names=names, cut=-1)),
+            LOGGED: (changelog_entry(F.col("m")), changelog_values),
+        }
+        for fields, (row, shape) in shapes.items():
+            by_spark = fields_of(decode(framed, schemas, {table: writers[table]}, fields)[table], row)
+            want = arrow_of(by_spark).drop_columns(["ingested_at"] if fields == LOGGED else [])
+            got, schema = in_driver(spark, schemas.directory, table, writers[table], shape, bodies, fields)
+            got = got.drop_columns(["ingested_at"] if fields == LOGGED else [])
+            assert schema == by_spark.schema, f"{table} {fields}: {schema.simpleString()}"
+            assert got.schema == want.schema, f"{table} {fields}: {got.schema} != {want.schema}"
+            order = [(c, "ascending") for c in ("_sluice_id", "_sluice_row") if c in want.column_names] or [
+                ("sluice_id", "ascending"), ("source_row", "ascending")]  # fmt: skip
+            assert got.sort_by(order).to_pylist() == want.sort_by(order).to_pylist(), f"{table} {fields}"
+            assert got.num_rows == len(bodies) > 0
+    framed.unpersist()
+
+
 def test_a_mirror_keyed_by_uuids_and_wide_decimals_beside_every_type_and_a_failing_table(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -329,6 +386,8 @@ def test_a_mirror_keyed_by_uuids_and_wide_decimals_beside_every_type_and_a_faili
     assert_equal_to_source(("u", "wide", "types", "blocked"))
     assert server_texts(db, "w") == {r["w"] for r in mirror_rows(spark, str(lake / "mirror" / db / "wide"))} - {None}
     assert_changelog_has_each_change_once(spark, config, db, reader, ("u", "wide", "types", "blocked"))
+
+    assert_decoded_in_the_driver_as_by_spark(spark, config, db, ("u", "wide", "types", "blocked"))
 
     path = str(lake / "mirror" / db / "u")
     assert len(mirror_rows(spark, path)) == 40
