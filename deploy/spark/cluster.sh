@@ -97,7 +97,11 @@ stop() {  # $1: daemon name. SIGTERM, then wait for it to go; SIGKILL after 20 s
 
 case "${1:-}" in
   up) up ;;
-  down) for pidfile in "$DIR"/worker*.pid; do [ -e "$pidfile" ] && stop "$(basename "$pidfile" .pid)"; done; stop master ;;
+  down)
+    for pidfile in "$DIR"/worker*.pid; do
+      if [ -e "$pidfile" ]; then stop "$(basename "$pidfile" .pid)"; fi
+    done
+    stop master ;;
   status)
     if workers_registered; then echo "spark: up spark://127.0.0.1:$MASTER_PORT"; else echo "spark: down"; fi ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
