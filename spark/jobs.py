@@ -1294,12 +1294,17 @@ class Batches:
         works: list[Callable[[], None]] = [functools.partial(self.write, table, framed, parts, batch_id)
                                            for table in tables]  # fmt: skip
         threads = self.config.spark.table_threads
+        read = time.monotonic()
         self.job.prepare(framed, {table: part for table, part in parts.items() if table not in self.holds.held})
+        prepared = time.monotonic()
         outcomes = side_by_side(self.spark.sparkContext, threads, tables, works, batch_id)
         for table, outcome in zip(tables, outcomes, strict=True):
             self.settle(outcome, parts.get(table), batch_id)
         self.holds.save()
-        self.tally.batch(time.monotonic() - started, len(tables), len(self.holds.held))
+        ended = time.monotonic()
+        self.tally.batch(ended - started, len(tables), len(self.holds.held))
+        log.info("%s: %d tables in %.1f s: read and counted %.1f s, small tables decoded %.1f s, written %.1f s",
+                 during(batch_id), len(tables), ended - started, read - started, prepared - read, ended - prepared)
 
     def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:
         hold = self.holds.held.get(table)
