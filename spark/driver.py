@@ -201,13 +201,18 @@ def on_columns(columns: list[str]) -> str:
     return " AND ".join(f"t.{quoted(c)} = s.{quoted(c)}" for c in columns)
 
 
-# delta-rs's MERGE reads its source twice when it is not streamed (`streamed_exec=False`): once
-# to bound the target's partitions and files by the source's values (its "early filter": without
-# it, every file of the table is read), once to merge. The source here is a small Arrow table in
-# memory, so reading it twice costs nothing.
-
 # A source change applies where it is newer than the row's position in the table.
 NEWER = "(s._sluice_id > t._sluice_id OR (s._sluice_id = t._sluice_id AND s._sluice_row > t._sluice_row))"
+
+
+def merger(target: Target, rows: pa.Table, on: str) -> Any:
+    """delta-rs's MERGE of `rows` (alias `s`) into the table (alias `t`) brought up to date
+    (Spark's commits since it was opened: properties the job set). Not streamed: then delta-rs
+    reads its source twice, once to bound the table's partitions and files by the source's
+    values (its "early filter": streamed, it reads every file of the table), once to merge. The
+    source is a small Arrow table in memory, so reading it twice costs nothing."""
+    target.table.update_incremental()
+    return target.table.merge(rows, on, source_alias="s", target_alias="t", streamed_exec=False)
 
 
 def merge_newest(target: Target, rows: pa.Table, keys: list[str], partition: str = "") -> dict[str, Any]:
@@ -215,10 +220,9 @@ def merge_newest(target: Target, rows: pa.Table, keys: list[str], partition: str
     (`_sluice_type`, the table's columns, the position) deleted, updated or inserted where it is
     newer than the table's row. `partition`: the table's partition column, derived from the key,
     joined on too so delta-rs reads only the partitions the batch touches."""
-    target.table.update_incremental()  # Spark's commits since it was opened (properties set)
     on = on_columns([*keys, *([partition] if partition else [])])
     return dict(
-        target.table.merge(rows, on, source_alias="s", target_alias="t", streamed_exec=False)
+        merger(target, rows, on)
         .when_matched_delete(f"s._sluice_type = 'DELETE' AND {NEWER}")
         .when_matched_update_all(f"s._sluice_type <> 'DELETE' AND {NEWER}", except_cols=["_sluice_type"])
         .when_not_matched_insert_all("s._sluice_type <> 'DELETE'", except_cols=["_sluice_type"])
@@ -231,8 +235,5 @@ def insert_new(target: Target, rows: pa.Table, identity: list[str]) -> dict[str,
     table does not hold yet. The table's partition columns (the changelog's `event_date`, a
     change's own) are joined on too: delta-rs then reads only the partitions of the batch's
     dates, not every day the changelog has kept."""
-    target.table.update_incremental()
     partitions = [c for c in target.table.metadata().partition_columns if c not in identity]
-    on = on_columns([*identity, *partitions])
-    merger = target.table.merge(rows, on, source_alias="s", target_alias="t", streamed_exec=False)
-    return dict(merger.when_not_matched_insert_all().execute())
+    return dict(merger(target, rows, on_columns([*identity, *partitions])).when_not_matched_insert_all().execute())

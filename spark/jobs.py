@@ -835,10 +835,10 @@ def in_driver(
     envelope = driver.spark_type(spark, reader)
     if wide:
         envelope = texts_type(envelope, wide)
-        for message in messages:
-            for image in (message.get("data"), message.get("old")):
-                for name, scale in wide.items() if image else ():
-                    image[0][name] = driver.unscaled_text(image[0][name], scale)
+        images = [image[0] for m in messages for image in (m.get("data"), m.get("old")) if image]
+        for row in images:
+            for name, scale in wide.items():
+                row[name] = driver.unscaled_text(row[name], scale)
     rows, schema = shape(messages, envelope)
     return driver.as_arrow(rows, schema), schema
 

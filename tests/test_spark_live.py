@@ -292,19 +292,19 @@ def assert_decoded_in_the_driver_as_by_spark(spark: Any, config: Config, db: str
     for table in ((db, name) for name in tables):
         names = row_names(schemas.directory, table)
         bodies = [(r["fp"], r["body"]) for r in framed.filter(F.col("fp").isin(list(writers[table]))).collect()]
-        shapes: dict[tuple[str, ...], tuple[Any, Shape]] = {
-            MIRRORED: (mirror_row(F.col("m"), names), functools.partial(mirror_values, names=names, cut=-1)),
-            LOGGED: (changelog_entry(F.col("m")), changelog_values),
-        }
-        for fields, (row, shape) in shapes.items():
+        shapes: dict[tuple[str, ...], tuple[Any, Shape, list[str]]] = {
+            MIRRORED: (mirror_row(F.col("m"), names), functools.partial(mirror_values, names=names, cut=-1),
+                       ["_sluice_id", "_sluice_row"]),
+            LOGGED: (changelog_entry(F.col("m")), changelog_values, ["sluice_id", "source_row"]),
+        }  # fmt: skip
+        for fields, (row, shape, position) in shapes.items():
             by_spark = fields_of(decode(framed, schemas, {table: writers[table]}, fields)[table], row)
             want = arrow_of(by_spark).drop_columns(["ingested_at"] if fields == LOGGED else [])
             got, schema = in_driver(spark, schemas.directory, table, writers[table], shape, bodies, fields)
             got = got.drop_columns(["ingested_at"] if fields == LOGGED else [])
             assert schema == by_spark.schema, f"{table} {fields}: {schema.simpleString()}"
             assert got.schema == want.schema, f"{table} {fields}: {got.schema} != {want.schema}"
-            order = [(c, "ascending") for c in ("_sluice_id", "_sluice_row") if c in want.column_names] or [
-                ("sluice_id", "ascending"), ("source_row", "ascending")]  # fmt: skip
+            order = [(column, "ascending") for column in position]
             assert got.sort_by(order).to_pylist() == want.sort_by(order).to_pylist(), f"{table} {fields}"
             assert got.num_rows == len(bodies) > 0
     framed.unpersist()
