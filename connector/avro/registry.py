@@ -79,6 +79,7 @@ class SchemaDirectory:
             raise ConfigError(f"[avro] schemas_dir {root}: cannot make it ({exc.strerror or exc})") from exc
         self._known: dict[tuple[str, str, str, tuple[str, ...]], SchemaVersion] = {}
         self._current: dict[str, tuple[int, tuple[str, int, int]]] = {}  # what set_current last wrote
+        self._read: tuple[tuple[int, int, int], dict[str, Any]] | None = None  # the index as last read, by stamp
 
     def claim(self, connector: str) -> None:
         """The directory is this connector's: two connectors writing one directory would number
@@ -169,8 +170,14 @@ class SchemaDirectory:
         return found.st_ino, found.st_mtime_ns, found.st_size
 
     def _index(self) -> dict[str, Any]:
-        """For readers: the index, or an UnreadableMessageError that says why there is none."""
+        """For readers: the index (shared, not to be modified), or an UnreadableMessageError that
+        says why there is none. Read again only when it changed (`index_stamp`): readers ask for
+        it per table and per schema, and it holds every table's versions and fingerprints (the
+        Spark changelog of 100 tables parsed it 200 times a batch: 0.5 s of its 4 s decoding)."""
         path = self.root / "index.json"
+        stamp = self.index_stamp()
+        if stamp is not None and self._read is not None and self._read[0] == stamp:
+            return self._read[1]
         try:
             index: dict[str, Any] = json.loads(path.read_text())
         except FileNotFoundError:
@@ -180,6 +187,8 @@ class SchemaDirectory:
             ) from None
         except (OSError, ValueError) as exc:
             raise UnreadableMessageError(f"{path}: cannot be read ({exc})") from exc
+        if stamp is not None:  # stamped before the read: a write after it is read next time
+            self._read = (stamp, index)
         return index
 
     def schema_by_fingerprint(self, fp: bytes) -> dict[str, Any]:
