@@ -113,11 +113,19 @@ def arrow_of(frame: DataFrame) -> pa.Table:
 # (`to_arrow_type`). tests/test_spark_live.py holds the two decoders equal over every column type.
 
 
+@functools.lru_cache(maxsize=16)
+def _converters(spark: SparkSession) -> tuple[Any, Any]:
+    """Avro's schema parser class and spark-avro's SchemaConverters, looked up once: py4j finds
+    a class by asking the JVM about each part of its dotted name, a round trip each (of 6 ms
+    a table's type cost, most)."""
+    jvm: Any = spark._jvm  # py4j's gateway
+    return jvm.org.apache.avro.Schema.Parser, jvm.org.apache.spark.sql.avro.SchemaConverters
+
+
 @functools.lru_cache(maxsize=4096)
 def _spark_type(spark: SparkSession, avro: str) -> DataType:
-    jvm: Any = spark._jvm  # py4j's gateway
-    parsed = jvm.org.apache.avro.Schema.Parser().parse(avro)
-    converted = jvm.org.apache.spark.sql.avro.SchemaConverters.toSqlType(parsed)
+    parser, converters = _converters(spark)
+    converted = converters.toSqlType(parser().parse(avro))
     return StructType.fromJson(json.loads(converted.dataType().json()))
 
 
