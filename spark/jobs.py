@@ -798,14 +798,37 @@ class Collected:
     target: driver.Target
 
 
-def collect_in_driver(
-    framed: DataFrame, schemas: WriterSchemas, chosen: dict[Key, Chosen], fields: tuple[str, ...]
-) -> dict[Key, Collected]:
-    """The chosen tables' rows in the driver: their messages' bodies brought there in one Spark
-    job, each table's decoded there (`in_driver`). A Spark decode costs a job a table (or a
-    group's wide rows, null in the other tables' columns): plans, code and tasks, a few hundred
-    milliseconds a table whatever its rows. A table whose messages do not decode here is left
-    out: its own write decodes them in Spark, where its failure is its own."""
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A small table's message bodies in the driver (`collect_in_driver`), decoded by its own
+    write (`rows`): in the thread that then merges them, so one table's decoding (fastavro,
+    under Python's lock) runs while others' merges (delta-rs, in Rust, without it) do."""
+
+    table: Key
+    chosen: Chosen
+    bodies: list[tuple[str, bytes]]
+
+    @property
+    def target(self) -> driver.Target:
+        return self.chosen.target
+
+    def rows(self, spark: SparkSession, directory: SchemaDirectory, fields: tuple[str, ...]) -> Collected | None:
+        """Its rows (`in_driver`), or None when its messages do not decode here: its write
+        decodes them in Spark then, where a failure is its own."""
+        one = self.chosen
+        try:
+            rows, schema = in_driver(spark, directory, self.table, one.writers, one.shape, self.bodies, fields)
+        except Exception as exc:  # fastavro's errors have no common base
+            log.info("%s.%s: not decoded in the driver, by Spark instead: %s", *self.table, error_line(exc))
+            return None
+        return Collected(rows, schema, one.target)
+
+
+def collect_in_driver(framed: DataFrame, chosen: dict[Key, Chosen]) -> dict[Key, Fetched]:
+    """The chosen tables' message bodies brought to the driver in one Spark job, to be decoded
+    there (`Fetched.rows`). A Spark decode costs a job a table (or a group's wide rows, null in
+    the other tables' columns): plans, code and tasks, a few hundred milliseconds a table
+    whatever its rows."""
     tables = {fp: table for table, one in chosen.items() for fp in one.writers}
     if not tables:
         return {}
@@ -814,16 +837,7 @@ def collect_in_driver(
     messages: dict[Key, list[tuple[str, bytes]]] = {}
     for fp, body in zip(bodies.column("fp").to_pylist(), bodies.column("body").to_pylist(), strict=True):
         messages.setdefault(tables[fp], []).append((fp, body))
-    out = {}
-    spark = framed.sparkSession
-    for table, mine in messages.items():
-        try:
-            one = chosen[table]
-            rows, schema = in_driver(spark, schemas.directory, table, one.writers, one.shape, mine, fields)
-            out[table] = Collected(rows, schema, one.target)
-        except Exception as exc:  # fastavro's errors have no common base
-            log.info("%s.%s: not decoded in the driver, by Spark instead: %s", *table, error_line(exc))
-    return out
+    return {table: Fetched(table, chosen[table], mine) for table, mine in messages.items()}
 
 
 def in_driver(
@@ -886,11 +900,12 @@ class Mirror:
         self.spark, self.config, self.schemas = spark, config, schemas
         self.cuts: dict[str, int] = {}  # per mirror table, the position it was last emptied at (-1: never)
         self.widths: dict[str, int] = {}  # per mirror table, its key range width (0: not partitioned by range)
-        self.ready: dict[Key, Collected] = {}  # the batch's small tables' changes, in the driver (`prepare`)
+        self.ready: dict[Key, Fetched] = {}  # the batch's small tables' messages, in the driver (`prepare`)
 
     def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
-        """The changes of the batch's small tables that delta-rs can merge into as they are,
-        decoded in the driver (`collect_in_driver`), not in a Spark job each. Not those
+        """The messages of the batch's small tables that delta-rs can merge into as they are,
+        brought to the driver (`collect_in_driver`) to be decoded there, not in a Spark job
+        each. Not those
         a statement of the batch emptied (their position to merge after moves), nor tables
         partitioned by key range, new ones, or ones left to Spark (`driver.open_target`)."""
         chosen: dict[Key, Chosen] = {}
@@ -910,7 +925,7 @@ class Mirror:
             names = row_names(self.schemas.directory, table)
             shape = functools.partial(mirror_values, names=names, cut=cut)
             chosen[table] = Chosen(part.writers, target, shape)
-        self.ready = collect_in_driver(framed, self.schemas, chosen, MIRRORED)
+        self.ready = collect_in_driver(framed, chosen)
 
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "mirror", *table)
@@ -953,8 +968,8 @@ class Mirror:
         if not part.writers or not keys:
             return  # no rows; or no primary key: nothing to merge by (the changelog has these tables)
         path = self.path(table)
-        ready = self.ready.pop(table, None)  # with its target: prepared tables are not emptied here
-        target = ready.target if ready else driver.open_target(path) if part.small(self.config) else None
+        fetched = self.ready.pop(table, None)  # with its target: prepared tables are not emptied here
+        target = fetched.target if fetched else driver.open_target(path) if part.small(self.config) else None
         if target is None and not DeltaTable.isDeltaTable(self.spark, path):
             # A new table holds nothing to merge with: its rows are the batch's newest
             # non-deleted ones. Run again (a crash before the checkpoint), it merges.
@@ -968,6 +983,7 @@ class Mirror:
         renamed = follow_renames(self.spark, path, fields, have)
         if follow_drops(self.spark, path, fields, renamed) or renamed != have:
             target = None  # its schema changed under delta-rs's snapshot: Spark merges this batch
+        ready = fetched.rows(self.spark, self.schemas.directory, MIRRORED) if fetched and target else None
         if target is not None and ready is not None and driver.fits(target, ready.schema, ("_sluice_type",)):
             how = self.merge_in_driver(target, ready.rows, keys, 0)
         else:
@@ -1017,7 +1033,7 @@ class Changelog:
 
     def __init__(self, spark: SparkSession, config: Config, schemas: WriterSchemas) -> None:
         self.spark, self.config, self.schemas = spark, config, schemas
-        self.ready: dict[Key, Collected] = {}
+        self.ready: dict[Key, Fetched] = {}
 
     def path(self, table: Key) -> str:
         return under(self.config.spark.lake_dir, "changelog", *table)
@@ -1026,14 +1042,14 @@ class Changelog:
         pass  # it keeps nothing about a table between batches
 
     def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
-        """The entries of the batch's small tables delta-rs can insert into, decoded in the
-        driver (`collect_in_driver`)."""
+        """The messages of the batch's small tables delta-rs can insert into, brought to the
+        driver to be decoded there (`collect_in_driver`)."""
         chosen = {}
         for table, part in parts.items():
             target = driver.open_target(self.path(table)) if part.tiny(self.config) and part.writers else None
             if target is not None:
                 chosen[table] = Chosen(part.writers, target, changelog_values)
-        self.ready = collect_in_driver(framed, self.schemas, chosen, LOGGED)
+        self.ready = collect_in_driver(framed, chosen)
 
     def entries(self, table: Key, part: Part) -> DataFrame:
         decoded = decode(part.frame, self.schemas, {table: part.writers}, LOGGED)[table]
@@ -1043,8 +1059,9 @@ class Changelog:
         if not part.writers:
             return
         path = self.path(table)
-        ready = self.ready.pop(table, None)
-        target = ready.target if ready else driver.open_target(path) if part.small(self.config) else None
+        fetched = self.ready.pop(table, None)
+        target = fetched.target if fetched else driver.open_target(path) if part.small(self.config) else None
+        ready = fetched.rows(self.spark, self.schemas.directory, LOGGED) if fetched else None
         if target is not None and ready is None:
             entries = self.entries(table, part)
             if driver.fits(target, entries.schema):  # else Spark's MERGE, which adds new columns
@@ -1308,7 +1325,7 @@ class Batches:
         self.holds.save()
         ended = time.monotonic()
         self.tally.batch(ended - started, len(tables), len(self.holds.held))
-        log.info("%s: %d tables in %.1f s: read and counted %.1f s, small tables decoded %.1f s, written %.1f s",
+        log.info("%s: %d tables in %.1f s: read and counted %.1f s, small tables fetched %.1f s, written %.1f s",
                  during(batch_id), len(tables), ended - started, read - started, prepared - read, ended - prepared)
 
     def write(self, table: Key, framed: DataFrame, parts: dict[Key, Part], batch_id: int) -> None:

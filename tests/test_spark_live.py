@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from connector.avro.encoding import MessageEncoder
 from connector.avro.reader import MessageReader
-from connector.avro.registry import SchemaDirectory
+from connector.avro.registry import SchemaDirectory, fingerprint_of
 from connector.config import Config
 from connector.runner import Connector
 from spark.driver import arrow_of
@@ -395,6 +396,51 @@ def test_a_mirror_keyed_by_uuids_and_wide_decimals_beside_every_type_and_a_faili
     for table in ("u", "wide", "types"):
         newest = DeltaTable.forPath(spark, str(lake / "mirror" / db / table)).history(1).collect()[0]
         assert newest["operation"] == "MERGE", table
+
+
+@pytest.mark.servers("mariadb")  # the bytes are made here; the source only feeds the tables
+def test_a_message_that_does_not_decode_holds_its_table_back_and_the_others_are_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message of a small table whose body no Avro reads (its writer schema's header, then
+    bytes cut short): the driver's decoder refuses it and leaves the table to Spark, whose decode
+    fails it, so that table is held back with one line; the batch's other table is written by
+    delta-rs as ever. Both jobs, on the batch after the one that made their tables."""
+    config, db = lake_config(tmp_path, "lakecorrupt")
+    fresh_database(db, *(f"CREATE TABLE {{db}}.{t} (id INT PRIMARY KEY, v INT)" for t in ("a", "b")))
+    Connector(config).run(blocking=False)  # first start: capture
+    with connect(db).cursor() as cur:
+        for table in ("a", "b"):
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(i, i) for i in range(20)])
+    Connector(config).run(blocking=False)
+    for job in ("mirror", "changelog"):
+        run(config, job, once=True)  # the tables made (by Spark)
+    with connect(db).cursor() as cur:
+        for table in ("a", "b"):
+            cur.execute(f"UPDATE {table} SET v = v + 100 WHERE id < 10")
+    Connector(config).run(blocking=False)
+    header = b"\xc3\x01" + fingerprint_of(SchemaDirectory(config.avro.schemas_dir).latest_schema(db, "a"))
+    producer = Producer({"bootstrap.servers": KAFKA})
+    producer.produce(f"{config.kafka.topic_prefix}.{db}.a", key=b"k", value=header + b"\x02", partition=0)
+    assert producer.flush(30) == 0
+    spark = session(config, "test")
+    for job in ("mirror", "changelog"):
+        with caplog.at_level(logging.INFO, logger="sluice.spark"), pytest.raises(TablesHeldBack, match=f"{db}.a$"):
+            run(config, job, once=True)
+        said = [r.getMessage() for r in caplog.records]
+        assert f"{db}.a: not decoded in the driver, by Spark instead" in "\n".join(said), said
+        failed = [line for line in said if "not written" in line]
+        assert len(failed) == 1 and f"batch 1: {job} of {db}.a not written" in failed[0], failed
+        written = "merged" if job == "mirror" else "appended changes of"
+        assert any(f"batch 1: {written} {db}.b (delta-rs" in line for line in said), said
+        caplog.clear()
+    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+    sets, lake = set_columns(reader, db, "b"), tmp_path / "lake"
+    want = comparable(source_rows(db, "b", reader), sets)
+    assert comparable(mirror_rows(spark, str(lake / "mirror" / db / "b")), sets) == want
+    assert comparable(changelog_rows(spark, str(lake / "changelog" / db / "b"), ["id"]), sets) == want
+    held = {row["v"] for row in mirror_rows(spark, str(lake / "mirror" / db / "a"))}
+    assert held == set(range(20))  # the first batch's rows: nothing of the held one
 
 
 def test_the_readme_recipe_reads_a_topic_across_add_and_drop_column(tmp_path: Path) -> None:
