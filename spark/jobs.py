@@ -764,7 +764,8 @@ class Part:
 # second on one core, beside the merges; a Spark job decodes on every core but costs a few
 # hundred milliseconds whatever its rows. The mirror of 100 tables of 1,000 changes: 9.6-10.5 s
 # decoded in the driver, 14.3 s in Spark (16 tables a job); of 10 tables of 10,000: 4.1 s
-# decoded in the driver, 2.7 s by a Spark job a table (bench/spark.py --tables).
+# decoded in the driver, 2.7 s by a Spark job a table (bench/spark.py --tables; measured before
+# each table's decoding moved into its write's thread, not measured again since).
 DECODED_IN_DRIVER = 2_000
 
 
