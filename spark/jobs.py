@@ -906,9 +906,9 @@ class Mirror:
     def prepare(self, framed: DataFrame, parts: dict[Key, Part]) -> None:
         """The messages of the batch's small tables that delta-rs can merge into as they are,
         brought to the driver (`collect_in_driver`) to be decoded there, not in a Spark job
-        each. Not those
-        a statement of the batch emptied (their position to merge after moves), nor tables
-        partitioned by key range, new ones, or ones left to Spark (`driver.open_target`)."""
+        each. Not those a statement of the batch emptied (their position to merge after
+        moves), nor tables partitioned by key range, new ones, or ones left to Spark
+        (`driver.open_target`)."""
         chosen: dict[Key, Chosen] = {}
         for table, part in parts.items():
             keys = self.schemas.directory.key_columns(*table)
