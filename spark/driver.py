@@ -16,9 +16,14 @@ from __future__ import annotations
 import functools
 import io
 import json
-from collections.abc import Iterable
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import fastavro
@@ -164,6 +169,38 @@ def decoded(
         if stream.tell() != len(body):
             raise ValueError(f"{len(body) - stream.tell()} bytes left over after a message of schema {fp}")
     return out
+
+
+# fastavro, and the rows made of what it decodes, hold Python's lock: decoded in the driver's
+# own process, a batch's small tables decode one after another on one core, while the merges
+# beside them (delta-rs, in Rust) and the JVM leave the others idle. Each table's decoding
+# runs in a pool of processes of their own instead (`in_a_decoder`), started from a fresh
+# process (forkserver), not forked from the driver, whose JVM gateway and threads a fork would
+# copy. A pool a worker of which died is started again for the next table.
+
+T = TypeVar("T")
+DECODERS = min(4, os.cpu_count() or 1)
+_pools: list[ProcessPoolExecutor] = []  # the one pool, once started
+_starting = threading.Lock()
+
+
+def in_a_decoder(work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a decoder process: its result, or the exception it raised there (a
+    worker that died: BrokenProcessPool). `work` and its arguments are pickled: a function of a
+    module, plain values."""
+    with _starting:
+        if not _pools:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([work.__module__])
+            _pools.append(ProcessPoolExecutor(DECODERS, mp_context=context))
+        pool = _pools[0]
+    try:
+        return pool.submit(work, *args).result()
+    except BrokenProcessPool:
+        with _starting:
+            if _pools and _pools[0] is pool:
+                _pools.clear()
+        raise
 
 
 def unscaled_text(unscaled: bytes | None, scale: int) -> str | None:

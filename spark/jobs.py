@@ -760,12 +760,13 @@ class Part:
         return self.small(config) and self.rows <= DECODED_IN_DRIVER
 
 
-# A table's messages decoded in the driver at most. fastavro there reads 70-100k messages a
-# second on one core, beside the merges; a Spark job decodes on every core but costs a few
-# hundred milliseconds whatever its rows. The mirror of 100 tables of 1,000 changes: 9.6-10.5 s
-# decoded in the driver, 14.3 s in Spark (16 tables a job); of 10 tables of 10,000: 4.1 s
-# decoded in the driver, 2.7 s by a Spark job a table (bench/spark.py --tables; measured before
-# each table's decoding moved into its write's thread, not measured again since).
+# A table's messages decoded in the driver at most. fastavro reads 70-100k messages a second on
+# a core (`driver.in_a_decoder`: as many processes as cores, up to 4); a Spark job decodes on
+# every core but costs a few hundred milliseconds whatever its rows. 10 tables of 10,000
+# changes (bench/spark.py --tables 10, local[2], medians of 3): the mirror 2.4 s decoded in the
+# driver, 1.8 s by a Spark job a table; the changelog 2.3 s and 2.5 s. 100 tables of 1,000:
+# 9.6-10.5 s decoded in the driver, 14.3 s in Spark (16 tables a job; measured before decoding
+# moved to the decoder processes, which took it to 5.3 s).
 DECODED_IN_DRIVER = 2_000
 
 
@@ -802,8 +803,9 @@ class Collected:
 @dataclass(frozen=True, slots=True)
 class Fetched:
     """A small table's message bodies in the driver (`collect_in_driver`), decoded by its own
-    write (`rows`): in the thread that then merges them, so one table's decoding (fastavro,
-    under Python's lock) runs while others' merges (delta-rs, in Rust, without it) do."""
+    write (`rows`), in a decoder process (`driver.in_a_decoder`): while it decodes, the thread
+    that then merges them waits without Python's lock, and other tables' decoding and merges
+    (delta-rs, in Rust) run."""
 
     table: Key
     chosen: Chosen
@@ -846,15 +848,27 @@ def in_driver(
     bodies: list[tuple[str, bytes]], fields: tuple[str, ...],
 ) -> tuple[pa.Table, StructType]:  # fmt: skip
     """A table's messages (of `writers`, by id) decoded in the driver as Spark would (`decoder`,
-    `with_text`), shaped into the job's rows (`shape`): Arrow, and its Spark type."""
+    `with_text`), shaped into the job's rows (`shape`): Arrow, and its Spark type. The schemas
+    and the Spark type are found here; the decoding runs in a decoder process (`shaped_rows`)."""
     reader, wide = reader_of(directory, table, fields)
     # fastavro makes a Decimal of a writer's decimal whatever the reader's type: a wide one is
-    # read as the bytes Spark reads it as (as_bytes), made text below as `with_text` makes it.
+    # read as the bytes Spark reads it as (as_bytes), made text as `with_text` makes it.
     plain = {fp: as_bytes(w, wide) for fp, w in writers.items()}
-    messages = driver.decoded(bodies, plain, reader, as_bytes(directory.latest_schema(*table), wide))
+    newest = as_bytes(directory.latest_schema(*table), wide)
     envelope = driver.spark_type(spark, reader)
     if wide:
         envelope = texts_type(envelope, wide)
+    return driver.in_a_decoder(shaped_rows, bodies, plain, reader, newest, wide, envelope, shape)
+
+
+def shaped_rows(
+    bodies: list[tuple[str, bytes]], writers: dict[str, dict[str, Any]], reader: dict[str, Any],
+    newest: dict[str, Any], wide: dict[str, int], envelope: StructType, shape: Shape,
+) -> tuple[pa.Table, StructType]:  # fmt: skip
+    """`in_driver`'s decoding (`driver.decoded`), the wide decimals made text and the rows
+    shaped: what holds Python's lock, in a process of its own."""
+    messages = driver.decoded(bodies, writers, reader, newest)
+    if wide:
         images = [image[0] for m in messages for image in (m.get("data"), m.get("old")) if image]
         for row in images:
             for name, scale in wide.items():

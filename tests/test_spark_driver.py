@@ -4,8 +4,11 @@ tests/test_spark_live.py has Spark read what delta-rs writes, and decode what th
 
 from __future__ import annotations
 
+import functools
 import io
+import os
 import random
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +37,7 @@ from spark.driver import (
     as_arrow,
     decoded,
     fits,
+    in_a_decoder,
     insert_new,
     last_per,
     merge_newest,
@@ -41,7 +45,7 @@ from spark.driver import (
     unscaled_text,
     writable,
 )
-from spark.jobs import LOGGED, changelog_values, mirror_values, reading
+from spark.jobs import LOGGED, MIRRORED, changelog_values, mirror_values, reading, shaped_rows
 
 # Column names the SQL delta-rs reads must keep as they are: case, a space, a keyword.
 KEY, TEXT, WORD = "Id", "Mixed Case", "select"
@@ -268,3 +272,31 @@ def test_the_mirror_s_rows_skip_what_an_emptying_took_and_the_changelog_keeps_bo
     assert got[0]["event_date"] == date(2023, 11, 14) and got[2]["event_date"] == date(1969, 12, 31)  # floors
     assert arrow.schema.field("after").type.field("id").nullable is False  # as Spark's collect gives it
     assert arrow.schema.field("ingested_at").type == pa.timestamp("us", tz="UTC")
+
+
+def where_run(value: int) -> tuple[int, int]:
+    return os.getpid(), value
+
+
+def dies() -> None:
+    os._exit(3)  # as a worker the kernel killed (out of memory, say)
+
+
+def test_a_table_s_rows_are_decoded_in_a_process_of_its_own_and_a_worker_s_death_is_that_table_s_failure() -> None:
+    schema = Schema()
+    apply_ddl(schema, "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(10))", "shop")
+    newest = value_schema(schema.tables[("shop", "t")], 1)
+    bodies = [("a1", encoded(plain_time(newest), message({"id": i % 3, "v": f"v{i}"}, at=i))) for i in range(50)]
+    work: tuple[Any, ...] = (bodies, {"a1": newest}, reading(newest, MIRRORED), newest, {}, ENVELOPE,
+                             functools.partial(mirror_values, names=["id", "v"], cut=40))  # fmt: skip
+    rows, kind = in_a_decoder(shaped_rows, *work)
+    assert (rows, kind) == shaped_rows(*work)  # what the driver's own process makes of them
+    assert rows.column("_sluice_id").to_pylist() == list(range(41, 50))
+    there, value = in_a_decoder(where_run, 7)
+    assert there != os.getpid() and value == 7
+    with pytest.raises(ValueError, match="bytes left over"):
+        in_a_decoder(shaped_rows, [("a1", bodies[0][1] + b"\x00")], *work[1:])
+    with pytest.raises(BrokenProcessPool):
+        in_a_decoder(dies)
+    again, _ = in_a_decoder(where_run, 8)  # the next table's: a pool started again
+    assert again not in (there, os.getpid())
