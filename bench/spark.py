@@ -72,9 +72,9 @@ DB = "sluice_bench_lake"
 # heap out. A job in production is one query whose consumers serve every batch. Let go of a
 # finished run's after seconds, as a job's own would be when it exits.
 RUNS_IN_ONE_JVM = {
-    "spark.kafka.consumer.cache.timeout": "10s", "spark.kafka.consumer.cache.evictorThreadRunInterval": "5s",
-    "spark.kafka.consumer.fetchedData.cache.timeout": "10s",
-    "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "5s",
+    "spark.kafka.consumer.cache.timeout": "2s", "spark.kafka.consumer.cache.evictorThreadRunInterval": "1s",
+    "spark.kafka.consumer.fetchedData.cache.timeout": "2s",
+    "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "1s",
 }  # fmt: skip
 
 
