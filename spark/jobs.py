@@ -235,24 +235,28 @@ class Contents:
 
     writers: Writers
     rows: dict[Key, int]
+    sizes: dict[Key, int]  # the bytes of its row messages' bodies
     statements: bool
 
 
 def writers_in(framed: DataFrame, schemas: WriterSchemas) -> Contents:
-    """The writer schemas of the batch's row messages and their count, per table, and whether
-    it holds statements: one pass over the batch."""
+    """The writer schemas of the batch's row messages, their count and bytes, per table, and
+    whether it holds statements: one pass over the batch."""
     writers: Writers = {}
     rows: dict[Key, int] = {}
+    sizes: dict[Key, int] = {}
     statements = False
-    for row in framed.groupBy("fp", "statement").count().collect():
+    counted = framed.groupBy("fp", "statement").agg(F.count("*").alias("n"), F.sum(F.length("body")).alias("size"))
+    for row in counted.collect():
         if row["statement"]:
             statements = True
             continue
         writer = schemas.writer(row["fp"])
         table = (writer["sluice.database"], writer["sluice.table"])
         writers.setdefault(table, {})[row["fp"]] = writer
-        rows[table] = rows.get(table, 0) + row["count"]
-    return Contents(writers, rows, statements)
+        rows[table] = rows.get(table, 0) + row["n"]
+        sizes[table] = sizes.get(table, 0) + (row["size"] or 0)
+    return Contents(writers, rows, sizes, statements)
 
 
 # canal's types of the statements that can take a table's rows away (QUERY: DROP DATABASE).
@@ -750,14 +754,15 @@ class Part:
     writers: dict[str, dict[str, Any]]
     emptied_at: int | None
     rows: int = 0  # its row messages
+    size: int = 0  # their bodies' bytes
 
     def small(self, config: Config) -> bool:
-        """Whether its rows are few enough to be written in the driver (`spark.driver`)."""
-        return 0 < self.rows <= config.spark.driver_rows
+        """Whether its rows are few and small enough to be written in the driver (`spark.driver`)."""
+        return 0 < self.rows <= config.spark.driver_rows and self.size <= WRITTEN_IN_DRIVER_BYTES
 
     def tiny(self, config: Config) -> bool:
-        """Whether its rows are few enough to be decoded in the driver too (`collect_in_driver`)."""
-        return self.small(config) and self.rows <= DECODED_IN_DRIVER
+        """Whether its rows are few and small enough to be decoded in the driver too (`collect_in_driver`)."""
+        return self.small(config) and self.rows <= DECODED_IN_DRIVER and self.size <= DECODED_IN_DRIVER_BYTES
 
 
 # A table's messages decoded in the driver at most. fastavro reads 70-100k messages a second on
@@ -769,13 +774,24 @@ class Part:
 # moved to the decoder processes, which took it to 5.3 s).
 DECODED_IN_DRIVER = 2_000
 
+# What a batch brings to the driver's memory at most, in message bytes (a row can be 20 MiB:
+# `driver_rows` of them would not fit): a table's rows written there (they come as Arrow, about
+# their messages' size), a table's messages decoded there (their Python values take several
+# times their bytes), and all the tables' messages decoded there at once (`collect_in_driver`
+# fetches them in one job; the tables past it are decoded by Spark). The driver's JVM and
+# Python share its memory: 1 GiB of heap by default.
+WRITTEN_IN_DRIVER_BYTES = 64 << 20
+DECODED_IN_DRIVER_BYTES = 16 << 20
+FETCHED_IN_DRIVER_BYTES = 256 << 20
+
 
 def parts_of(framed: DataFrame, schemas: WriterSchemas, statements: bool) -> dict[Key, Part]:
     """Each table's part of a framed batch; with `statements`, the tables its statements emptied too."""
     contents = writers_in(framed, schemas)
     cuts = emptied(framed, schemas.directory) if statements and contents.statements else {}
     return {
-        key: Part(framed, contents.writers.get(key, {}), cuts.get(key), contents.rows.get(key, 0))
+        key: Part(framed, contents.writers.get(key, {}), cuts.get(key), contents.rows.get(key, 0),
+                  contents.sizes.get(key, 0))
         for key in contents.writers.keys() | cuts.keys()
     }
 
@@ -788,6 +804,7 @@ class Chosen:
     writers: dict[str, dict[str, Any]]
     target: driver.Target
     shape: Shape
+    size: int  # its messages' bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -827,11 +844,24 @@ class Fetched:
         return Collected(rows, schema, one.target)
 
 
+def fetchable(chosen: dict[Key, Chosen], budget: int = FETCHED_IN_DRIVER_BYTES) -> dict[Key, Chosen]:
+    """Of the chosen tables, the most whose messages fit in `budget` bytes together: the
+    smallest first."""
+    kept: dict[Key, Chosen] = {}
+    for table, one in sorted(chosen.items(), key=lambda item: item[1].size):
+        if one.size > budget:
+            break
+        kept[table], budget = one, budget - one.size
+    return kept
+
+
 def collect_in_driver(framed: DataFrame, chosen: dict[Key, Chosen]) -> dict[Key, Fetched]:
     """The chosen tables' message bodies brought to the driver in one Spark job, to be decoded
-    there (`Fetched.rows`). A Spark decode costs a job a table (or a group's wide rows, null in
-    the other tables' columns): plans, code and tasks, a few hundred milliseconds a table
-    whatever its rows."""
+    there (`Fetched.rows`), as many tables as fit in its budget (`fetchable`; the others'
+    writes decode them in Spark). A Spark decode costs a job a table (or a group's wide rows,
+    null in the other tables' columns): plans, code and tasks, a few hundred milliseconds a
+    table whatever its rows."""
+    chosen = fetchable(chosen)
     tables = {fp: table for table, one in chosen.items() for fp in one.writers}
     if not tables:
         return {}
@@ -939,7 +969,7 @@ class Mirror:
                 continue
             names = row_names(self.schemas.directory, table)
             shape = functools.partial(mirror_values, names=names, cut=cut)
-            chosen[table] = Chosen(part.writers, target, shape)
+            chosen[table] = Chosen(part.writers, target, shape, part.size)
         self.ready = collect_in_driver(framed, chosen)
 
     def path(self, table: Key) -> str:
@@ -1063,7 +1093,7 @@ class Changelog:
         for table, part in parts.items():
             target = driver.open_target(self.path(table)) if part.tiny(self.config) and part.writers else None
             if target is not None:
-                chosen[table] = Chosen(part.writers, target, changelog_values)
+                chosen[table] = Chosen(part.writers, target, changelog_values, part.size)
         self.ready = collect_in_driver(framed, chosen)
 
     def entries(self, table: Key, part: Part) -> DataFrame:

@@ -13,9 +13,10 @@ import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import fastavro
+from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -34,14 +35,21 @@ from connector.schema.ddl import apply_ddl
 from connector.schema.model import Schema
 from spark.examples.read_topic import client_options
 from spark.jobs import (
+    DECODED_IN_DRIVER,
+    DECODED_IN_DRIVER_BYTES,
+    FETCHED_IN_DRIVER_BYTES,
     LOGGED,
     MIRRORED,
+    WRITTEN_IN_DRIVER_BYTES,
+    Chosen,
     Hold,
     Outcome,
+    Part,
     Tally,
     as_bytes,
     emptied_by,
     error_line,
+    fetchable,
     held_also,
     hold_rows,
     holds_of,
@@ -330,3 +338,26 @@ def test_tables_run_side_by_side_each_thread_in_its_own_pool_outcomes_in_order()
     assert {pool for _, pool in context.seen} == {f"sluice-{i}" for i in range(4)}
     alone = _Context()
     assert side_by_side(alone, 1, tables[:2], [lambda: None] * 2, 0) == [Outcome(t) for t in tables[:2]]
+
+
+def test_what_a_batch_brings_to_the_driver_is_bounded_in_bytes_as_well_as_rows() -> None:
+    config = parse_config(complete({"spark": {"driver_rows": 20_000}}))
+
+    def part(rows: int, size: int) -> Part:
+        return Part(cast(DataFrame, None), {}, None, rows, size)
+
+    few = part(DECODED_IN_DRIVER, DECODED_IN_DRIVER_BYTES)
+    assert few.small(config) and few.tiny(config)
+    assert not part(DECODED_IN_DRIVER, DECODED_IN_DRIVER_BYTES + 1).tiny(config)  # 2,000 rows of 8 KiB and more
+    assert part(20_000, WRITTEN_IN_DRIVER_BYTES).small(config)
+    assert not part(10, WRITTEN_IN_DRIVER_BYTES + 1).small(config)  # a few rows of 20 MiB: Spark writes them
+    assert not part(20_001, 1).small(config) and not part(0, 0).small(config)
+
+    def chosen(size: int) -> Chosen:
+        return Chosen({}, cast(Any, None), cast(Any, None), size)
+
+    third = FETCHED_IN_DRIVER_BYTES // 3
+    tables = {("d", "big"): chosen(third * 2), ("d", "a"): chosen(third), ("d", "b"): chosen(third - 1),
+              ("d", "none"): chosen(0)}  # fmt: skip
+    assert list(fetchable(tables)) == [("d", "none"), ("d", "b"), ("d", "a")]  # the smallest first, within the budget
+    assert list(fetchable(tables, 0)) == [("d", "none")]
