@@ -18,6 +18,7 @@ import io
 import json
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -176,12 +177,18 @@ def decoded(
 # beside them (delta-rs, in Rust) and the JVM leave the others idle. Each table's decoding
 # runs in a pool of processes of their own instead (`in_a_decoder`), started from a fresh
 # process (forkserver), not forked from the driver, whose JVM gateway and threads a fork would
-# copy. A pool a worker of which died is started again for the next table.
+# copy. A pool a worker of which died is started again for the next table. A decoder ignores
+# Ctrl-C (the terminal sends it to the whole process group): the driver's process stops the
+# job with one line, and a decoder ends when its pipe to the driver does, without a traceback.
 
 T = TypeVar("T")
 DECODERS = min(4, os.cpu_count() or 1)
 _pools: list[ProcessPoolExecutor] = []  # the one pool, once started
 _starting = threading.Lock()
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def in_a_decoder(work: Callable[..., T], *args: Any) -> T:
@@ -192,7 +199,7 @@ def in_a_decoder(work: Callable[..., T], *args: Any) -> T:
         if not _pools:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([work.__module__])
-            _pools.append(ProcessPoolExecutor(DECODERS, mp_context=context))
+            _pools.append(ProcessPoolExecutor(DECODERS, mp_context=context, initializer=_ignore_interrupts))
         pool = _pools[0]
     try:
         return pool.submit(work, *args).result()

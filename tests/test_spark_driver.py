@@ -8,6 +8,8 @@ import functools
 import io
 import os
 import random
+import subprocess
+import sys
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -300,3 +302,22 @@ def test_a_table_s_rows_are_decoded_in_a_process_of_its_own_and_a_worker_s_death
         in_a_decoder(dies)
     again, _ = in_a_decoder(where_run, 8)  # the next table's: a pool started again
     assert again not in (there, os.getpid())
+
+
+STOPPED_BY_CTRL_C = """
+import os, signal, time
+from spark.driver import in_a_decoder, unscaled_text
+print(in_a_decoder(unscaled_text, b"\\x01", 1), flush=True)
+try:
+    os.killpg(0, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+
+
+def test_ctrl_c_stops_the_driver_without_a_traceback_from_its_decoders() -> None:
+    done = subprocess.run([sys.executable, "-c", STOPPED_BY_CTRL_C], check=True, capture_output=True, text=True,
+                          timeout=60, start_new_session=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    assert done.stdout.split() == ["0.1", "stopped"], done.stderr
+    assert done.stderr == ""  # before, each decoder printed KeyboardInterrupt's traceback
