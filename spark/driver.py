@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -179,16 +180,50 @@ def decoded(
 # process (forkserver), not forked from the driver, whose JVM gateway and threads a fork would
 # copy. A pool a worker of which died is started again for the next table. A decoder ignores
 # Ctrl-C (the terminal sends it to the whole process group): the driver's process stops the
-# job with one line, and a decoder ends when its pipe to the driver does, without a traceback.
+# job with one line. A decoder ends when the driver's process does, however it ended: it waits
+# on a pipe whose writing end it holds itself, so the driver's end closing tells it nothing,
+# and a driver stopped by SIGTERM or SIGKILL left its decoders and their forkserver running.
 
 T = TypeVar("T")
 DECODERS = min(4, os.cpu_count() or 1)
+DRIVER_WATCH_S = 1.0  # how often a decoder looks whether the driver is still there
 _pools: list[ProcessPoolExecutor] = []  # the one pool, once started
 _starting = threading.Lock()
 
 
-def _ignore_interrupts() -> None:
+def _decoder_start(driver: int) -> None:
+    """A decoder's first steps: deaf to Ctrl-C, and a thread that ends it once `driver` is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    started = _started(driver)
+    threading.Thread(target=_end_with, args=(driver, started), name="sluice-driver-watch", daemon=True).start()
+
+
+def _started(pid: int) -> bytes | None:
+    """When a process started (/proc's ticks since boot), or None where it is gone, a zombie, or
+    there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return None if fields[0] in (b"Z", b"X") else fields[19]
+
+
+def _end_with(driver: int, started: bytes | None) -> None:
+    """Exit once the driver's process is gone (its pid a zombie's, or another process's)."""
+    while _started(driver) == started if started is not None else _exists(driver):
+        time.sleep(DRIVER_WATCH_S)
+    os._exit(0)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: there
+        pass
+    return True
 
 
 def in_a_decoder(work: Callable[..., T], *args: Any) -> T:
@@ -199,7 +234,9 @@ def in_a_decoder(work: Callable[..., T], *args: Any) -> T:
         if not _pools:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([work.__module__])
-            _pools.append(ProcessPoolExecutor(DECODERS, mp_context=context, initializer=_ignore_interrupts))
+            _pools.append(
+                ProcessPoolExecutor(DECODERS, mp_context=context, initializer=_decoder_start, initargs=(os.getpid(),))
+            )
         pool = _pools[0]
     try:
         return pool.submit(work, *args).result()

@@ -8,8 +8,10 @@ import functools
 import io
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -321,3 +323,38 @@ def test_ctrl_c_stops_the_driver_without_a_traceback_from_its_decoders() -> None
                           timeout=60, start_new_session=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
     assert done.stdout.split() == ["0.1", "stopped"], done.stderr
     assert done.stderr == ""  # before, each decoder printed KeyboardInterrupt's traceback
+
+
+KILLED = """
+import os, time
+from spark.driver import in_a_decoder
+print(in_a_decoder(os.getpid), in_a_decoder(os.getppid), flush=True)  # a decoder and its forkserver
+time.sleep(120)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
+
+
+def test_a_driver_killed_takes_its_decoders_and_their_forkserver_with_it() -> None:
+    driver = subprocess.Popen([sys.executable, "-c", KILLED], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    try:
+        decoder, forkserver = (int(pid) for pid in driver.stdout.readline().split())  # type: ignore[union-attr]
+        assert not gone(decoder) and not gone(forkserver)
+    finally:
+        driver.kill()  # as SIGTERM's default, no clean-up runs
+        driver.wait(30)
+    deadline = time.monotonic() + 30
+    while not (gone(decoder) and gone(forkserver)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    outlived = [pid for pid in (forkserver, decoder) if not gone(pid)]
+    if outlived:  # not left running: the forkserver's children (every decoder), then itself
+        subprocess.run(["pkill", "-KILL", "-P", str(forkserver)], check=False)
+        os.kill(forkserver, signal.SIGKILL)
+    assert not outlived, f"{outlived} outlived the driver (forkserver {forkserver}, a decoder {decoder})"  # as before
