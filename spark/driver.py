@@ -194,11 +194,11 @@ _starting = threading.Lock()
 def _decoder_start(driver: int) -> None:
     """A decoder's first steps: deaf to Ctrl-C, and a thread that ends it once `driver` is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    started = _started(driver)
+    started = started_at(driver)
     threading.Thread(target=_end_with, args=(driver, started), name="sluice-driver-watch", daemon=True).start()
 
 
-def _started(pid: int) -> bytes | None:
+def started_at(pid: int) -> bytes | None:
     """When a process started (/proc's ticks since boot), or None where it is gone, a zombie, or
     there is no /proc."""
     try:
@@ -211,7 +211,7 @@ def _started(pid: int) -> bytes | None:
 
 def _end_with(driver: int, started: bytes | None) -> None:
     """Exit once the driver's process is gone (its pid a zombie's, or another process's)."""
-    while _started(driver) == started if started is not None else _exists(driver):
+    while started_at(driver) == started if started is not None else _exists(driver):
         time.sleep(DRIVER_WATCH_S)
     os._exit(0)
 

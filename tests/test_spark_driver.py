@@ -46,6 +46,7 @@ from spark.driver import (
     last_per,
     merge_newest,
     open_target,
+    started_at,
     unscaled_text,
     writable,
 )
@@ -334,11 +335,7 @@ time.sleep(120)
 
 
 def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
-    except OSError:
-        return True
+    return started_at(pid) is None  # no process, or a zombie
 
 
 def test_a_driver_killed_takes_its_decoders_and_their_forkserver_with_it() -> None:
