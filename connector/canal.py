@@ -30,22 +30,23 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import (
-    CANAL_NO_TEXT_OPS,
-    COLUMN,
     KIND_TYPES,
     KINDS,
+    NO_TEXT_OPS,
     OP_ENUM,
     OP_SET,
     OP_UINT,
     OP_UINT64,
+    Op,
     Strings,
     column_op,
-    json_program,
+    packed_column,
 )
 from connector.binlog.tablemap import TableMapEvent
+from connector.columns import DROP, HASH, KEEP, MASK, Shaping
 from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
 from connector.native import CanalParts, transcoder
-from connector.native_spec import record
+from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 from connector.sqltypes import CanalType, canal_type, mysql_type_of
@@ -170,6 +171,7 @@ def _sql_types(shape: CanalShape, row: dict[str, Text]) -> dict[str, int]:
 
 _KEY = record("key_t_")
 _SQLTYPE = record("sqltype_t")
+COL_DROP, COL_MASK, COL_HASH = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"], COLUMN_FLAGS["COL_HASH"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,31 +188,60 @@ class CanalProgram:
     mysql_type: str
 
 
-def canal_program(flat: TableShape, table: Table, metas: tuple[Any, ...], shape: CanalShape) -> CanalProgram | None:
+def canal_program(
+    flat: TableShape, table: Table, metas: tuple[Any, ...], shape: CanalShape, shaping: Shaping | None = None
+) -> CanalProgram | None:
     """The compiled program of a rows event's table, or None where the Python path's text could differ
     from what the compiled code knows: names that repeat or are not the tracked table's, ENUM or SET
     labels the binlog's and the table's do not agree on (an index or bit found under another label), a
-    wider sqlType on a column that is not an unsigned integer of the width its limit says."""
+    wider sqlType on a column that is not an unsigned integer of the width its limit says. `shaping`: a
+    [[kafka.columns]] rule's (connector/columns.py), `shape` then the shaped table's: a dropped column
+    is read and left out, a masked one written as its mask, a hashed one as its digest (of the text
+    the flat message holds: None where that text is not compiled)."""
     names = tuple(c.name for c in table.columns)
-    if flat.names != names or len(set(names)) != len(names) or len(metas) != len(names):
+    treatment = (KEEP,) * len(names) if shaping is None else shaping.treatment
+    if flat.names != names or len(set(names)) != len(names) or not len(metas) == len(names) == len(treatment):
         return None
-    program = json_program(metas, canal=True)
-    if program is None:
-        return None
-    ops = list(COLUMN.iter_unpack(program.columns))
-    for (op, width, *_), meta, (name, kind) in zip(ops, metas, shape.sql_types):
-        if kind.wider is not None and (op not in (OP_UINT, OP_UINT64) or kind.limit != (1 << (8 * width - 1)) - 1):
+    strings, kinds, renders = Strings(), dict(shape.sql_types), dict(shape.renders)
+    flags = _rule_flags(shaping, strings)
+    columns, types = [], []
+    for meta, name, treat in zip(metas, names, treatment):
+        op = column_op(meta, strings)
+        if op is None or (treat == HASH and op[0] in NO_TEXT_OPS):
             return None
-        if op in (OP_ENUM, OP_SET) and not _labels_agree(op, meta, dict(shape.renders).get(name)):
+        kind = kinds.get(name) if treat != DROP else None
+        if treat == KEEP and (kind is None or not _kept_as_canal(op, meta, kind, renders.get(name))):
             return None
-    if any(k not in names for k in shape.key):
+        columns.append(packed_column(op, strings, flags=flags[treat]))
+        codes = (0, 0, 0) if kind is None else (kind.value, kind.null, kind.value if kind.wider is None else kind.wider)
+        types.append(_SQLTYPE.pack(*codes))
+    if not columns or any(k not in names or treatment[names.index(k)] == DROP for k in shape.key):
         return None
     quoted = Strings()
     quoted.add([f"{json.encoder.encode_basestring(name)}:".encode() for name in names])
     keys = b"".join(_KEY.pack(names.index(k), -1, -1) for k in shape.key)
-    types = b"".join(_SQLTYPE.pack(t.value, t.null, t.value if t.wider is None else t.wider)
-                     for _, t in shape.sql_types)  # fmt: skip
-    return CanalProgram(program.columns, program.strings, keys, quoted.packed(), types, _dumps(shape.mysql_type))
+    return CanalProgram(b"".join(columns), strings.packed(), keys, quoted.packed(), b"".join(types),
+                        _dumps(shape.mysql_type))  # fmt: skip
+
+
+def _kept_as_canal(op: Op, meta: Any, kind: CanalType, render: Render | None) -> bool:
+    """Whether the compiled code writes a kept column's text and sqlType as canal.py does: a wider
+    sqlType only on an unsigned integer of the width its limit says, ENUM and SET labels that agree."""
+    if kind.wider is not None and (op[0] not in (OP_UINT, OP_UINT64) or kind.limit != (1 << (8 * op[1] - 1)) - 1):
+        return False
+    return op[0] not in (OP_ENUM, OP_SET) or _labels_agree(op[0], meta, render)
+
+
+def _rule_flags(shaping: Shaping | None, strings: Strings) -> dict[int, int]:
+    """The column flags of each treatment of a rule (COLUMN_FLAGS), with the string each reads: a
+    masked value's JSON text, a hash's salt."""
+    flags = {KEEP: 0, DROP: COL_DROP, MASK: COL_MASK, HASH: COL_HASH}
+    if shaping is not None and MASK in shaping.treatment:
+        mask = json.encoder.encode_basestring(shaping.mask)[1:-1].encode()
+        flags[MASK] |= strings.add([mask]) << COL_STRING_SHIFT
+    if shaping is not None and HASH in shaping.treatment:
+        flags[HASH] |= strings.add([shaping.salt.encode("utf-8", "surrogatepass")]) << COL_STRING_SHIFT
+    return flags
 
 
 def _labels_agree(op: int, meta: Any, render: Render | None) -> bool:
@@ -288,22 +319,25 @@ class CanalJsonEncoder:
         self._shapes: dict[int, tuple[Table, CanalShape]] = {}
         # by the flat shape: its program and table parts (the head's database, table and pkNames are
         # its TABLE_MAP's)
-        self._programs: dict[int, tuple[TableShape, Table, tuple[CanalProgram, TableParts] | None]] = {}
+        self._programs: dict[
+            tuple[int, int], tuple[TableShape, Table, Shaping | None, tuple[CanalProgram, TableParts] | None]
+        ] = {}
         self.compiled_rows = 0  # rows written by the compiled code (canal_rows)
 
     def registry(self) -> None:
         return None
 
     def kernel_rows(
-        self, table_map: TableMapEvent, table: Table, topic: str, shaping: object = None
+        self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
     ) -> KernelRows | None:
         """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
         (connector/lane.py): the program, and the table's parts of a message; None where `rows`
-        does not compile them (a rule's table, a message per event, `canal_program`'s cases)."""
-        if shaping is not None or self.per_event:
+        does not compile them (a message per event, `canal_program`'s cases). `shaping`: a
+        [[kafka.columns]] rule's (connector/columns.py), whose table the messages carry."""
+        if self.per_event:
             return None
         flat = shape_of(table_map)
-        program = canal_program(flat, table, table_map.columns, self.shape(table))
+        program = canal_program(flat, table, table_map.columns, self._shape_of(table, shaping), shaping)
         if program is None:
             return None
         parts = TableParts.of(table_map.schema, table_map.table, flat.pk_names, program)
@@ -312,24 +346,29 @@ class CanalJsonEncoder:
         return KernelRows(program.columns, program.keys, program.strings, b"", b"", (b"", b"", b""), b"", b"", b"",
                           canal)  # fmt: skip
 
-    def python_path(self, table_map: TableMapEvent, table: Table, shaping: object = None) -> str:
+    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
         """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
-        if shaping is not None:
-            return "canal-json under a rule is written message by message"
         if self.per_event:
             return 'canal-json\'s message_rows = "event" is written by the Python path'
         if transcoder is None:
             return "the compiled module is not built"
         if len(table_map.columns) != len(table.columns):
             return "the binlog's columns are not the tracked table's"
-        for meta, col in zip(table_map.columns, table.columns):
+        treatment = (KEEP,) * len(table.columns) if shaping is None else shaping.treatment
+        for meta, col, treat in zip(table_map.columns, table.columns, treatment):
             op = column_op(meta, Strings())
-            if op is None or op[0] in CANAL_NO_TEXT_OPS:
+            if op is None:
                 return f"column `{col.name}` ({col.data_type}) is not compiled for canal-json"
+            if treat == HASH and op[0] in NO_TEXT_OPS:
+                return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
         return "the binlog's and the schema's names, ENUM or SET labels or sqlTypes of its columns differ"
 
     def check(self) -> None:
         pass
+
+    def _shape_of(self, table: Table, shaping: Shaping | None) -> CanalShape:
+        """The shape of the table the messages carry: a [[kafka.columns]] rule's shaped one."""
+        return self.shape(table if shaping is None else shaping.table)
 
     def shape(self, table: Table) -> CanalShape:
         hit = self._shapes.get(id(table))
@@ -370,18 +409,20 @@ class CanalJsonEncoder:
         return self.key(message, table), _dumps(self.document([message], table)).encode()
 
     def rows(
-        self, batch: RowBatch, table: Table, topic: str, shaping: object = None
+        self, batch: RowBatch, table: Table, topic: str, shaping: Shaping | None = None
     ) -> list[tuple[bytes | None, bytes]] | None:
         """A rows event's messages; None where the pipeline takes them one by one (a row whose key
-        changes, a table a [[kafka.columns]] rule shapes)."""
-        if shaping is not None or len(batch.rows.present) != len(table.columns):
+        changes; a table a [[kafka.columns]] rule shapes, where the compiled code declines)."""
+        if len(batch.rows.present) != len(table.columns):
             return None  # MINIMAL/NOBLOB images: flat.py fills them per message
         if not self.per_event:
-            compiled = self.compiled(batch, table)
-            if compiled is not None:
+            compiled = self.compiled(batch, table, shaping)
+            if compiled is not None or shaping is not None:
                 return compiled
         messages = list(batch.messages())
         if self.per_event:
+            if shaping is not None:
+                messages, table = [shaping.message(m) for m in messages], shaping.table
             return [(None, _dumps(self.document(messages, table)).encode())]
         out = []
         for message in messages:
@@ -391,24 +432,26 @@ class CanalJsonEncoder:
             out.append((key, _dumps(self.document([message], table)).encode()))
         return out
 
-    def compiled(self, batch: RowBatch, table: Table) -> list[tuple[bytes | None, bytes]] | None:
+    def compiled(
+        self, batch: RowBatch, table: Table, shaping: Shaping | None = None
+    ) -> list[tuple[bytes | None, bytes]] | None:
         """`rows` (a message per row) by the compiled code from the images' bytes; None where it does
         not apply (no bytes kept, a table it does not cover) or declines the event."""
         rows = batch.rows
         if not rows.raw or transcoder is None or rows.table is None:
             return None
-        hit = self._programs.get(id(batch.shape))
-        if hit is None or hit[0] is not batch.shape or hit[1] is not table:
+        hit = self._programs.get((id(batch.shape), id(shaping)))
+        if hit is None or hit[0] is not batch.shape or hit[1] is not table or hit[2] is not shaping:
             if len(self._programs) > 4096:
                 self._programs.clear()
-            program = canal_program(batch.shape, table, rows.table.columns, self.shape(table))
+            program = canal_program(batch.shape, table, rows.table.columns, self._shape_of(table, shaping), shaping)
             made = None
             if program is not None:
                 made = program, TableParts.of(rows.table.schema, rows.table.table, batch.shape.pk_names, program)
-            hit = self._programs[id(batch.shape)] = (batch.shape, table, made)
-        if hit[2] is None:
+            hit = self._programs[id(batch.shape), id(shaping)] = (batch.shape, table, shaping, made)
+        if hit[3] is None:
             return None
-        program, parts = hit[2]
+        program, parts = hit[3]
         middle, first, rest, tail = _event_parts(batch, parts)
         out = transcoder.canal_json(rows.raw, program.columns, KINDS[rows.kind], program.keys, program.strings,
                                     program.names, program.types, self.full_old, middle, first, rest, tail)  # fmt: skip

@@ -7,8 +7,9 @@ table a rule touches is published through the per-message path with its table de
 changed to match: excluded columns are gone from its messages and its schema, a masked or
 hashed column is a string column (`varchar`) carrying the mask or the hex digest. Tables
 without a rule keep the compiled rows path untouched; a rule's table is written by the compiled
-code too (`Shaping`: connector/avro/transcode.shaped_program), to the same bytes. A masked or
-hashed key column keys its messages by the mask or digest, on either path.
+code too (`Shaping`: connector/avro/transcode.shaped_program for Avro, connector/canal.canal_program
+for canal-json), to the same bytes. A masked or hashed key column keys its messages by the mask or
+digest, on either path.
 """
 
 from __future__ import annotations
@@ -37,6 +38,29 @@ class Shaping:
     treatment: tuple[int, ...]
     mask: str
     salt: str
+    by_name: dict[str, int]  # the treatment of each of the binlog table's columns, by name
+
+    def message(self, message: FlatMessage) -> FlatMessage:
+        """A change as the rule shapes it: dropped columns gone, masked and hashed values replaced."""
+        if message.get("data") is None:
+            return message
+        out = dict(message)
+        out["data"] = [self._row(row) for row in message["data"]]
+        if message.get("old"):
+            out["old"] = [self._row(row) for row in message["old"]]
+        return out
+
+    def _row(self, row: dict[str, str | None]) -> dict[str, str | None]:
+        treatment = self.by_name
+        return {name: self._value(value, treatment.get(name, KEEP)) for name, value in row.items()
+                if treatment.get(name, KEEP) != DROP}  # fmt: skip
+
+    def _value(self, value: str | None, treat: int) -> str | None:
+        if value is None or treat == KEEP:
+            return value
+        if treat == MASK:
+            return self.mask
+        return hashlib.sha256((self.salt + value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,21 +120,16 @@ class ColumnRules:
         found = None
         if shaped is not None and rule is not None:
             treatment = tuple(_treatment(rule, c.name) for c in table.columns)
-            found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt)
+            by_name = {c.name: treat for c, treat in zip(table.columns, treatment)}
+            found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt, by_name)
         if len(self._shapings) > 4096:
             self._shapings.clear()
         self._shapings[id(table)] = (table, found)
         return found
 
     def message(self, message: FlatMessage, table: Table) -> FlatMessage:
-        rule = self.rule(table.database, table.name)
-        if rule is None or message.get("data") is None:
-            return message
-        out = dict(message)
-        out["data"] = [_row(row, rule) for row in message["data"]]
-        if message.get("old"):
-            out["old"] = [_row(row, rule) for row in message["old"]]
-        return out
+        shaping = self.shaping(table)
+        return message if shaping is None else shaping.message(message)
 
 
 @lru_cache(maxsize=4096)
@@ -152,17 +171,3 @@ def _as_text(col: Column, rule: ColumnRule) -> Column:
     if col.name.lower() not in rule.mask | rule.hash:
         return col
     return Column(col.name, "varchar", ("255",), nullable=col.nullable, charset="utf8mb4", aliases=col.aliases)
-
-
-def _row(row: dict[str, str | None], rule: ColumnRule) -> dict[str, str | None]:
-    return {name: _value(value, name.lower(), rule) for name, value in row.items() if _kept(rule, name)}
-
-
-def _value(value: str | None, lowered: str, rule: ColumnRule) -> str | None:
-    if value is None:
-        return None
-    if lowered in rule.mask:
-        return "*" * rule.mask_chars
-    if lowered in rule.hash:
-        return hashlib.sha256((rule.hash_salt + value).encode("utf-8", "surrogatepass")).hexdigest()
-    return value

@@ -103,7 +103,8 @@ COLUMN_FLAGS: dict[str, int] = {
     # program's string (flags >> COL_STRING_SHIFT: the mask, Avro-encoded) instead (a masked column;
     # a null stays null). COL_HASH reads the value as its canal text (the flat message's) and writes
     # its value branch and the hex SHA-256 of the program's string (the salt, UTF-8) and that text
-    # (a hashed column; a null stays null).
+    # (a hashed column; a null stays null). canal-json's programs (connector/canal.py) read them
+    # alike, their mask string JSON-escaped, without branches.
     "COL_DROP": 2,
     "COL_MASK": 4,
     "COL_HASH": 8,

@@ -20,11 +20,12 @@ import struct
 import pytest
 
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowplan import KINDS, OP_DOUBLE, OP_ENUM, OP_FLOAT, OP_INT, OP_SET, OP_UINT, Strings
-from connector.canal import java_float_text
+from connector.binlog.rowplan import KINDS, OP_DOUBLE, OP_ENUM, OP_FLOAT, OP_INT, OP_SET, OP_UINT, OP_VECTOR, Strings
+from connector.canal import canal_shape, java_float_text
 from connector.flat import float32_text
 from connector.native import transcoder
 from connector.native_spec import record
+from tests.support.units import table
 
 COLUMN, SQLTYPE = record("column_t"), record("sqltype_t")
 PARTS = (b'],"old":', b',"sql":"first","sqlType":', b',"sql":"","sqlType":', b"}")
@@ -37,17 +38,17 @@ def _names(*names: str) -> bytes:
 
 
 def _message(body: bytes, op: int, width: int, b: int = 0, strings: bytes = b"",
-             types: tuple[int, int, int] = (1, 2, 1)) -> list[dict[str, object]] | None:  # fmt: skip
+             types: tuple[int, int, int] = (1, 2, 1), a: int = 0) -> list[dict[str, object]] | None:  # fmt: skip
     """Each row of one column `v`'s images as its message, read back; None: declined."""
     assert transcoder is not None
-    program = COLUMN.pack(op, width, 0, b, -1, -1, 0)
+    program = COLUMN.pack(op, width, a, b, -1, -1, 0)
     rows = transcoder.canal_json(body, program, KINDS[RowsKind.WRITE], b"", strings, _names("v"),
                                  SQLTYPE.pack(*types), False, *PARTS)  # fmt: skip
     return None if rows is None else [json.loads(value) for _, value in rows]
 
 
-def _text(op: int, width: int, value: bytes, b: int = 0, strings: bytes = b"") -> object:
-    rows = _message(b"\x00" + value, op, width, b, strings)
+def _text(op: int, width: int, value: bytes, b: int = 0, strings: bytes = b"", a: int = 0) -> object:
+    rows = _message(b"\x00" + value, op, width, b, strings, a=a)
     return None if rows is None else rows[0]["data"][0]["v"]  # type: ignore[index]
 
 
@@ -74,6 +75,22 @@ def test_a_float_is_written_as_java_prints_it() -> None:
             continue
         (f,) = struct.unpack("<f", struct.pack("<I", bits))
         assert _text(OP_FLOAT, 4, struct.pack("<I", bits)) == java_float_text(float32_text(f)), hex(bits)
+
+
+def test_a_vector_is_its_floats_from_their_six_digit_text() -> None:
+    """canal's VECTOR text (connector/canal.py's renderer of flat.py's text, each float "%.5e": read
+    back and packed again), for random bit patterns, the extremes, denormals and signed zeros; a value
+    of no whole floats is declined (values.decode_vector raises)."""
+    rng = random.Random(5)
+    patterns = [rng.getrandbits(32) for _ in range(3000)] + [0, 1 << 31, 1, 0x00800000, 0x80000001, 0x7F7FFFFF]
+    (name, render), = canal_shape(table("CREATE TABLE t (id INT PRIMARY KEY, v VECTOR(3))")).renders
+    assert name == "v"
+    for at in range(0, len(patterns), 3):
+        floats = [p for p in patterns[at : at + 3] if (p >> 23) & 0xFF != 0xFF]  # the server refuses NaN, inf
+        value = struct.pack(f"<{len(floats)}I", *floats)
+        text = "[" + ",".join("%.5e" % x for x in struct.unpack(f"<{len(floats)}f", value)) + "]"
+        assert _text(OP_VECTOR, 0, bytes([len(value)]) + value, a=1) == render(text), [hex(p) for p in floats]
+    assert _text(OP_VECTOR, 0, b"\x03abc", a=1) is None
 
 
 def test_an_enum_is_its_index_and_a_set_its_mask() -> None:

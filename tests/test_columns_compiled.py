@@ -135,26 +135,35 @@ def test_flags_that_do_not_hold_are_refused(flags: int) -> None:
         _transcode(ROW, (*INT, 0), (*INT, 0), (*INT, flags), strings=_strings(MASKED, MASKED))
 
 
-def test_canal_json_s_renderers_take_no_shaped_column() -> None:
-    """canal-json under a rule is the Python path's, message by message: its renderers (JSON lines'
-    and canal-json's messages) refuse the flags."""
+def test_json_lines_refuse_a_shaped_column_canal_json_writes_it() -> None:
+    """The JSON lines renderer (`sluice decode`, `tail`) has no rules: it refuses the flags. canal-json's
+    messages write them: a dropped column out of `data` and `sqlType`, a masked one as its mask (the
+    program's string, JSON text), a hashed one as the hex SHA-256 of the salt and its text."""
     assert transcoder is not None
     canal_names = Strings()
     canal_names.add([b'"a":', b'"b":'])
-    types = SQLTYPE.pack(4, 4, 4) * 2
-    for flags in (0, DROP_FLAG, MASK_FLAG, HASH_FLAG):
+    types = SQLTYPE.pack(4, 4, 4) + SQLTYPE.pack(12, 12, 12)
+    digest = hashlib.sha256("sält8".encode()).hexdigest()
+    written = {0: b'"a":"7","b":"8"', DROP_FLAG: b'"a":"7"', MASK_FLAG: b'"a":"7","b":"***"',
+               HASH_FLAG: f'"a":"7","b":"{digest}"'.encode()}  # fmt: skip
+    codes = {0: b'"a":4,"b":12', DROP_FLAG: b'"a":4', MASK_FLAG: b'"a":4,"b":12', HASH_FLAG: b'"a":4,"b":12'}
+    for flags, data in written.items():
+        string = "sält".encode() if flags == HASH_FLAG else b"***"
         program = COLUMN.pack(*INT, 0) + COLUMN.pack(*INT, flags)
         names = (b'"a":', b'"b":')
-        canal_args = (ROW[:9], program, KINDS[RowsKind.WRITE], b"", _strings(MASKED), canal_names.packed(), types,
-                      False, b"", b"", b"", b"")  # fmt: skip
+        canal = transcoder.canal_json(ROW[:9], program, KINDS[RowsKind.WRITE], b"", _strings(string),
+                                      canal_names.packed(), types, False, b"", b"", b"", b"")  # fmt: skip
+        assert canal == [(None, b'{"data":[{' + data + b'}null{' + codes[flags] + b"}")], flags
+        key = struct.pack("<3i", 1, -1, -1)
+        keyed = transcoder.canal_json(ROW[:9], program, KINDS[RowsKind.WRITE], key, _strings(string),
+                                      canal_names.packed(), types, False, b"", b"", b"", b"")  # fmt: skip
+        # keyed by its mask or digest, as the Python path keys a row; a key left out declines the event
+        assert (keyed[0][0] if keyed else None) == (None if flags == DROP_FLAG else b"{" + data[8:] + b"}")
         if flags == 0:
-            assert transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(MASKED), names)
-            assert transcoder.canal_json(*canal_args)
+            assert transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(string), names)
             continue
         with pytest.raises(ValueError, match="malformed"):
-            transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(MASKED), names)
-        with pytest.raises(ValueError, match="malformed"):
-            transcoder.canal_json(*canal_args)
+            transcoder.render_json(ROW[:9], program, KINDS[RowsKind.WRITE], _strings(string), names)
 
 
 def _table(sql: str) -> Table:

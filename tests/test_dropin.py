@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from connector.avro.framing import subject_name
+from connector.binlog.constants import RowsKind
 from connector.canal import CanalJsonEncoder, java_float_text
 from connector.columns import ColumnRules
 from connector.config import ColumnRule, parse_config
@@ -151,6 +153,25 @@ def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
     assert doc["data"] == [{"id": "1", "v": "***", "h": hashlib.sha256(b"sx").hexdigest()}]
     with pytest.raises(ConfigError, match="key column"):
         ColumnRules.of([ColumnRule(r"db\.t", exclude=["id"])]).table(t)
+
+
+def test_a_rule_s_table_in_messages_of_a_rows_event_is_shaped_in_one_message() -> None:
+    """`message_rows = "event"` under a [[kafka.columns]] rule: one message for the rows event (it was
+    one per row), its rows as the rule shapes them and its types those of the shaped table."""
+    rules = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
+    t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
+    messages = [{**row("INSERT", i, "secret", 10), "data": [{"id": str(i), "v": "secret", "w": "7", "h": "x"}]}
+                for i in (1, 2)]  # fmt: skip
+    images = SimpleNamespace(present=range(4), kind=RowsKind.WRITE)
+    batch = SimpleNamespace(rows=images, messages=lambda: iter(messages))
+    encoder = CanalJsonEncoder(None, rows="event")  # type: ignore[arg-type]
+    encoded = encoder.rows(batch, t, "cdc.db.t", rules.shaping(t))  # type: ignore[arg-type]
+    assert encoded is not None and len(encoded) == 1 and encoded[0][0] is None
+    doc = json.loads(encoded[0][1])
+    digest = hashlib.sha256(b"sx").hexdigest()
+    assert doc["data"] == [{"id": str(i), "v": "***", "h": digest} for i in (1, 2)]
+    assert doc["mysqlType"] == {"id": "int", "v": "varchar(255)", "h": "varchar(255)"}
+    assert doc["sqlType"] == {"id": 4, "v": 12, "h": 12}
 
 
 def test_subject_names_follow_the_strategy() -> None:

@@ -37,10 +37,10 @@ OP_TIMESTAMP2, OP_YEAR, OP_UTF8, OP_BYTES = OPS["OP_TIMESTAMP2"], OPS["OP_YEAR"]
 OP_TIME2, OP_BIT, OP_BIT64, OP_ENUM = OPS["OP_TIME2"], OPS["OP_BIT"], OPS["OP_BIT64"], OPS["OP_ENUM"]
 OP_SET, OP_TEXT8, OP_JSON, OP_TEXTMB = OPS["OP_SET"], OPS["OP_TEXT8"], OPS["OP_JSON"], OPS["OP_TEXTMB"]
 OP_WIDE, OP_GEOMETRY, OP_VECTOR = OPS["OP_WIDE"], OPS["OP_GEOMETRY"], OPS["OP_VECTOR"]
-# Ops the canal text of a value is not compiled for (GEOMETRY's hex, VECTOR's "%.5e" list): the
-# JSON renderer's tables and a hashed column's text take the Python path.
+# Ops the flat text of a value is not compiled for (GEOMETRY's hex, VECTOR's "%.5e" list): the
+# JSON renderer's tables and a hashed column's text take the Python path. canal-json's Kafka texts
+# of both are compiled (connector/csrc/canaltext.c, canal_cell).
 NO_TEXT_OPS = frozenset({OP_GEOMETRY, OP_VECTOR})
-CANAL_NO_TEXT_OPS = frozenset({OP_VECTOR})
 # The Unicode charsets of wider units, by the form OP_WIDE reads them in (charsets.py's codecs for them).
 WIDE = {"utf16": WIDE_FORMS["WIDE_UTF16"], "utf16le": WIDE_FORMS["WIDE_UTF16LE"], "utf32": WIDE_FORMS["WIDE_UTF32"],
         "ucs2": WIDE_FORMS["WIDE_UCS2"]}  # fmt: skip
@@ -316,15 +316,13 @@ def _insert_range(nodes: array.array[int], block: charmaps.Block) -> bool:
     return True
 
 
-def json_program(columns: tuple[ColumnMeta, ...], canal: bool = False) -> Program | None:
+def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
     """The canal-JSON renderer's program for images of these columns; None if any is not covered.
-    `canal`: for canal-json's Kafka messages (connector/canal.py), which print a GEOMETRY's stored
-    bytes (a VECTOR's floats come from flat.py's six-digit text: Python's)."""
-    refused = CANAL_NO_TEXT_OPS if canal else NO_TEXT_OPS
+    (canal-json's Kafka messages: connector/canal.canal_program.)"""
     ops, strings = [], Strings()
     for meta in columns:
         op = column_op(meta, strings)
-        if op is None or op[0] in refused:
+        if op is None or op[0] in NO_TEXT_OPS:
             return None
         ops.append(packed_column(op, strings))
     return Program(b"".join(ops), b"", strings.packed()) if ops else None

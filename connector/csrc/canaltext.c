@@ -7,6 +7,9 @@
  * UPDATE's `old` of the columns whose text changed. Anything it does not render exactly as Python
  * does (a float that is not finite, a DATETIME before year 0, an ENUM index past its labels, text
  * its charset refuses, images that do not fit) is declined, and the caller takes the Python path.
+ * canal-json's messages (canal_rows) also write a table a [[kafka.columns]] rule shapes: a dropped
+ * column left out, a masked one's mask and a hashed one's digest in place of its text (the flags of
+ * native_spec.COLUMN_FLAGS, as the Avro transcoder reads them).
  * tests/test_corpus.py holds it to the messages encoded one by one on every rows event of the
  * corpus; tests/test_native_fuzz.py's boundary target calls it with any arguments.
  */
@@ -281,9 +284,36 @@ static int put_latin1(buf_t *out, bytes_t text) {
     return 0;
 }
 
+/* A VECTOR's canal text (canal._vector_bytes): each float printed as flat.py prints it ("%.5e"), read
+ * back and packed as a float again (struct "<f"), the bytes one character each. A value that is not
+ * whole floats, or a text that does not pack (OverflowError), is declined: Python raises. */
+static int put_vector(buf_t *out, bytes_t floats) {
+    if (floats.n % 4)
+        return DECLINE;
+    for (Py_ssize_t i = 0; i < floats.n; i += 4) {
+        float f;
+        memcpy(&f, floats.p + i, 4);
+        char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
+        if (text == NULL)
+            return FAIL;
+        double d = PyOS_string_to_double(text, NULL, NULL);
+        PyMem_Free(text);
+        if (d == -1.0 && PyErr_Occurred())
+            return FAIL;
+        unsigned char packed[4];
+        if (PyFloat_Pack4(d, (char *)packed, 1) < 0) {
+            PyErr_Clear();
+            return DECLINE;
+        }
+        if (put_latin1(out, (bytes_t){packed, 4}) < 0)
+            return FAIL;
+    }
+    return DONE;
+}
+
 /* Canal's (Kafka) text of the ops whose text differs from flat.py's (canal._renderer): a float's
- * in Java's form, an ENUM's index, a SET's bit mask, a GEOMETRY's bytes one character each;
- * VECTOR (its floats packed from six-digit text) is declined. -1: an op whose text is flat.py's. */
+ * in Java's form, an ENUM's index, a SET's bit mask, a GEOMETRY's bytes one character each, a
+ * VECTOR's floats from their six-digit text (put_vector). -1: an op whose text is flat.py's. */
 static int canal_cell(const column_t *c, const unsigned char *v, Py_ssize_t room, buf_t *out, Py_ssize_t *used) {
     bytes_t text;
     int r;
@@ -305,7 +335,9 @@ static int canal_cell(const column_t *c, const unsigned char *v, Py_ssize_t room
             return r;
         return put_latin1(out, text) < 0 ? FAIL : DONE;
     case OP_VECTOR:
-        return DECLINE;
+        if ((r = prefixed(c, v, room, &text, used)) != DONE)
+            return r;
+        return put_vector(out, text);
     }
     return -1;
 }
@@ -500,7 +532,24 @@ typedef struct {
     Py_ssize_t start, end; /* a value's text in the row's text buffer; start < 0: NULL */
 } mark_t;
 
-/* One image's values' texts, one after another in texts, marked per column. */
+/* A column a [[kafka.columns]] rule hashes (COL_HASH): the hex SHA-256 of the salt (the program's
+ * string) and the value's text as the flat message holds it (canal_text), as connector/columns.py
+ * hashes it; the digest is the mark's text, so an UPDATE's `old` compares digests. */
+static int hashed(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *texts,
+                  Py_ssize_t *used) {
+    Py_ssize_t mark = texts->len;
+    char hex[64];
+    int r = canal_text(c, strings, v, room, texts, used);
+    if (r != DONE)
+        return r;
+    bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
+    sha256_hex(salt.p, salt.n, (const unsigned char *)texts->data + mark, texts->len - mark, hex, 0);
+    texts->len = mark;
+    return buf_put(texts, hex, sizeof hex) < 0 ? FAIL : DONE;
+}
+
+/* One image's values' texts, one after another in texts, marked per column (a hashed column's: its
+ * digest; a masked one's: its own text, which an UPDATE's `old` compares, the mask written out). */
 static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t *pos, Py_ssize_t end, buf_t *texts,
                        mark_t *marks, int canal) {
     Py_ssize_t ncols = prog->ncols, nbytes = (ncols + 7) / 8, p = *pos;
@@ -514,8 +563,10 @@ static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t
             continue;
         }
         Py_ssize_t used;
+        const column_t *c = &prog->cols[i];
         marks[i].start = texts->len;
-        int r = cell(&prog->cols[i], &prog->strings, s + p, end - p, texts, &used, canal);
+        int r = c->flags & COL_HASH ? hashed(c, &prog->strings, s + p, end - p, texts, &used)
+                                    : cell(c, &prog->strings, s + p, end - p, texts, &used, canal);
         if (r != DONE)
             return r;
         marks[i].end = texts->len;
@@ -525,14 +576,16 @@ static int image_texts(const program_t *prog, const unsigned char *s, Py_ssize_t
     return DONE;
 }
 
-/* A value's JSON: its text quoted (escaped already), or null. */
-static int put_value(buf_t *out, const buf_t *texts, const mark_t *m) {
+/* A value's JSON: its text quoted (escaped already), or null; a masked column's (COL_MASK) mask, the
+ * program's string, in place of its text. */
+static int put_value(buf_t *out, const program_t *prog, Py_ssize_t i, const buf_t *texts, const mark_t *m) {
     if (m->start < 0)
         return buf_put(out, "null", 4);
-    return buf_put(out, "\"", 1) < 0 || buf_put(out, texts->data + m->start, m->end - m->start) < 0 ||
-                   buf_put(out, "\"", 1) < 0
-               ? -1
-               : 0;
+    const column_t *c = &prog->cols[i];
+    bytes_t mask = {(const unsigned char *)texts->data + m->start, m->end - m->start};
+    if (c->flags & COL_MASK)
+        mask = string_at(&prog->strings, c->flags >> COL_STRING_SHIFT);
+    return buf_put(out, "\"", 1) < 0 || buf_put(out, mask.p, mask.n) < 0 || buf_put(out, "\"", 1) < 0 ? -1 : 0;
 }
 
 /* Whether two marks hold the same text (both NULL, or equal bytes). */
@@ -543,19 +596,20 @@ static int same_text(const buf_t *texts, const mark_t *a, const mark_t *b) {
            memcmp(texts->data + a->start, texts->data + b->start, (size_t)(a->end - a->start)) == 0;
 }
 
-/* {"name":"text",...} of every column's text in marks; `other`: only those whose text differs there
- * (an UPDATE's `old`: the columns whose text it changed). names: each column's JSON key and colon. */
-static int object(const buf_t *texts, const mark_t *marks, const mark_t *other, const bytes_t *names,
-                  Py_ssize_t ncols, buf_t *json) {
+/* {"name":"text",...} of every column's text in marks but a dropped one's (COL_DROP); `other`: only
+ * those whose text differs there (an UPDATE's `old`: the columns whose text it changed). names: each
+ * column's JSON key and colon. */
+static int object(const program_t *prog, const buf_t *texts, const mark_t *marks, const mark_t *other,
+                  const bytes_t *names, buf_t *json) {
     if (buf_put(json, "{", 1) < 0)
         return -1;
     int first = 1;
-    for (Py_ssize_t i = 0; i < ncols; i++) {
+    for (Py_ssize_t i = 0; i < prog->ncols; i++) {
         const mark_t *m = &marks[i];
-        if (other != NULL && same_text(texts, m, &other[i]))
+        if (prog->cols[i].flags & COL_DROP || (other != NULL && same_text(texts, m, &other[i])))
             continue;
         if ((!first && buf_put(json, ",", 1) < 0) || buf_put(json, names[i].p, names[i].n) < 0 ||
-            put_value(json, texts, m) < 0)
+            put_value(json, prog, i, texts, m) < 0)
             return -1;
         first = 0;
     }
@@ -618,8 +672,8 @@ int json_rows(const program_t *prog, PyObject *names, const unsigned char *s, Py
         const mark_t *after = rd.marks + ncols, *data = kind == KIND_UPDATE ? after : rd.marks;
         PyObject *item = NULL;
         json.len = old.len = 0;
-        if (object(&rd.texts, data, NULL, rd.names, ncols, &json) < 0 ||
-            (kind == KIND_UPDATE && object(&rd.texts, rd.marks, after, rd.names, ncols, &old) < 0)) {
+        if (object(prog, &rd.texts, data, NULL, rd.names, &json) < 0 ||
+            (kind == KIND_UPDATE && object(prog, &rd.texts, rd.marks, after, rd.names, &old) < 0)) {
             r = FAIL;
             break;
         }
@@ -658,24 +712,27 @@ static int canal_value(const program_t *prog, const canal_t *canal, const bytes_
     Py_ssize_t ncols = prog->ncols;
     const bytes_t *sql = first ? &canal->first_sql : &canal->rest_sql;
     out->len = 0;
-    if (buf_put(out, "{\"data\":[", 9) < 0 || object(texts, data, NULL, names, ncols, out) < 0 ||
+    if (buf_put(out, "{\"data\":[", 9) < 0 || object(prog, texts, data, NULL, names, out) < 0 ||
         buf_put(out, canal->middle.p, canal->middle.n) < 0)
         return -1;
     if (before == NULL ? buf_put(out, "null", 4) < 0
                        : buf_put(out, "[", 1) < 0 ||
-                             object(texts, before, canal->full_old ? NULL : data, names, ncols, out) < 0 ||
+                             object(prog, texts, before, canal->full_old ? NULL : data, names, out) < 0 ||
                              buf_put(out, "]", 1) < 0)
         return -1;
     if (buf_put(out, sql->p, sql->n) < 0 || buf_put(out, "{", 1) < 0)
         return -1;
-    for (Py_ssize_t i = 0; i < ncols; i++) {
+    for (Py_ssize_t i = 0, put = 0; i < ncols; i++) {
+        if (prog->cols[i].flags & COL_DROP)
+            continue;
         const sqltype_t *t = &canal->types[i];
         int32_t code = t->value;
         if (data[i].start < 0)
             code = t->null;
         else if (t->wider != t->value && wider(texts, &data[i], prog->cols[i].width))
             code = t->wider;
-        if ((i && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || buf_int_text(out, code) < 0)
+        if ((put++ && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 ||
+            buf_int_text(out, code) < 0)
             return -1;
     }
     return buf_put(out, "}", 1) < 0 || buf_put(out, canal->tail.p, canal->tail.n) < 0 ? -1 : 0;
@@ -689,7 +746,8 @@ static int canal_key(const program_t *prog, const bytes_t *names, const buf_t *t
     for (Py_ssize_t k = 0; k < prog->nkeys; k++) {
         Py_ssize_t i = prog->keys[k].column;
         const mark_t *m = &data[i];
-        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 || put_value(out, texts, m) < 0)
+        if ((k && buf_put(out, ",", 1) < 0) || buf_put(out, names[i].p, names[i].n) < 0 ||
+            put_value(out, prog, i, texts, m) < 0)
             return -1;
     }
     return buf_put(out, "}", 1);
@@ -697,7 +755,7 @@ static int canal_key(const program_t *prog, const bytes_t *names, const buf_t *t
 
 int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, const sqltype_t *types,
              Py_ssize_t types_len) {
-    if (names->n != ncols || types_len != ncols * (Py_ssize_t)sizeof(sqltype_t) || program_shapes(cols, ncols))
+    if (names->n != ncols || types_len != ncols * (Py_ssize_t)sizeof(sqltype_t))
         return 0;
     for (Py_ssize_t i = 0; i < ncols; i++)
         if (types[i].wider != types[i].value && cols[i].op != OP_UINT && cols[i].op != OP_UINT64)
@@ -710,6 +768,9 @@ int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char 
     Py_ssize_t ncols = prog->ncols;
     if (ncols < 1 || canal->names.n != ncols)
         return DECLINE;
+    for (Py_ssize_t k = 0; k < prog->nkeys; k++)
+        if (prog->cols[prog->keys[k].column].flags & COL_DROP)
+            return DECLINE; /* a key of a column the messages leave out: connector/columns.py refuses it */
     reader_t rd;
     buf_t value = {0}, key = {0};
     int r = reader_open(&rd, ncols) < 0 ? FAIL : DONE;

@@ -982,8 +982,8 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     return 1;
 }
 
-/* A column a [[kafka.columns]] rule shapes (COL_SHAPED) is among them: canal's JSON renderer
-   writes none (its tables take the Python path). */
+/* A column a [[kafka.columns]] rule shapes (COL_SHAPED) is among them: the JSON lines renderer
+   (`sluice decode`, `tail`) writes none; canal-json's messages do (canal_rows). */
 int program_shapes(const column_t *cols, Py_ssize_t ncols) {
     for (Py_ssize_t i = 0; i < ncols; i++)
         if (cols[i].flags & COL_SHAPED)

@@ -98,6 +98,7 @@ def main(argv: list[str]) -> None:
     # bugs' runs) finds what it finds without it, in a fifth of the start-up.
     with atheris.instrument_imports(include=["connector"]) if python_coverage != "off" else contextlib.nullcontext():
         from connector import native  # noqa: PLC0415 - after the swap, so that it finds the sanitizer build
+        from connector.pipeline import NO_OPTIONS, Options  # noqa: PLC0415 - the same
         from tests.fuzz import rig, session  # noqa: PLC0415 - the same: they import the connector's modules
 
     # The production modules hold the sanitizer build: no side door, no second copy.
@@ -128,7 +129,10 @@ def main(argv: list[str]) -> None:
         decoded = session.decode(cases, data)
         if decoded is not None:
             session.check(decoded)
-            session.check_canal(decoded, "full" if decoded.records else "changed")  # both formats, each input
+            # both formats, each input; canal-json under a [[kafka.columns]] rule every other input
+            rules = session.rules(decoded.case) if len(data) % 2 else None
+            options = NO_OPTIONS if rules is None else Options(columns=rules)
+            session.check_canal(decoded, "full" if decoded.records else "changed", options=options)
 
     atheris.Setup(argv, one_session if target == "session" else one_input)
     atheris.Fuzz()

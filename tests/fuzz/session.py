@@ -25,6 +25,7 @@ the body, then the second rows body. Bodies exclude the 19-byte header and the C
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import zlib
@@ -41,6 +42,8 @@ from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.canal import CanalJsonEncoder
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.columns import ColumnRules
+from connector.config import ColumnRule
 from connector.errors import SourceError
 from connector.extras import TransactionTopic
 from connector.lane import Lane
@@ -49,6 +52,7 @@ from connector.position import Position
 from connector.querytext import NO_QUERIES
 from connector.replica.client import DumpStream
 from connector.replica.packets import frame
+from connector.schema.model import Table
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.steps import Encoder
@@ -283,11 +287,48 @@ def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None, options: O
     return with_kernel
 
 
-def check_canal(inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None) -> Outcome:
+def check_canal(
+    inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS
+) -> Outcome:
     """`check` with canal-json's encoder (`old`: its [kafka] old), a fresh one for each read."""
     readers = [CanalJsonEncoder(None, "row", old) for _ in range(2)]  # type: ignore[arg-type]
-    with_kernel, python = read(inp, True, mangle, encoder=readers[0]), read(inp, False, mangle, encoder=readers[1])
+    with_kernel = read(inp, True, mangle, options, encoder=readers[0])
+    python = read(inp, False, mangle, options, encoder=readers[1])
     assert python.kernel_rows == 0
     if not with_kernel.same(python):
         raise AssertionError(f"the kernel's canal-json session differs from Python's:\n{with_kernel}\n{python}")
     return with_kernel
+
+
+def rules(case: rig.Case) -> ColumnRules | None:
+    """A [[kafka.columns]] rule for the case's table: its last column not in the key left out, its
+    first masked (3 characters), its second hashed (a salt with a character beyond ASCII); None for
+    a table with no such columns."""
+    table = case_table(case)
+    keys = {k.lower() for k in table.primary_key}
+    others = [col.name for col in table.columns if col.name.lower() not in keys]
+    if not others:
+        return None
+    exclude = others[-1:] if len(others) > 1 else []
+    hashed = others[1:2] if len(others) > 2 else []
+    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), exclude=exclude, mask=others[:1], mask_chars=3,
+                      hash=hashed, hash_salt="sälted")  # fmt: skip
+    return ColumnRules.of([rule])
+
+
+def key_rules(case: rig.Case) -> ColumnRules | None:
+    """A rule that masks the table's first key column and hashes its second (or hashes its only one):
+    its messages are keyed by the mask and digest, as the Python path keys them; None without a key."""
+    table = case_table(case)
+    keys = list(table.primary_key)
+    if not keys:
+        return None
+    masked, hashed = (keys[:1], keys[1:2]) if len(keys) > 1 else ([], keys)
+    rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), mask=masked, mask_chars=2, hash=hashed,
+                      hash_salt="k")  # fmt: skip
+    return ColumnRules.of([rule])
+
+
+def case_table(case: rig.Case) -> Table:
+    body = case.table_map[1][19:]
+    return case.tracker.definition(case.tables[int.from_bytes(body[:6], "little")])
