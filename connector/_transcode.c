@@ -112,18 +112,20 @@ static PyObject *render_json(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(canal_json_doc,
-             "canal_json(body, program, kind, keys, strings, names, types, full_old, middle, first_sql, rest_sql, tail)\n"
+             "canal_json(body, program, kind, keys, strings, names, types, full_old, middle, first_sql, rest_sql, tail,\n"
+             "           per_event=False)\n"
              "--\n\n"
              "Every row of a rows event's images as canal-json (key or None, value) bytes; None to decline.\n"
              "`keys`: the key's columns (key_t_ records); `names`: each column's JSON key and colon, as a\n"
              "program's strings; `types`: each column's sqltype_t; the rest: what the rows' messages share\n"
-             "(connector/canal.py, CanalJsonEncoder.compiled).");
+             "(connector/canal.py, CanalJsonEncoder.compiled). `per_event`: the event's rows in one message,\n"
+             "with no key (message_rows = \"event\").");
 
 static PyObject *canal_json(PyObject *self, PyObject *args) {
     Py_buffer body, program, keys, strings, names, types, middle, first_sql, rest_sql, tail;
-    int kind, full_old;
-    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*py*y*y*y*", &body, &program, &kind, &keys, &strings, &names, &types,
-                          &full_old, &middle, &first_sql, &rest_sql, &tail))
+    int kind, full_old, per_event = 0;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*y*py*y*y*y*|p", &body, &program, &kind, &keys, &strings, &names, &types,
+                          &full_old, &middle, &first_sql, &rest_sql, &tail, &per_event))
         return NULL;
     PyObject *result = NULL;
     const column_t *cols = program.buf;
@@ -139,9 +141,11 @@ static PyObject *canal_json(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json program");
     } else {
         program_t prog = {cols, ncols, key_cols, nkeys, table, {0}, {0}, {0}, {0}, {0}, {0}};
-        canal_t canal = {name_table, codes, full_old, span(&middle), span(&first_sql), span(&rest_sql), span(&tail)};
+        canal_t canal = {name_table,    codes,            full_old,         per_event,
+                         span(&middle), span(&first_sql), span(&rest_sql), span(&tail)};
         list_ctx ctx = {PyList_New(0)};
-        int r = ctx.list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, &ctx);
+        Py_ssize_t rows;
+        int r = ctx.list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, &ctx, &rows);
         if (r == DONE)
             result = Py_NewRef(ctx.list);
         else if (r == DECLINE)

@@ -332,24 +332,24 @@ class CanalJsonEncoder:
     ) -> KernelRows | None:
         """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
         (connector/lane.py): the program, and the table's parts of a message; None where `rows`
-        does not compile them (a message per event, `canal_program`'s cases). `shaping`: a
-        [[kafka.columns]] rule's (connector/columns.py), whose table the messages carry."""
-        if self.per_event:
-            return None
+        does not compile them (`canal_program`'s cases). `shaping`: a [[kafka.columns]] rule's
+        (connector/columns.py), whose table the messages carry."""
         flat = shape_of(table_map)
         program = canal_program(flat, table, table_map.columns, self._shape_of(table, shaping), shaping)
         if program is None:
             return None
         parts = TableParts.of(table_map.schema, table_map.table, flat.pk_names, program)
-        canal = CanalParts(program.names, program.types, self.full_old, parts.database, parts.mysql, parts.pk,
-                           parts.table, parts.kinds)  # fmt: skip
-        return KernelRows(program.columns, program.keys, program.strings, b"", b"", (b"", b"", b""), b"", b"", b"",
-                          canal)  # fmt: skip
+        canal = CanalParts(program.names, program.types, self.full_old, self.per_event, parts.database, parts.mysql,
+                           parts.pk, parts.table, parts.kinds)  # fmt: skip
+        return KernelRows(program.columns, self._keys(program), program.strings, b"", b"", (b"", b"", b""), b"", b"",
+                          b"", canal)  # fmt: skip
+
+    def _keys(self, program: CanalProgram) -> bytes:
+        """The key's columns the compiled code writes: none for a message of an event's rows."""
+        return b"" if self.per_event else program.keys
 
     def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
         """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
-        if self.per_event:
-            return 'canal-json\'s message_rows = "event" is written by the Python path'
         if transcoder is None:
             return "the compiled module is not built"
         if len(table_map.columns) != len(table.columns):
@@ -415,10 +415,9 @@ class CanalJsonEncoder:
         changes; a table a [[kafka.columns]] rule shapes, where the compiled code declines)."""
         if len(batch.rows.present) != len(table.columns):
             return None  # MINIMAL/NOBLOB images: flat.py fills them per message
-        if not self.per_event:
-            compiled = self.compiled(batch, table, shaping)
-            if compiled is not None or shaping is not None:
-                return compiled
+        compiled = self.compiled(batch, table, shaping)
+        if compiled is not None or (shaping is not None and not self.per_event):
+            return compiled
         messages = list(batch.messages())
         if self.per_event:
             if shaping is not None:
@@ -435,8 +434,8 @@ class CanalJsonEncoder:
     def compiled(
         self, batch: RowBatch, table: Table, shaping: Shaping | None = None
     ) -> list[tuple[bytes | None, bytes]] | None:
-        """`rows` (a message per row) by the compiled code from the images' bytes; None where it does
-        not apply (no bytes kept, a table it does not cover) or declines the event."""
+        """`rows` (a message per row, or per event) by the compiled code from the images' bytes; None
+        where it does not apply (no bytes kept, a table it does not cover) or declines the event."""
         rows = batch.rows
         if not rows.raw or transcoder is None or rows.table is None:
             return None
@@ -453,8 +452,9 @@ class CanalJsonEncoder:
             return None
         program, parts = hit[3]
         middle, first, rest, tail = _event_parts(batch, parts)
-        out = transcoder.canal_json(rows.raw, program.columns, KINDS[rows.kind], program.keys, program.strings,
-                                    program.names, program.types, self.full_old, middle, first, rest, tail)  # fmt: skip
+        out = transcoder.canal_json(rows.raw, program.columns, KINDS[rows.kind], self._keys(program), program.strings,
+                                    program.names, program.types, self.full_old, middle, first, rest, tail,
+                                    self.per_event)  # fmt: skip
         if out is not None:
             self.compiled_rows += len(out)
         return out

@@ -20,6 +20,7 @@ class CanalParts:
     names: bytes  # each column's JSON key (the program's strings)
     types: bytes  # each column's sqlType (sqltype_t records)
     full_old: bool  # an UPDATE's `old` holds every column, not only the changed ones
+    per_event: bool  # a rows event's rows in one message, without a key (message_rows = "event")
     database: bytes  # the table's parts of a message
     mysql: bytes
     pk: bytes
@@ -110,9 +111,10 @@ class Transcoder(Protocol):
 
     def canal_json(
         self, body: bytes, program: bytes, kind: int, keys: bytes, strings: bytes, names: bytes, types: bytes,
-        full_old: bool, middle: bytes, first_sql: bytes, rest_sql: bytes, tail: bytes, /,
+        full_old: bool, middle: bytes, first_sql: bytes, rest_sql: bytes, tail: bytes, per_event: bool = False, /,
     ) -> list[tuple[bytes | None, bytes]] | None:  # fmt: skip
-        """Every row as canal-json (key or None, value); None: declined (connector/canal.py)."""
+        """Every row as canal-json (key or None, value), or all of them as one message with no key
+        (`per_event`); None: declined (connector/canal.py)."""
 
     def learn_code_table(self, number: int, nodes: bytes, texts: bytes, range_: bytes = b"", /) -> None:
         """A multi-byte charset's code table, learnt once (native_spec.CODE_TABLES; rowplan.code_table)."""

@@ -142,8 +142,9 @@ BOUNDARY: dict[str, tuple[str, ...]] = {
     # heads for INSERT, UPDATE, DELETE; `data`'s opening, `old` null or its opening; then routing
     "PLAN": ("columns", "keys", "strings", "value_prefix", "key_prefix", "heads", "data_open", "old_null",
              "old_open", "partitions", "fixed", "key_skip", "kinds", "limit", "canal"),
-    # canal-json's parts of a plan: names, sqlTypes, whether `old` is whole, the table's message parts
-    "CANAL": ("names", "types", "full_old", "database", "mysql", "pk", "table", "kinds"),
+    # canal-json's parts of a plan: names, sqlTypes, whether `old` is whole, whether a rows event is one
+    # message, the table's message parts
+    "CANAL": ("names", "types", "full_old", "per_event", "database", "mysql", "pk", "table", "kinds"),
     # what a run made (Kernel.run's doc says each)
     "RUN": ("consumed", "reason", "sequence", "topics", "counts", "bytes", "commits", "commit", "gtids",
             "last_event", "transaction", "parts"),

@@ -111,6 +111,36 @@ def test_each_row_s_sql_type_is_canal_s_for_its_value() -> None:
     assert [row["sql"] for row in rows] == ["first", "", "", ""]  # the statement's text on the first row
 
 
+def test_a_rows_event_s_rows_in_one_message_carry_the_last_row_s_sql_type() -> None:
+    """message_rows = "event": one message with no key, every row's `data` and (an UPDATE's) `old`,
+    the statement's text, the sqlType codes of the last row's after image (MQMessageUtils')."""
+    assert transcoder is not None
+    program = COLUMN.pack(OP_UINT, 4, 0, 0, -1, -1, 0)
+    types = SQLTYPE.pack(4, 12, -5)
+    inserts = b"".join(b"\x00" + struct.pack("<I", v) for v in (7, 2**31)) + b"\x01"
+    written = transcoder.canal_json(inserts, program, KINDS[RowsKind.WRITE], b"", b"", _names("v"), types, False,
+                                    *PARTS, True)  # fmt: skip
+    assert written is not None
+    ((key, value),) = written
+    message = json.loads(value)
+    assert key is None and message["data"] == [{"v": "7"}, {"v": "2147483648"}, {"v": None}]
+    assert message["old"] is None and message["sql"] == "first" and message["sqlType"] == {"v": 12}
+    # an UPDATE: a NULL before a value past the signed maximum, which is the last row's code
+    same, wide = struct.pack("<I", 1), struct.pack("<I", 2**31)
+    update = b"\x00" + same + b"\x00" + same + b"\x01" + b"\x00" + wide
+    written = transcoder.canal_json(update, program, KINDS[RowsKind.UPDATE], b"", b"", _names("v"), types, False,
+                                    *PARTS, True)  # fmt: skip
+    assert written is not None
+    ((_, value),) = written
+    message = json.loads(value)
+    assert message["data"] == [{"v": "1"}, {"v": "2147483648"}] and message["old"] == [{}, {"v": None}]
+    assert message["sqlType"] == {"v": -5}
+    # a key is refused: such a message has none
+    key_cols = struct.pack("<3i", 0, -1, -1)
+    assert transcoder.canal_json(inserts, program, KINDS[RowsKind.WRITE], key_cols, b"", _names("v"), types, False,
+                                 *PARTS, True) is None  # fmt: skip
+
+
 def test_a_wider_code_is_refused_for_a_column_that_is_not_an_unsigned_integer() -> None:
     assert transcoder is not None
     with pytest.raises(ValueError, match="canal-json program"):

@@ -162,7 +162,7 @@ def test_a_rule_s_table_in_messages_of_a_rows_event_is_shaped_in_one_message() -
     t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
     messages = [{**row("INSERT", i, "secret", 10), "data": [{"id": str(i), "v": "secret", "w": "7", "h": "x"}]}
                 for i in (1, 2)]  # fmt: skip
-    images = SimpleNamespace(present=range(4), kind=RowsKind.WRITE)
+    images = SimpleNamespace(present=range(4), kind=RowsKind.WRITE, raw=None)  # no bytes: the Python path
     batch = SimpleNamespace(rows=images, messages=lambda: iter(messages))
     encoder = CanalJsonEncoder(None, rows="event")  # type: ignore[arg-type]
     encoded = encoder.rows(batch, t, "cdc.db.t", rules.shaping(t))  # type: ignore[arg-type]

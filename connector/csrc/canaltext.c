@@ -705,24 +705,19 @@ static int wider(const buf_t *texts, const mark_t *m, int32_t width) {
     return width >= 1 && width <= 8 && u > ((uint64_t)1 << (8 * width - 1)) - 1;
 }
 
-/* One row's FlatMessage: its `data`, the event's fields up to `old`, its `old`, the event's fields up to
- * `sqlType` (the statement's text on the first row only), its sqlType codes, the event's last fields. */
-static int canal_value(const program_t *prog, const canal_t *canal, const bytes_t *names, const buf_t *texts,
-                       const mark_t *data, const mark_t *before, int first, buf_t *out) {
-    Py_ssize_t ncols = prog->ncols;
-    const bytes_t *sql = first ? &canal->first_sql : &canal->rest_sql;
-    out->len = 0;
-    if (buf_put(out, "{\"data\":[", 9) < 0 || object(prog, texts, data, NULL, names, out) < 0 ||
-        buf_put(out, canal->middle.p, canal->middle.n) < 0)
-        return -1;
-    if (before == NULL ? buf_put(out, "null", 4) < 0
-                       : buf_put(out, "[", 1) < 0 ||
-                             object(prog, texts, before, canal->full_old ? NULL : data, names, out) < 0 ||
-                             buf_put(out, "]", 1) < 0)
-        return -1;
+/* `old`'s object of one row: the before image's columns whose text the after image changed, or all. */
+static int old_object(const program_t *prog, const canal_t *canal, const bytes_t *names, const buf_t *texts,
+                      const mark_t *data, const mark_t *before, buf_t *out) {
+    return object(prog, texts, before, canal->full_old ? NULL : data, names, out);
+}
+
+/* From the event's fields after `old` to the end: the statement's text part (`sql`), the sqlType codes
+ * of the row in data (the last row of a message, as MQMessageUtils leaves them), the event's last fields. */
+static int canal_end(const program_t *prog, const canal_t *canal, const bytes_t *names, const buf_t *texts,
+                     const mark_t *data, const bytes_t *sql, buf_t *out) {
     if (buf_put(out, sql->p, sql->n) < 0 || buf_put(out, "{", 1) < 0)
         return -1;
-    for (Py_ssize_t i = 0, put = 0; i < ncols; i++) {
+    for (Py_ssize_t i = 0, put = 0; i < prog->ncols; i++) {
         if (prog->cols[i].flags & COL_DROP)
             continue;
         const sqltype_t *t = &canal->types[i];
@@ -736,6 +731,21 @@ static int canal_value(const program_t *prog, const canal_t *canal, const bytes_
             return -1;
     }
     return buf_put(out, "}", 1) < 0 || buf_put(out, canal->tail.p, canal->tail.n) < 0 ? -1 : 0;
+}
+
+/* One row's FlatMessage: its `data`, the event's fields up to `old`, its `old`, the event's fields up to
+ * `sqlType` (the statement's text on the first row only), its sqlType codes, the event's last fields. */
+static int canal_value(const program_t *prog, const canal_t *canal, const bytes_t *names, const buf_t *texts,
+                       const mark_t *data, const mark_t *before, int first, buf_t *out) {
+    out->len = 0;
+    if (buf_put(out, "{\"data\":[", 9) < 0 || object(prog, texts, data, NULL, names, out) < 0 ||
+        buf_put(out, canal->middle.p, canal->middle.n) < 0)
+        return -1;
+    if (before == NULL ? buf_put(out, "null", 4) < 0
+                       : buf_put(out, "[", 1) < 0 || old_object(prog, canal, names, texts, data, before, out) < 0 ||
+                             buf_put(out, "]", 1) < 0)
+        return -1;
+    return canal_end(prog, canal, names, texts, data, first ? &canal->first_sql : &canal->rest_sql, out);
 }
 
 /* The key: {"name":"text",...} of the key's columns in the data image. */
@@ -763,11 +773,44 @@ int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, con
     return 1;
 }
 
+/* message_rows = "event": the event's rows in one message with no key, as CanalJsonEncoder.document
+ * writes a list of messages: every row's `data`, every row's `old` (an UPDATE's; null for the others),
+ * the statement's text, the last row's sqlType codes. A key that moves stays in its one message. */
+static int canal_event(const program_t *prog, const canal_t *canal, reader_t *rd, const unsigned char *s,
+                       Py_ssize_t end, int kind, emit_fn emit, void *ctx, Py_ssize_t *rows) {
+    buf_t value = {0}, old = {0};
+    Py_ssize_t ncols = prog->ncols, row = 0;
+    const mark_t *data = NULL;
+    int r = buf_put(&value, "{\"data\":[", 9) < 0 ? FAIL : DONE;
+    for (; r == DONE && rd->pos < end && (r = next_row(prog, rd, s, end, kind, 1)) == DONE; row++) {
+        data = kind == KIND_UPDATE ? rd->marks + ncols : rd->marks;
+        if ((row && buf_put(&value, ",", 1) < 0) || object(prog, &rd->texts, data, NULL, rd->names, &value) < 0 ||
+            (kind == KIND_UPDATE && ((row && buf_put(&old, ",", 1) < 0) ||
+                                     old_object(prog, canal, rd->names, &rd->texts, data, rd->marks, &old) < 0)))
+            r = FAIL;
+    }
+    if (r == DONE && row == 0)
+        r = DECLINE; /* a rows event of no rows: the Python path's to say what it is */
+    if (r == DONE) { /* the last row's marks and texts are still the reader's */
+        int failed = buf_put(&value, canal->middle.p, canal->middle.n) < 0 ||
+                     (kind == KIND_UPDATE ? buf_put(&value, "[", 1) < 0 || buf_put(&value, old.data, old.len) < 0 ||
+                                                buf_put(&value, "]", 1) < 0
+                                          : buf_put(&value, "null", 4) < 0) ||
+                     canal_end(prog, canal, rd->names, &rd->texts, data, &canal->first_sql, &value) < 0;
+        r = failed ? FAIL : emit(ctx, NULL, 0, value.data, value.len);
+    }
+    *rows = row;
+    PyMem_Free(value.data);
+    PyMem_Free(old.data);
+    return r;
+}
+
 int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char *s, Py_ssize_t end, int kind,
-               emit_fn emit, void *ctx) {
-    Py_ssize_t ncols = prog->ncols;
-    if (ncols < 1 || canal->names.n != ncols)
-        return DECLINE;
+               emit_fn emit, void *ctx, Py_ssize_t *rows) {
+    Py_ssize_t ncols = prog->ncols, row = 0;
+    *rows = 0;
+    if (ncols < 1 || canal->names.n != ncols || (canal->per_event && prog->nkeys))
+        return DECLINE; /* a message of an event's rows has no key */
     for (Py_ssize_t k = 0; k < prog->nkeys; k++)
         if (prog->cols[prog->keys[k].column].flags & COL_DROP)
             return DECLINE; /* a key of a column the messages leave out: connector/columns.py refuses it */
@@ -776,7 +819,12 @@ int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char 
     int r = reader_open(&rd, ncols) < 0 ? FAIL : DONE;
     for (Py_ssize_t i = 0; r == DONE && i < ncols; i++)
         rd.names[i] = string_at(&canal->names, i);
-    for (Py_ssize_t row = 0; r == DONE && rd.pos < end && (r = next_row(prog, &rd, s, end, kind, 1)) == DONE; row++) {
+    if (r == DONE && canal->per_event) {
+        r = canal_event(prog, canal, &rd, s, end, kind, emit, ctx, rows);
+        reader_close(&rd);
+        return r;
+    }
+    for (; r == DONE && rd.pos < end && (r = next_row(prog, &rd, s, end, kind, 1)) == DONE; row++) {
         const mark_t *before = rd.marks, *data = kind == KIND_UPDATE ? rd.marks + ncols : rd.marks;
         for (Py_ssize_t k = 0; kind == KIND_UPDATE && k < prog->nkeys; k++)
             if (!same_text(&rd.texts, &before[prog->keys[k].column], &data[prog->keys[k].column]))
@@ -791,6 +839,7 @@ int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char 
         }
         r = emit(ctx, prog->nkeys ? key.data : NULL, prog->nkeys ? key.len : 0, value.data, value.len);
     }
+    *rows = row;
     reader_close(&rd);
     PyMem_Free(value.data);
     PyMem_Free(key.data);

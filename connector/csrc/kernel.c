@@ -45,7 +45,7 @@ typedef struct {
     Py_ssize_t limit; /* key + value bytes a message may have */
     /* canal-json's rows instead of Avro's (canal_rows): each column's JSON key and sqlType codes, the
      * table's parts of a message around what the event gives (canal_parts) */
-    int canal, full_old;
+    int canal, full_old, per_event;
     buf_t names_blob, types;
     strings_t names;
     buf_t c_database, c_mysql, c_pk, c_table, c_kinds[3];
@@ -289,11 +289,11 @@ static int canal_from(PyObject *o, plan_t *p) {
     PyObject *a[CANAL_FIELD_COUNT];
     if (!attrs_of(o, CANAL_ATTRS, CANAL_FIELD_COUNT, a))
         return 0;
-    int full_old = PyObject_IsTrue(a[CANAL_FULL_OLD]);
+    int full_old = PyObject_IsTrue(a[CANAL_FULL_OLD]), per_event = PyObject_IsTrue(a[CANAL_PER_EVENT]);
     PyObject *parts[] = {a[CANAL_NAMES], a[CANAL_TYPES], a[CANAL_DATABASE], a[CANAL_MYSQL], a[CANAL_PK],
                          a[CANAL_TABLE]};
     buf_t *into[] = {&p->names_blob, &p->types, &p->c_database, &p->c_mysql, &p->c_pk, &p->c_table};
-    int ok = full_old >= 0 && copy_three(p->c_kinds, a[CANAL_KINDS], "canal-json kinds");
+    int ok = full_old >= 0 && per_event >= 0 && copy_three(p->c_kinds, a[CANAL_KINDS], "canal-json kinds");
     for (size_t i = 0; ok && i < sizeof parts / sizeof parts[0]; i++)
         ok = copy_bytes(into[i], parts[i]) == 0;
     attrs_free(a, CANAL_FIELD_COUNT);
@@ -304,7 +304,7 @@ static int canal_from(PyObject *o, plan_t *p) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json kernel parts");
         return 0;
     }
-    p->canal = 1, p->full_old = full_old;
+    p->canal = 1, p->full_old = full_old, p->per_event = per_event;
     return 1;
 }
 
@@ -1037,10 +1037,12 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
     Py_ssize_t before = k->event_len;
     long long base = k->staging ? k->txn_rows - k->payload_rows : 0; /* `source.row`, as flat.RowBatch's */
     int done;
+    Py_ssize_t rows = -1; /* the event's rows, where its messages are not one a row (canal-json per event) */
     if (plan->canal) {
-        canal_t canal = {plan->names, (const sqltype_t *)plan->types.data, plan->full_old, of_buf(&sc->open),
+        canal_t canal = {plan->names, (const sqltype_t *)plan->types.data, plan->full_old, plan->per_event,
+                         of_buf(&sc->open),
                          of_buf(&sc->first), of_buf(&sc->rest), of_buf(&sc->tail)};
-        done = canal_rows(&prog, &canal, b + r, n - r, rt.kind, emit_message, &ctx);
+        done = canal_rows(&prog, &canal, b + r, n - r, rt.kind, emit_message, &ctx, &rows);
     } else {
         done = transcode_rows(&prog, b + r, n - r, rt.kind, base, emit_message, &ctx);
     }
@@ -1057,7 +1059,8 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
         return -1;
     if (made && k->txn_rows == 0)
         k->txn_first = e->pos;
-    if (made && k->records && count_part(k, plan->metric, made) < 0)
+    /* a transaction record counts changes (rows), as the Python path's does; the rest counts messages */
+    if (made && k->records && count_part(k, plan->metric, rows >= 0 ? rows : made) < 0)
         return -1;
     k->txn_rows += made;
     if (made)

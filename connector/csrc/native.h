@@ -391,20 +391,22 @@ typedef struct {
     strings_t names;
     const sqltype_t *types;
     int full_old; /* `old`: the whole before image, not its changed columns */
+    int per_event; /* a rows event's rows in one message, without a key (message_rows = "event") */
     bytes_t middle, first_sql, rest_sql, tail;
 } canal_t;
 
 /* Whether a program's canal-json parts fit it: a name and a sqlType per column, a wider code only on
- * an unsigned integer (canal_rows reads its digits), no column a rule shapes (canaltext.c). What
+ * an unsigned integer (canal_rows reads its digits) (canaltext.c). What
  * canal_json and the kernel's plans check, with program_ok and keys_ok, before they use them. */
 SL_INTERNAL int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, const sqltype_t *types,
                          Py_ssize_t types_len);
 
 /* Every row of a rows event's images as a canal-json message, keyed by its key columns' canal texts
- * (prog->keys: the key's columns, in order), each emitted; DECLINE where the Python path's text could
- * differ, or an UPDATE moves a key (canaltext.c). */
+ * (prog->keys: the key's columns, in order), each emitted, or (canal->per_event) all of them as one
+ * message with no key; *rows: the rows read. DECLINE where the Python path's text could differ, or an
+ * UPDATE moves a key of a message per row (canaltext.c). */
 SL_INTERNAL int canal_rows(const program_t *prog, const canal_t *canal, const unsigned char *s, Py_ssize_t end,
-                           int kind, emit_fn emit, void *ctx);
+                           int kind, emit_fn emit, void *ctx, Py_ssize_t *rows);
 
 /* -- hashes (hashes.c) ----------------------------------------------------------------------- */
 

@@ -131,6 +131,7 @@ enum {
     CANAL_NAMES,
     CANAL_TYPES,
     CANAL_FULL_OLD,
+    CANAL_PER_EVENT,
     CANAL_DATABASE,
     CANAL_MYSQL,
     CANAL_PK,
@@ -138,7 +139,7 @@ enum {
     CANAL_KINDS,
     CANAL_FIELD_COUNT
 };
-#define CANAL_FIELD_NAMES "names", "types", "full_old", "database", "mysql", "pk", "table", "kinds"
+#define CANAL_FIELD_NAMES "names", "types", "full_old", "per_event", "database", "mysql", "pk", "table", "kinds"
 enum {
     RUN_CONSUMED,
     RUN_REASON,

@@ -129,10 +129,12 @@ def main(argv: list[str]) -> None:
         decoded = session.decode(cases, data)
         if decoded is not None:
             session.check(decoded)
-            # both formats, each input; canal-json under a [[kafka.columns]] rule every other input
+            # both formats, each input; canal-json under a [[kafka.columns]] rule every other input, and
+            # a message per rows event every third
             rules = session.rules(decoded.case) if len(data) % 2 else None
             options = NO_OPTIONS if rules is None else Options(columns=rules)
-            session.check_canal(decoded, "full" if decoded.records else "changed", options=options)
+            rows = "event" if len(data) % 3 == 0 else "row"
+            session.check_canal(decoded, "full" if decoded.records else "changed", options=options, rows=rows)
 
     atheris.Setup(argv, one_session if target == "session" else one_input)
     atheris.Fuzz()
@@ -180,8 +182,9 @@ def _canal_json(module: ModuleType, fdp: atheris.FuzzedDataProvider) -> None:
     types = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(count))
     names = _strings(fdp) if fdp.ConsumeBool() else _names(count, fdp)
     parts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 8)) for _ in range(4)]  # middle .. tail
+    full_old, per_event = fdp.ConsumeBool(), fdp.ConsumeBool()
     module.canal_json(fdp.ConsumeBytes(fdp.remaining_bytes()), program, kind, keys, _strings(fdp), names, types,
-                      fdp.ConsumeBool(), *parts)  # fmt: skip
+                      full_old, *parts, per_event)  # fmt: skip
 
 
 def _names(count: int, fdp: atheris.FuzzedDataProvider) -> bytes:
@@ -353,8 +356,8 @@ def _plan(fdp: atheris.FuzzedDataProvider) -> SimpleNamespace:
         types = b"".join(struct.pack("<3i", *(_int(fdp) for _ in range(3))) for _ in range(count))
         texts = [fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 6)) for _ in range(7)]
         canal = _damaged(fdp, SimpleNamespace(names=_names(count, fdp), types=types, full_old=fdp.ConsumeBool(),
-                                              database=texts[0], mysql=texts[1], pk=texts[2], table=texts[3],
-                                              kinds=tuple(texts[4:])))  # fmt: skip
+                                              per_event=fdp.ConsumeBool(), database=texts[0], mysql=texts[1],
+                                              pk=texts[2], table=texts[3], kinds=tuple(texts[4:])))  # fmt: skip
     plan = SimpleNamespace(
         columns=program, keys=keys, strings=_strings(fdp), value_prefix=parts[0], key_prefix=parts[1],
         heads=tuple(parts[2:5]), data_open=parts[5], old_null=parts[6], old_open=parts[7],

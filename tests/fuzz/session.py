@@ -288,10 +288,12 @@ def check(inp: Input, mangle: Callable[[bytes], bytes] | None = None, options: O
 
 
 def check_canal(
-    inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS
-) -> Outcome:
-    """`check` with canal-json's encoder (`old`: its [kafka] old), a fresh one for each read."""
-    readers = [CanalJsonEncoder(None, "row", old) for _ in range(2)]  # type: ignore[arg-type]
+    inp: Input, old: str, mangle: Callable[[bytes], bytes] | None = None, options: Options = NO_OPTIONS,
+    rows: str = "row",
+) -> Outcome:  # fmt: skip
+    """`check` with canal-json's encoder (`old`, `rows`: its [kafka] old and message_rows), a fresh one
+    for each read."""
+    readers = [CanalJsonEncoder(None, rows, old) for _ in range(2)]  # type: ignore[arg-type]
     with_kernel = read(inp, True, mangle, options, encoder=readers[0])
     python = read(inp, False, mangle, options, encoder=readers[1])
     assert python.kernel_rows == 0
