@@ -284,27 +284,17 @@ static int put_latin1(buf_t *out, bytes_t text) {
     return 0;
 }
 
-/* A VECTOR's canal text (canal._vector_bytes): each float printed as flat.py prints it ("%.5e"), read
- * back and packed as a float again (struct "<f"), the bytes one character each. A value that is not
- * whole floats, or a text that does not pack (OverflowError), is declined: Python raises. */
+/* A VECTOR's canal text (canal._vector_bytes): each float as the Python path has it (vector_float:
+ * its "%.5e" text read back and packed again), the bytes one character each. Declined: a value that is
+ * not whole floats (values.decode_vector raises), a NaN. */
 static int put_vector(buf_t *out, bytes_t floats) {
     if (floats.n % 4)
         return DECLINE;
     for (Py_ssize_t i = 0; i < floats.n; i += 4) {
-        float f;
-        memcpy(&f, floats.p + i, 4);
-        char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
-        if (text == NULL)
-            return FAIL;
-        double d = PyOS_string_to_double(text, NULL, NULL);
-        PyMem_Free(text);
-        if (d == -1.0 && PyErr_Occurred())
-            return FAIL;
         unsigned char packed[4];
-        if (PyFloat_Pack4(d, (char *)packed, 1) < 0) {
-            PyErr_Clear();
-            return DECLINE;
-        }
+        int r = vector_float(floats.p + i, packed);
+        if (r != DONE)
+            return r;
         if (put_latin1(out, (bytes_t){packed, 4}) < 0)
             return FAIL;
     }

@@ -366,6 +366,9 @@ SL_INTERNAL int learn_code_table(int32_t number, const unsigned char *nodes, Py_
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
 SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
 SL_INTERNAL int program_shapes(const column_t *cols, Py_ssize_t ncols);
+/* One VECTOR float (little-endian at v) as the Python path has it, six significant digits, into
+ * packed (little-endian): DONE, DECLINE (a NaN) or FAIL (rowimage.c). */
+SL_INTERNAL int vector_float(const unsigned char *v, unsigned char packed[4]);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
 SL_INTERNAL int walk_ok(const walk_t *c);
 /* Every row of a rows event's images, each emitted as its key and value; DONE only when the

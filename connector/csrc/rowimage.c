@@ -222,11 +222,33 @@ static int text_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos
     return DONE;
 }
 
+/* One float of a VECTOR as the Python path has it: its flat text, VECTOR_TO_STRING's "%.5e", read
+ * back by Python's own formatting and parsing, so six significant digits, rounded as Python rounds
+ * them, and packed again as a float (struct "<f": round to nearest; six digits do not overflow),
+ * little-endian into `packed`. Declined: a NaN (what was written goes with the event, as any value's). */
+int vector_float(const unsigned char *v, unsigned char packed[4]) {
+    uint32_t bits = (uint32_t)le(v, 4);
+    float f;
+    memcpy(&f, &bits, 4);
+    if (f != f)
+        return DECLINE;
+    char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
+    if (text == NULL)
+        return FAIL;
+    double back = PyOS_string_to_double(text, NULL, NULL);
+    PyMem_Free(text);
+    if (back == -1.0 && PyErr_Occurred())
+        return FAIL;
+    float rounded = (float)back;
+    memcpy(&bits, &rounded, 4);
+    for (int b = 0; b < 4; b++)
+        packed[b] = (unsigned char)(bits >> (8 * b));
+    return DONE;
+}
+
 /* VECTOR: its floats as an Avro array of float (a block of them, then the end; none: the end alone). Each
- * float is the Python path's: its flat text, VECTOR_TO_STRING's "%.5e", read back (encoding._typed:
- * convert(render(value))), by Python's own formatting and parsing, so six significant digits, rounded
- * as Python rounds them. Declined: a length that is not whole floats (the Python path names it) and
- * a NaN. */
+ * float is the Python path's (vector_float: encoding._typed's convert(render(value))). Declined: a
+ * length that is not whole floats (the Python path names it) and a NaN. */
 static int vector_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
     bytes_t value;
     Py_ssize_t used;
@@ -235,23 +257,9 @@ static int vector_value(const column_t *c, const unsigned char *v, Py_ssize_t *p
     if (value.n && (buf_long(out, value.n / 4) < 0 || buf_reserve(out, value.n) < 0))
         return FAIL;
     for (Py_ssize_t i = 0; i < value.n; i += 4) { /* each float moves on by its 4 bytes */
-        uint32_t bits = (uint32_t)le(value.p + i, 4);
-        float f;
-        memcpy(&f, &bits, 4);
-        if (f != f)
-            return DECLINE; /* what was written goes with the event, as any value's */
-        char *text = PyOS_double_to_string((double)f, 'e', 5, 0, NULL);
-        if (text == NULL)
-            return FAIL;
-        double back = PyOS_string_to_double(text, NULL, NULL);
-        PyMem_Free(text);
-        if (back == -1.0 && PyErr_Occurred())
-            return FAIL;
-        float rounded = (float)back; /* struct.pack("<f"): round to nearest, no overflow from 6 digits */
-        memcpy(&bits, &rounded, 4);
-        unsigned char *at = (unsigned char *)out->data + out->len;
-        for (int b = 0; b < 4; b++) /* Avro's float: little-endian */
-            at[b] = (unsigned char)(bits >> (8 * b));
+        int r = vector_float(value.p + i, (unsigned char *)out->data + out->len); /* Avro's float: little-endian */
+        if (r != DONE)
+            return r;
         out->len += 4;
     }
     *pos += used;
