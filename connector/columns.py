@@ -51,9 +51,12 @@ class Shaping:
         return out
 
     def _row(self, row: dict[str, str | None]) -> dict[str, str | None]:
-        treatment = self.by_name
-        return {name: self._value(value, treatment.get(name, KEEP)) for name, value in row.items()
-                if treatment.get(name, KEEP) != DROP}  # fmt: skip
+        out = {}
+        for name, value in row.items():
+            treat = self.by_name.get(name, KEEP)
+            if treat != DROP:
+                out[name] = self._value(value, treat)
+        return out
 
     def _value(self, value: str | None, treat: int) -> str | None:
         if value is None or treat == KEEP:

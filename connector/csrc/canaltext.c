@@ -516,25 +516,35 @@ int canal_text(const column_t *c, const strings_t *strings, const unsigned char 
     return DONE;
 }
 
+/* A hashed column's (COL_HASH) digest: the hex SHA-256 of the salt (the program's string) and the
+ * value's canal_text, as connector/columns.py hashes the flat message's text. The text is put in
+ * scratch while it is hashed and taken out again; *used: the image's bytes read. */
+int salted_digest(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
+                  buf_t *scratch, Py_ssize_t *used, char hex[64]) {
+    Py_ssize_t mark = scratch->len;
+    int r = canal_text(c, strings, v, room, scratch, used);
+    if (r != DONE)
+        return r;
+    bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
+    sha256_hex(salt.p, salt.n, (const unsigned char *)scratch->data + mark, scratch->len - mark, hex, 0);
+    scratch->len = mark;
+    return DONE;
+}
+
 /* -- rows ------------------------------------------------------------------------------------- */
 
 typedef struct {
     Py_ssize_t start, end; /* a value's text in the row's text buffer; start < 0: NULL */
 } mark_t;
 
-/* A column a [[kafka.columns]] rule hashes (COL_HASH): the hex SHA-256 of the salt (the program's
- * string) and the value's text as the flat message holds it (canal_text), as connector/columns.py
- * hashes it; the digest is the mark's text, so an UPDATE's `old` compares digests. */
+/* A column a [[kafka.columns]] rule hashes (COL_HASH): its digest (salted_digest) is the mark's
+ * text, so an UPDATE's `old` compares digests. */
 static int hashed(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *texts,
                   Py_ssize_t *used) {
-    Py_ssize_t mark = texts->len;
     char hex[64];
-    int r = canal_text(c, strings, v, room, texts, used);
+    int r = salted_digest(c, strings, v, room, texts, used, hex);
     if (r != DONE)
         return r;
-    bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
-    sha256_hex(salt.p, salt.n, (const unsigned char *)texts->data + mark, texts->len - mark, hex, 0);
-    texts->len = mark;
     return buf_put(texts, hex, sizeof hex) < 0 ? FAIL : DONE;
 }
 
@@ -572,10 +582,10 @@ static int put_value(buf_t *out, const program_t *prog, Py_ssize_t i, const buf_
     if (m->start < 0)
         return buf_put(out, "null", 4);
     const column_t *c = &prog->cols[i];
-    bytes_t mask = {(const unsigned char *)texts->data + m->start, m->end - m->start};
+    bytes_t text = {(const unsigned char *)texts->data + m->start, m->end - m->start};
     if (c->flags & COL_MASK)
-        mask = string_at(&prog->strings, c->flags >> COL_STRING_SHIFT);
-    return buf_put(out, "\"", 1) < 0 || buf_put(out, mask.p, mask.n) < 0 || buf_put(out, "\"", 1) < 0 ? -1 : 0;
+        text = string_at(&prog->strings, c->flags >> COL_STRING_SHIFT);
+    return buf_put(out, "\"", 1) < 0 || buf_put(out, text.p, text.n) < 0 || buf_put(out, "\"", 1) < 0 ? -1 : 0;
 }
 
 /* Whether two marks hold the same text (both NULL, or equal bytes). */

@@ -350,6 +350,10 @@ SL_INTERNAL Py_ssize_t escaped_length(unsigned char c);
  * bytes of the image it read. DONE, DECLINE or FAIL (canaltext.c). */
 SL_INTERNAL int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
                            buf_t *out, Py_ssize_t *used);
+/* A hashed column's (COL_HASH) hex SHA-256 of its salt and canal_text, its text put in scratch and taken
+ * out again; *used: the image's bytes read. DONE, DECLINE or FAIL (canaltext.c). */
+SL_INTERNAL int salted_digest(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
+                              buf_t *scratch, Py_ssize_t *used, char hex[64]);
 /* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
  * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
 SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
@@ -399,7 +403,7 @@ typedef struct {
 } canal_t;
 
 /* Whether a program's canal-json parts fit it: a name and a sqlType per column, a wider code only on
- * an unsigned integer (canal_rows reads its digits) (canaltext.c). What
+ * an unsigned integer, whose digits canal_rows reads (canaltext.c). What
  * canal_json and the kernel's plans check, with program_ok and keys_ok, before they use them. */
 SL_INTERNAL int canal_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *names, const sqltype_t *types,
                          Py_ssize_t types_len);

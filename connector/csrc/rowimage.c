@@ -571,12 +571,9 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
     char hex[64];
     if (!null && c->flags & COL_HASH) {
         Py_ssize_t used;
-        int r = canal_text(c, strings, s + *pos, end - *pos, out, &used);
+        int r = salted_digest(c, strings, s + *pos, end - *pos, out, &used, hex);
         if (r != DONE)
             return r;
-        bytes_t salt = string_at(strings, c->flags >> COL_STRING_SHIFT);
-        sha256_hex(salt.p, salt.n, (const unsigned char *)out->data + mark, out->len - mark, hex, 0);
-        out->len = mark;
         *pos += used;
     } else if (!null) {
         int zero;
