@@ -40,8 +40,6 @@ from connector.schema.tracker import SchemaTracker
 
 log = logging.getLogger("sluice.stream")  # one logger name for the stream and its assembler
 
-_MARIADB_FL_STANDALONE = 0x01  # a GTID event whose transaction is one statement, no BEGIN/COMMIT
-_MARIADB_FL_PREPARED_XA = 0x40  # a GTID event that begins an XA transaction's first half (up to XA PREPARE)
 
 
 _TXN_END = ("COMMIT", "ROLLBACK")
@@ -231,8 +229,8 @@ class TransactionAssembler:
         self.gtid = body.gtid
         self.txn_start = Position(self.cursor.file, event.pos)
         # MariaDB's GTID event stands for BEGIN unless the transaction is one statement.
-        self.began = isinstance(body, MariadbGtidEvent) and not body.flags & _MARIADB_FL_STANDALONE
-        self.xa_open = isinstance(body, MariadbGtidEvent) and bool(body.flags & _MARIADB_FL_PREPARED_XA)
+        self.began = isinstance(body, MariadbGtidEvent) and not body.flags & c.FL_STANDALONE
+        self.xa_open = isinstance(body, MariadbGtidEvent) and bool(body.flags & c.FL_PREPARED_XA)
 
     def _rows(self, event: Event) -> Iterator[StreamItem]:
         self.in_txn = True

@@ -61,10 +61,6 @@ class CanalType:
     wider: int | None = None
     limit: int = 0
 
-    @property
-    def constant(self) -> bool:
-        return self.value == self.null and self.wider is None
-
     def of(self, text: Text) -> int:
         """The code of a value given as its text (None: NULL)."""
         if text is None:

@@ -199,10 +199,6 @@ class MariadbGtidEvent(NamedTuple):  # a tuple, as Event: one per transaction
     def gtid(self) -> str:
         return f"{self.domain_id}-{self.server_id}-{self.seq_no}"
 
-    @property
-    def standalone(self) -> bool:
-        return bool(self.flags & c.FL_STANDALONE)
-
 
 @dataclass(frozen=True, slots=True)
 class MariadbGtidListEvent:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from connector.binlog.charsets import codec_of, collation_id_of_charset
-from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session, Token
+from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 
 INTEGER_TYPES = {
     "tinyint": "tinyint", "int1": "tinyint", "smallint": "smallint", "int2": "smallint",
@@ -347,11 +347,3 @@ def label_in(label: str, raw: bool, charset: str | None, mariadb: bool = False) 
 def _codec(charset: str) -> str | None:
     collation = collation_id_of_charset(charset)
     return None if collation is None else codec_of(collation)
-
-
-def is_type_word(token: Token | None) -> bool:
-    """Could this token start a data type? (A column definition's second token.)"""
-    if token is None or token.kind != "word":
-        return False
-    word = token.text.lower()
-    return word in _READERS or word in INTEGER_TYPES

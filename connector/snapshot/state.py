@@ -25,10 +25,6 @@ class SnapshotState:
     rows: int = 0  # READ messages so far (numbers each one's `source.row`)
     request: int = 0  # the newest on-demand request (`sluice snapshot`) already queued
 
-    @property
-    def active(self) -> bool:
-        return bool(self.tables)
-
     def text(self) -> str:
         if not self.tables and not self.request:
             return ""
