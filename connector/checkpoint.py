@@ -19,7 +19,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
@@ -29,6 +28,7 @@ import pymysql.cursors
 import redis
 
 from connector.checkpointdb import checkpoint_connector
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.config import Config
 from connector.errors import CheckpointUnavailableError, FencedError, ServerConfigError, SourceError
 from connector.position import Position
@@ -296,7 +296,7 @@ class Checkpointer:
 
     def __init__(
         self, fast: CheckpointStore | None, durable: CheckpointStore, flush_interval_s: float = 3.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:  # fmt: skip
         self.fast = fast
         self.durable = durable
@@ -366,7 +366,7 @@ class Checkpointer:
             self.durable.put(position)  # raises CheckpointUnavailableError when it is down too
             self.on_saved("database")
             self.committed = self.flushed = position
-            self.flushed_at = self.clock()
+            self.flushed_at = self.clock.now()
 
     def submit(self, position: Position) -> None:
         """Hand on a committable position: to the writer once started, else written at once.
@@ -414,7 +414,7 @@ class Checkpointer:
             try:
                 self.durable.put(position)
                 self.on_saved("database")
-                self.flushed, self.flushed_at = position, self.clock()
+                self.flushed, self.flushed_at = position, self.clock.now()
             except FencedError as exc:
                 self._fence(exc)
             except CheckpointUnavailableError as exc:
@@ -451,14 +451,14 @@ class Checkpointer:
         return self._writer is not None and self._writer.is_alive() and self.fenced is None
 
     def _flush_due(self) -> bool:
-        return self.clock() - self.flushed_at >= self.flush_interval_s
+        return self.clock.now() - self.flushed_at >= self.flush_interval_s
 
     def _flush_in(self, tried: float) -> float | None:
         """Seconds until the database is owed a copy (0 or less: now), counted from its last write
         or the writer's last try; None while it holds the newest position."""
         if self.committed == self.flushed:
             return None
-        return self.flush_interval_s - (self.clock() - max(self.flushed_at, tried))
+        return self.flush_interval_s - (self.clock.now() - max(self.flushed_at, tried))
 
     def _owed(self) -> bool:  # under _wake
         return self._unsaved is not None and self.failing is None
@@ -481,7 +481,7 @@ class Checkpointer:
                     self.save_unsaved()
                 left = self._flush_in(tried)
                 if left is not None and left <= 0:
-                    tried = self.clock()
+                    tried = self.clock.now()
                     self.flush()
             except FencedError as exc:
                 self._fence(exc)

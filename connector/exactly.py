@@ -11,14 +11,13 @@ transaction's end, a heartbeat between transactions), never inside a binlog tran
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from connector.checkpoint import position_json, position_of_json
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.errors import SinkError, TransactionAbortedError
 from connector.inflight import InFlight
 from connector.logs import LIBRDKAFKA
@@ -67,12 +66,12 @@ class KafkaTransactions:
     Only a committed position reaches the in-flight FIFO, and from it the checkpoint mirrors."""
 
     def __init__(
-        self, sink: Sink, once: ExactlyOnce, inflight: InFlight, clock: Callable[[], float] = time.monotonic,
+        self, sink: Sink, once: ExactlyOnce, inflight: InFlight, clock: Clock = SYSTEM_CLOCK,
         metrics: Metrics | None = None,
     ) -> None:  # fmt: skip
         self.sink, self.inflight, self.clock, self.metrics = sink, inflight, clock, metrics
         self.topic, self.every_s, self.max_messages = once.topic, once.every_s, once.max_messages
-        self.began = clock()  # when the open Kafka transaction began
+        self.began = clock.now()  # when the open Kafka transaction began
         self.committed_at = self.began
         self.pending: Position | None = None  # the newest position closed and not committed yet
         self.closed_at = 0  # how many messages the open transaction held when `pending` closed
@@ -85,7 +84,7 @@ class KafkaTransactions:
         """A position closes: committed with its transaction when the transaction is due."""
         self.pending = position
         messages = self.closed_at = self.inflight.open_messages
-        now = self.clock()
+        now = self.clock.now()
         if messages >= self.max_messages or (
             now - self.began >= self.every_s and (messages or now - self.committed_at >= IDLE_COMMIT_S)
         ):
@@ -106,7 +105,7 @@ class KafkaTransactions:
         self.failed = False
         self.pending = None
         self.inflight.close(position)  # every message before it is acknowledged: committable at once
-        self.began = self.committed_at = self.clock()
+        self.began = self.committed_at = self.clock.now()
         if self.metrics is not None:
             self.metrics.kafka_transactions.labels("committed").inc()
 
@@ -145,7 +144,7 @@ def write_position(client: dict[str, Any], name: str, topic: PositionTopic, posi
         raise SinkError(f"cannot write the position of record on {topic.topic}: {exc}") from exc
 
 
-def read_position(client: dict[str, Any], topic: PositionTopic) -> Position | None:
+def read_position(client: dict[str, Any], topic: PositionTopic, clock: Clock = SYSTEM_CLOCK) -> Position | None:
     """The position of record: the last committed record under the connector's name (None: none
     yet, or a tombstone). Read after `init_transactions`, so no earlier instance can still commit."""
     consumer = Consumer({
@@ -159,8 +158,8 @@ def read_position(client: dict[str, Any], topic: PositionTopic) -> Position | No
             return None
         consumer.assign([TopicPartition(topic.topic, 0, -2)])  # OFFSET_BEGINNING: compaction keeps it short
         found: bytes | None = None
-        deadline = time.monotonic() + READ_S
-        while time.monotonic() < deadline:
+        deadline = clock.now() + READ_S
+        while clock.now() < deadline:
             message = consumer.poll(1.0)
             if message is None:
                 continue

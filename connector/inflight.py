@@ -9,11 +9,10 @@ positions go to the checkpoint stores (connector/checkpoint.py).
 
 from __future__ import annotations
 
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.position import Position
 from connector.sink.kafka import Delivered
 
@@ -28,13 +27,13 @@ class _Transaction:
 
 
 class InFlight:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._queue: deque[_Transaction] = deque()
         self._open = _Transaction()
         self.outstanding = 0  # messages handed to Kafka and not yet acknowledged
         self.errors: list[str] = []
         self.clock = clock
-        self.heard_at = clock()  # the last acknowledgement, or when messages began to wait
+        self.heard_at = clock.now()  # the last acknowledgement, or when messages began to wait
 
     def track(self, count: int = 1) -> Delivered:
         """The delivery callback of `count` more messages of the open transaction.
@@ -42,7 +41,7 @@ class InFlight:
         Called as `(error, n)` for n of them at a time, until the n add up to `count`."""
         txn = self._open
         if not self.outstanding:
-            self.heard_at = self.clock()
+            self.heard_at = self.clock.now()
         txn.pending += count
         txn.messages += count
         self.outstanding += count
@@ -54,7 +53,7 @@ class InFlight:
         def delivered(error: str | None, count: int = 1) -> None:
             txn.pending -= count
             self.outstanding -= count
-            self.heard_at = self.clock()
+            self.heard_at = self.clock.now()
             if error is not None:
                 txn.failed = txn.failed or error
                 self.errors.append(error)
@@ -63,7 +62,7 @@ class InFlight:
 
     def silent_s(self) -> float:
         """How long messages have waited without any acknowledgement (0 with none waiting)."""
-        return self.clock() - self.heard_at if self.outstanding else 0.0
+        return self.clock.now() - self.heard_at if self.outstanding else 0.0
 
     def close(self, position: Position) -> None:
         """The open transaction ends at `position` (a commit, or a heartbeat between transactions)."""

@@ -23,12 +23,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.columns import ColumnRules
 from connector.errors import StoppedWaitingError
 from connector.exactly import ExactlyOnce, KafkaTransactions
@@ -77,9 +77,8 @@ class Pipeline:
         checkpointer: Checkpointer,
         max_in_flight: int = 100_000,
         stop: threading.Event | None = None,
-        sleep: Callable[[float], None] = time.sleep,
         delivery_timeout_s: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         group_limit: int = 4096,
         oversize: OversizePolicy | None = None,
         metrics: Metrics | None = None,
@@ -88,25 +87,26 @@ class Pipeline:
         self.encoder = encoder
         self.sink = sink
         self.max_in_flight = max_in_flight
+        self.clock = clock
         self.inflight = InFlight(clock)
         self.stop = stop or threading.Event()
         self.counters = Counters()
         self.metrics = metrics
         self.snapshot: Snapshotter | None = None
-        self.commit = CommitPositions(self.inflight, checkpointer, self.counters, sleep, self.stop, metrics)
-        self.produce = Produce(
-            sink, self.inflight,
-            oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()), router.prefix),
-            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics,
-        )  # fmt: skip
-        self.gather = GatherStatement(self.produce, group_limit)
-        routes = Routes(router, sink, options.tombstones)
-        self.encode = Encode(encoder, routes, self.gather, self.produce, self.counters, options.columns)
-        self.transactions = options.transactions
-        self.heartbeats = options.heartbeats
+        self.commit = CommitPositions(self.inflight, checkpointer, self.counters, clock, self.stop, metrics)
         self.exactly: KafkaTransactions | None = None
         if options.exactly_once is not None:
             self.exactly = KafkaTransactions(sink, options.exactly_once, self.inflight, clock, metrics)
+        self.produce = Produce(
+            sink, self.inflight,
+            oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()), router.prefix),
+            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, self.exactly,
+        )  # fmt: skip
+        self.gather = GatherStatement(self.produce, group_limit)
+        self.encode = Encode(encoder, Routes(router, sink, options.tombstones), self.gather, self.counters,
+                             options.columns)  # fmt: skip
+        self.transactions = options.transactions
+        self.heartbeats = options.heartbeats
 
     def run(self, items: Iterable[StreamItem], start: Position | None = None) -> None:
         """Until the items end or `stop` is set; then flushes Kafka and commits what it acknowledged.
@@ -149,10 +149,9 @@ class Pipeline:
     def _burst(self, burst: Burst) -> None:
         """The compiled kernel's messages, then the position of the last transaction it committed.
         With transaction records, each transaction's BEGIN and END go first (`_burst_records`)."""
-        self.gather.join()
         if self.transactions is not None:
             self._burst_records(burst)
-        self.produce.burst(burst)
+        self.gather.burst(burst)
         if self.metrics is not None:
             self.metrics.burst(burst)
         if burst.position is None:
@@ -162,12 +161,11 @@ class Pipeline:
             self._close(burst, burst.position, burst.transactions)
 
     def _close(self, item: StreamItem, position: Position, transactions: int) -> None:
-        """A position closes: what is gathered goes first, then side records; a snapshot's turn."""
-        self.gather.join()
+        """A position closes, after side records; a snapshot's turn."""
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
         self._side_records(item, position)
-        self._closed(position)
+        self.gather.close(position)
         self.counters.transactions += transactions
         self.breathe()
         if self.snapshot is not None:
@@ -195,16 +193,7 @@ class Pipeline:
         self.encode.message(message, table)
 
     def close_position(self, position: Position) -> None:
-        self.gather.join()
-        self._closed(position)
-
-    def _closed(self, position: Position) -> None:
-        """Where a position closes: in the in-flight FIFO, or (exactly once) in the open Kafka
-        transaction, which reaches the FIFO when it commits."""
-        if self.exactly is None:
-            self.inflight.close(position)
-        else:
-            self.exactly.close(position)
+        self.gather.close(position)
 
     def breathe(self) -> None:
         """Serve Kafka's callbacks, commit, and wait while too much is unacknowledged."""
@@ -238,7 +227,7 @@ class Pipeline:
             if committed and (end := topic.end()) is not None:
                 records.append(end)
         if records:  # one hand-off, one acknowledgement for them all
-            self.produce.side(topic.topic, records)
+            self.gather.side(topic.topic, records)
 
     def _transaction_change(self, item: Changes) -> None:
         assert self.transactions is not None and item.table is not None
@@ -252,15 +241,14 @@ class Pipeline:
     def _side(self, topic: str, record: tuple[bytes, bytes] | None) -> None:
         """A heartbeat or transaction record on its one-partition topic, tracked like any message."""
         if record is not None:
-            self.gather.join()
-            self.produce.side(topic, [record])
+            self.gather.side(topic, [record])
 
     # -- waiting ---------------------------------------------------------------------------
 
     def _backpressure(self) -> None:
         if self.inflight.outstanding < self.max_in_flight:
             return
-        started = time.monotonic()
+        started = self.clock.now()
         paused(self.metrics, "kafka", True)
         self.counters.pauses += 1
         log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
@@ -269,17 +257,17 @@ class Pipeline:
             self.produce.check()
             self.commit.poll()
         paused(self.metrics, "kafka", False)
-        self.counters.paused_s += time.monotonic() - started
+        self.counters.paused_s += self.clock.now() - started
 
     def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for Kafka to acknowledge what is in flight, then commit what it did."""
         with contextlib.suppress(StoppedWaitingError):  # a statement stopped mid-way: its
             self.gather.join()  # transaction stays open, the checkpoint before it
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.now() + timeout_s
         self.produce.join(deadline)
         if self.inflight.errors:
             return
         if self.exactly is not None and not self.inflight.outstanding:
             with contextlib.suppress(StoppedWaitingError):  # stopped waiting for Kafka: left open
                 self.exactly.finish()  # what is closed and not committed yet
-        self.commit.join(max(0.0, deadline - time.monotonic()))
+        self.commit.join(max(0.0, deadline - self.clock.now()))

@@ -31,6 +31,7 @@ from connector.checkpoint import (
     redis_client,
 )
 from connector.checkpointdb import checkpoint_connector
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.columns import ColumnRules
 from connector.config import Config
 from connector.errors import (
@@ -78,14 +79,14 @@ class Restarts:
     """Whether a failure starts the connector again: classified RESTART, and at most RESTARTS
     of them in the window."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
         self.times: list[float] = []
 
     def allow(self, exc: SluiceError) -> bool:
         if classify(exc) is not Disposition.RESTART:
             return False
-        now = self.clock()
+        now = self.clock.now()
         self.times = [t for t in self.times if now - t < RESTARTS_WINDOW_S] + [now]
         if len(self.times) > RESTARTS:
             return False
@@ -306,10 +307,13 @@ class Connector:
         self.takeover = takeover
         self.stop = stop or threading.Event()  # `sluice run`'s, set by its signal handlers
         self.stores = stores or checkpoint_stores(config)
-        self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s)
+        self.clock = SYSTEM_CLOCK  # the one every part times and waits on (connector/clock.py)
+        self.checkpointer = Checkpointer(self.stores.fast, self.stores.durable, config.checkpoint.flush_interval_s,
+                                         self.clock)  # fmt: skip
         self.sink = sink or kafka_sink(config)
         if isinstance(self.sink, KafkaSink):
             self.sink.stopping = self.stop.is_set  # a wait for an unreachable broker ends at a stop
+            self.sink.clock = self.clock
         self.encoder = message_encoder(config)
         self.router = TopicRouter(config.kafka.topic_prefix, [(r.pattern, r.topic) for r in config.kafka.routes])
         self.pipeline: Pipeline | None = None
@@ -340,7 +344,7 @@ class Connector:
         checkpoint stores only mirror it; Kafka wins where they differ. None there (the mode
         just turned on): the stores' position."""
         self.sink.init_transactions()
-        position = read_position(self.config.kafka.client_config(), topic)
+        position = read_position(self.config.kafka.client_config(), topic, self.clock)
         if position is None:
             if saved is not None:
                 log.info("no position on %s yet; the %s's is the start", topic.topic, where)
@@ -363,8 +367,7 @@ class Connector:
         requests = DatabaseSnapshotRequests(checkpoint_connector(self.config), self.config.name)
         chunks = ServerChunks(self.config.source.settings())
         chunks.on_text_replaced = self._text_replaced
-        return Snapshotter(chunks, prepared.tracker, state,
-                           self.config.snapshot.chunk_size, requests)  # fmt: skip
+        return Snapshotter(chunks, prepared.tracker, state, self.config.snapshot.chunk_size, requests, self.clock)
 
     def _follow_versions(self, prepared: Prepared) -> None:
         """The schema directory's current version of each table (SchemaDirectory.set_current): of
@@ -464,7 +467,7 @@ class Connector:
                                   self.config.kafka.topic_prefix)  # fmt: skip
         self.pipeline = Pipeline(
             self.encoder, self.sink, self.router, self.checkpointer, self.config.kafka.max_in_flight_messages,
-            self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, oversize=oversize,
+            self.stop, delivery_timeout_s=self.config.kafka.delivery_timeout_s, clock=self.clock, oversize=oversize,
             metrics=self.metrics, options=pipeline_options(self.config),
         )  # fmt: skip
         # The compiled kernel's bursts go to the pipeline, which plans its tables (connector/lane.py).
@@ -478,8 +481,8 @@ class Connector:
             on_statement_rows=lambda database, table: self.metrics.statement_logged.labels(database, table).inc(),
             on_text_replaced=self._text_replaced,
         )
-        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), lanes=lanes,
-                                   options=options)  # fmt: skip
+        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), clock=self.clock,
+                                   lanes=lanes, options=options)  # fmt: skip
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         _say_slow_path(self.config)

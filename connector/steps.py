@@ -1,19 +1,20 @@
 """The pipeline's steps: encode a change, gather a statement, produce to Kafka, commit positions.
 
-Each step is one duty: work is handed to it (Encode.submit and .message; GatherStatement.submit;
-Produce.rows, .messages and .side; CommitPositions reads the in-flight FIFO itself), `poll`
-does what is due now, and `join` finishes what it holds. They are wired once, in the
-Pipeline's constructor: Encode hands a rows event's changes to GatherStatement and anything
-else to Produce; GatherStatement hands its runs to Produce; Produce tracks every message in
-the in-flight FIFO (connector/checkpoint.InFlight); CommitPositions hands the newest fully
-acknowledged position to the checkpoint policy (connector/checkpoint.Checkpointer).
+Each step is one duty and holds the next: Encode -> GatherStatement -> Produce, wired once in
+the Pipeline's constructor. Work is handed to a step (Encode.submit and .message;
+GatherStatement.submit, and what else is bound for Kafka), `poll` does what is due now, and
+`join` finishes what it holds. GatherStatement is the one door to Produce: whatever passes it
+(a row, a DDL, side records, a kernel burst, a position closing) hands the gathered statement on
+first, so order holds by construction. Produce tracks every message in the in-flight FIFO
+(connector/inflight.py) and closes positions in it (or in the open Kafka transaction);
+CommitPositions reads the FIFO and hands the newest fully acknowledged position to the
+checkpoint policy (connector/checkpoint.Checkpointer).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -24,8 +25,10 @@ from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import STMT_END_F
 from connector.binlog.tablemap import TableMapEvent
 from connector.checkpoint import Checkpointer
+from connector.clock import Clock
 from connector.columns import ColumnRules, Shaping
 from connector.errors import DeliveryError, Disposition, SluiceError, classify
+from connector.exactly import KafkaTransactions
 from connector.flat import FlatMessage, RowBatch, key_changed
 from connector.inflight import InFlight
 from connector.items import Changes
@@ -110,15 +113,13 @@ class Encode:
     partition. DDL goes to the database's `_ddl` topic, on one partition."""
 
     def __init__(
-        self, encoder: Encoder, routes: Routes, gather: GatherStatement, produce: Produce,
-        counters: Counters, columns: ColumnRules,
-    ) -> None:  # fmt: skip
+        self, encoder: Encoder, routes: Routes, gather: GatherStatement, counters: Counters, columns: ColumnRules
+    ) -> None:
         self.encoder = encoder
         self.routes = routes
         self.router = routes.router
         self.sink = routes.sink
-        self.gather = gather
-        self.produce = produce
+        self.gather = gather  # the next step
         self.counters = counters
         self.columns = columns  # tables whose columns are filtered or masked ([[kafka.columns]])
         self._told: set[tuple[str, str]] = set()  # tables said to take the Python path
@@ -130,13 +131,12 @@ class Encode:
 
     def message(self, message: FlatMessage, table: Table | None) -> None:
         """One change or statement, after what is gathered."""
-        self.gather.join()
         database, name = message["database"], message["table"]
         if message["isDdl"]:
             # One partition (0 also on a topic made before with more): statements stay in order.
             topic = self.router.ddl_topic(database)
             self.sink.ensure_topic(topic, single=True)
-            self.produce.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0, self.sink.limit(topic))
+            self.gather.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0, self.sink.limit(topic))
             self.counters.statements += 1
             return
         if table is None:
@@ -156,7 +156,7 @@ class Encode:
             self._row({**message, "type": "INSERT", "old": None}, table)
             return
         route = self.routes.of(database, name)
-        self.produce.rows(route, message["type"], [self.encoder.row(message, table, route.topic)])
+        self.gather.rows(route, message["type"], [self.encoder.row(message, table, route.topic)])
 
     def _rows(self, item: Changes) -> bool:
         """A rows event's changes from their decoded images, gathered with the rest of its statement;
@@ -168,7 +168,6 @@ class Encode:
         route = self.routes.of(batch.head["database"], batch.head["table"])
         encoded = self.encoder.rows(batch, table, route.topic, shaping)
         if encoded is None:
-            self.gather.join()
             return False
         ends = bool(batch.rows.flags & STMT_END_F)
         self.gather.submit(route, batch.head["type"], encoded, ends)
@@ -215,11 +214,12 @@ class _Run:
 class GatherStatement:
     """Gather: a statement's rows events, handed to Produce together once the statement ends
     (STMT_END_F) or `limit` messages are gathered, whichever comes first: one partition lookup
-    and one acknowledgement per partition for the lot, not per 8 KiB event. Whatever else is
-    produced, and every transaction's end, joins this step first, so order holds."""
+    and one acknowledgement per partition for the lot, not per 8 KiB event. It is the one way to
+    Produce: whatever else is produced, and every position that closes, hands the gathered rows on
+    first, so order holds."""
 
     def __init__(self, produce: Produce, limit: int) -> None:
-        self.produce = produce
+        self.produce = produce  # the next step
         self.limit = limit
         self._open: _Run | None = None
 
@@ -245,6 +245,30 @@ class GatherStatement:
         if run is not None:
             self.produce.rows(run.route, run.kind, run.encoded)
 
+    # What passes on at once, after the gathered rows (Produce's methods of the same names).
+
+    def rows(self, route: TableRoute, kind: str, encoded: list[Encoded]) -> None:
+        self.join()
+        self.produce.rows(route, kind, encoded)
+
+    def messages(
+        self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None, limit: int
+    ) -> None:
+        self.join()
+        self.produce.messages(topic, database, name, encoded, partition, limit)
+
+    def side(self, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+        self.join()
+        self.produce.side(topic, records)
+
+    def burst(self, burst: Burst) -> None:
+        self.join()
+        self.produce.burst(burst)
+
+    def close(self, position: Position) -> None:
+        self.join()
+        self.produce.close(position)
+
 
 class Produce:
     """Produce: encoded messages to Kafka in order, each tracked in the in-flight FIFO.
@@ -257,11 +281,12 @@ class Produce:
 
     def __init__(
         self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
-        committed: Callable[[], Position | None], clock: Callable[[], float], delivery_timeout_s: float,
-        metrics: Metrics | None,
+        committed: Callable[[], Position | None], clock: Clock, delivery_timeout_s: float,
+        metrics: Metrics | None, exactly: KafkaTransactions | None,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.inflight = inflight
+        self.exactly = exactly  # exactly once: positions close in the open Kafka transaction
         self.oversize = oversize
         self.counters = counters
         self.committed = committed  # where the checkpoint stays, for the errors' words
@@ -269,7 +294,7 @@ class Produce:
         self.delivery_timeout_s = delivery_timeout_s
         self.metrics = metrics
         self._unpolled = 0  # items since Kafka was last polled
-        self._polled_at = clock()
+        self._polled_at = clock.now()
 
     def rows(self, route: TableRoute, kind: str, encoded: list[Encoded]) -> None:
         """Row changes of one table and operation, in order."""
@@ -293,6 +318,14 @@ class Produce:
             self.counters.kernel_rows += count
             if self.metrics is not None:
                 self.metrics.row(database, name, kind, count, "kernel")
+
+    def close(self, position: Position) -> None:
+        """A position closes: in the in-flight FIFO, or (exactly once) in the open Kafka transaction,
+        which reaches the FIFO when it commits."""
+        if self.exactly is None:
+            self.inflight.close(position)
+        else:
+            self.exactly.close(position)
 
     def side(self, topic: str, records: list[tuple[bytes, bytes]]) -> None:
         """Heartbeat or transaction records on their one-partition topic, in order."""
@@ -333,7 +366,7 @@ class Produce:
     def poll(self) -> None:
         """Kafka's delivery reports, when enough items or time have passed; then what it reported."""
         self._unpolled += 1
-        now = self.clock()
+        now = self.clock.now()
         if self._unpolled >= _POLL_EVERY_ITEMS or now - self._polled_at >= _POLL_EVERY_S:
             self.sink.poll(0)
             self._unpolled, self._polled_at = 0, now
@@ -354,10 +387,10 @@ class Produce:
             )
 
     def join(self, deadline: float) -> None:
-        """Wait (until `deadline`, time.monotonic's) for Kafka to acknowledge what is in flight."""
-        while self.inflight.outstanding and time.monotonic() < deadline:
+        """Wait (until `deadline`, the clock's) for Kafka to acknowledge what is in flight."""
+        while self.inflight.outstanding and self.clock.now() < deadline:
             self.sink.poll(0.1)
-        self.sink.flush(max(0.0, deadline - time.monotonic()))
+        self.sink.flush(max(0.0, deadline - self.clock.now()))
 
 
 class CommitPositions:
@@ -366,13 +399,13 @@ class CommitPositions:
     growing pause until one takes it: nothing read after it is lost, nothing is skipped."""
 
     def __init__(
-        self, inflight: InFlight, checkpointer: Checkpointer, counters: Counters, sleep: Callable[[float], None],
+        self, inflight: InFlight, checkpointer: Checkpointer, counters: Counters, clock: Clock,
         stop: threading.Event, metrics: Metrics | None,
     ) -> None:  # fmt: skip
         self.inflight = inflight
         self.checkpointer = checkpointer
         self.counters = counters
-        self.sleep = sleep
+        self.clock = clock
         self.stop = stop
         self.metrics = metrics
         self.last: Position | None = None  # the newest position handed to the checkpointer
@@ -412,7 +445,7 @@ class CommitPositions:
                     raise
                 paused(self.metrics, "checkpoint stores", True)
                 log.warning("cannot save position %s (%s); pausing %.1f s", self.last, exc, delay)
-                self.sleep(delay)
+                self.clock.sleep(delay)
                 self.counters.pauses += 1
                 self.counters.paused_s += delay
                 delay = min(delay * 2, 5.0)

@@ -23,6 +23,7 @@ from connector.binlog.events import (
 )
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
 from connector.flat import Definitions
@@ -87,20 +88,21 @@ class ChangeStream:
         tracker: SchemaTracker,
         included: TableFilter,
         backoff: Backoff = Backoff(),
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         lanes: Lanes | None = None,
-        clock: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time,
         options: StreamOptions = StreamOptions(),
     ) -> None:
         """`lanes`: where the compiled kernel's bursts go, and its plans come from (the Pipeline);
-        None: every event takes the Python path. `clock`: wall time, the messages' `ts`."""
+        None: every event takes the Python path. `clock`: the waits' (connector/clock.py); `wall`:
+        wall time, the messages' `ts`."""
         self.settings = settings
         self.lanes = lanes
         self.clock = clock
+        self.wall = wall
         self.tracker = tracker
         self.included = included
         self.backoff = backoff
-        self.sleep = sleep
         self.rows_cache = RowsDecoderCache()
         self.info: ServerInfo | None = None
         self.reconnects = 0
@@ -176,7 +178,7 @@ class ChangeStream:
     def _stopping(self, delay: float) -> bool:
         """Wait `delay` before reconnecting; True when the connector stops meanwhile."""
         if self.options.stop is None:
-            self.sleep(delay)
+            self.clock.sleep(delay)
             return False
         return self.options.stop.wait(delay)
 
@@ -196,14 +198,14 @@ class ChangeStream:
         if not start.gtid_set and start.file:
             start = replace(start, gtid_set=gtid_state_at(self.settings, self._server(), start))
         dump_at = replace(xa_from, gtid_set="") if xa_from is not None else start  # a GTID set would skip it
-        dump = BinlogDump(self.settings, dump_at, blocking, asked=start)
+        dump = BinlogDump(self.settings, dump_at, blocking, asked=start, clock=self.clock)
         info = self.info = dump.open()
         self.tracker.server = (info.mariadb, info.release)  # how its DDL reads (connector/schema/sqltokens.py)
         try:
             assembler = self._assembler = TransactionAssembler(
                 replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
                 quiet_until=start if xa_from is not None else None, query=self.options.query,
-                on_statement_rows=self._warn_statement_rows, clock=self.clock, on_replaced=self._warn_replaced,
+                on_statement_rows=self._warn_statement_rows, clock=self.wall, on_replaced=self._warn_replaced,
             )  # fmt: skip
             assembler.builder.definitions = self.options.definitions
             parser = self._parser(assembler.cursor, info)

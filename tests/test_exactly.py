@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 
 from connector.checkpoint import position_of_json
+from connector.clock import ManualClock
 from connector.errors import SinkError, TransactionAbortedError
 from connector.exactly import IDLE_COMMIT_S, ExactlyOnce, PositionTopic
 from connector.items import Commit, Heartbeat, StreamItem
@@ -222,10 +223,10 @@ def test_aborts_past_the_retries_or_at_a_stop_end_the_run() -> None:
 
 
 def test_the_retries_are_counted_in_a_sliding_window() -> None:
-    now = [0.0]
-    retries = Restarts(clock=lambda: now[0])
+    clock = ManualClock()
+    retries = Restarts(clock)
     aborted = TransactionAbortedError("aborted")
     assert [retries.allow(aborted) for _ in range(RESTARTS)] == [True] * RESTARTS
     assert not retries.allow(aborted)
-    now[0] += RESTARTS_WINDOW_S  # the earlier aborts have left the window
+    clock.at += RESTARTS_WINDOW_S  # the earlier aborts have left the window
     assert retries.allow(aborted)

@@ -188,7 +188,7 @@ def _read(
     checkpointer = Checkpointer(MemoryCheckpointStore("redis"), MemoryCheckpointStore("database"))
     pipeline = Pipeline(encoder, sink, TopicRouter("lane", []), checkpointer, options=options)
     stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter(),
-                          lanes=pipeline if kernel else None, clock=lambda: 1_700_000_000.5,
+                          lanes=pipeline if kernel else None, wall=lambda: 1_700_000_000.5,
                           options=StreamOptions(typed_rows=True, query=query))  # fmt: skip
     pipeline.run(stream.items(prepared.start, blocking=False), prepared.start)
     # Partitions that hold messages: the kernel's plan makes a table's topic at its TABLE_MAP,

@@ -12,6 +12,7 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.clock import Clock, ManualClock
 from connector.errors import (
     CheckpointUnavailableError,
     DeliveryError,
@@ -177,20 +178,20 @@ def test_kafka_silent_past_the_delivery_timeout_stops_with_the_checkpoint_before
 
 
 def test_silence_counts_from_the_last_acknowledgement_while_messages_wait() -> None:
-    now = [100.0]
-    inflight = InFlight(clock=lambda: now[0])
+    clock = ManualClock(100.0)
+    inflight = InFlight(clock)
     done = inflight.track(3)
-    now[0] = 350
+    clock.at = 350
     assert inflight.silent_s() == 250
     done(None, 2)  # Kafka answered: the one left has waited 0 s since
-    now[0] = 400
+    clock.at = 400
     assert inflight.silent_s() == 50
     done(None, 1)
-    now[0] = 900
+    clock.at = 900
     assert inflight.silent_s() == 0  # nothing waits
     inflight.track(1)
     assert inflight.silent_s() == 0  # its wait starts now, not at the last acknowledgement
-    now[0] = 910
+    clock.at = 910
     assert inflight.silent_s() == 10
 
 
@@ -372,9 +373,9 @@ def test_a_flush_refused_by_a_newer_leader_ends_a_settle_waiting_for_it() -> Non
 
 
 def test_the_writer_copies_to_the_database_once_per_interval_of_the_injected_clock() -> None:
-    now = [0.0]
+    clock = ManualClock()
     fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
-    checkpointer = Checkpointer(fast, durable, 0.2, clock=lambda: now[0])
+    checkpointer = Checkpointer(fast, durable, 0.2, clock=clock)
 
     def soon(done: Any) -> None:
         deadline = time.monotonic() + 10
@@ -389,7 +390,7 @@ def test_the_writer_copies_to_the_database_once_per_interval_of_the_injected_clo
         checkpointer.settle(10)
         time.sleep(0.5)  # 0.5 s of real time, none of the injected clock's: no copy is due
         assert (fast.value, durable.value) == (pos(20), pos(10))
-        now[0] = 0.2
+        clock.at = 0.2
         soon(lambda: durable.value == pos(20))
     finally:
         checkpointer.stop()
@@ -401,12 +402,13 @@ def test_an_idle_writer_sleeps_until_a_position_or_its_next_flush() -> None:
     # submit, not wake again and again (a busy loop asks the clock without end).
     asked = [0]
 
-    def clock() -> float:
-        asked[0] += 1
-        return time.monotonic()
+    class Counted(Clock):
+        def now(self) -> float:
+            asked[0] += 1
+            return super().now()
 
     fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
-    checkpointer = Checkpointer(fast, durable, 0.05, clock=clock)
+    checkpointer = Checkpointer(fast, durable, 0.05, clock=Counted())
     checkpointer.start()
     try:
         checkpointer.submit(pos(10))

@@ -20,6 +20,7 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.checkpointdb import checkpoint_connector
+from connector.clock import Clock, ManualClock
 from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.native import transcoder
 from connector.position import Position
@@ -239,8 +240,8 @@ def test_librdkafka_and_our_murmur2_agree() -> None:
 def test_admin_requests_wait_out_an_unreachable_broker_and_refuse_the_rest_at_once() -> None:
     # Seen: a topic created while the broker restarted stopped the connector ("Broker transport failure").
     sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=60))
-    slept: list[float] = []
-    sink.sleep = slept.append
+    sink.clock = ManualClock()
+    slept = sink.clock.slept
     answers: list[object] = [KafkaError(KafkaError._TRANSPORT), KafkaError(KafkaError._TIMED_OUT), "answer"]
 
     def request() -> object:
@@ -287,9 +288,18 @@ class TransactionalProducer:
 def transactional(answers: list[KafkaError | None]) -> tuple[KafkaSink, TransactionalProducer]:
     sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=60, transactional_id="sluice-t"))
     producer = sink.producer = TransactionalProducer(answers)  # type: ignore[assignment]
-    ticks = itertools.count(0, 10)
-    sink.clock = lambda: float(next(ticks))  # each look at the clock: 10 s later
+    sink.clock = Ticking()
     return sink, producer
+
+
+class Ticking(Clock):
+    """Each look at it: 10 s later."""
+
+    def __init__(self) -> None:
+        self.ticks = itertools.count(0, 10)
+
+    def now(self) -> float:
+        return float(next(self.ticks))
 
 
 def test_a_commit_waits_out_an_unreachable_broker_until_the_stop_or_the_outage_limit() -> None:
@@ -323,9 +333,7 @@ def test_a_commit_fenced_or_aborted_by_kafka_ends_with_its_own_error() -> None:
 def test_a_topic_the_cluster_does_not_know_yet_is_waited_for_briefly_then_refused() -> None:
     # Seen in CI: DescribeConfigs right after the topic's creation said "Unknown topic or partition".
     sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=600))
-    now = [0.0]
-    sink.clock = lambda: now[0]
-    sink.sleep = lambda s: now.__setitem__(0, now[0] + s)
+    clock = sink.clock = ManualClock()
     unknown = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     answers: list[object] = [unknown, unknown, "answer"]
 
@@ -336,20 +344,18 @@ def test_a_topic_the_cluster_does_not_know_yet_is_waited_for_briefly_then_refuse
         return answer
 
     assert sink._waiting_out_outages("describe", request) == "answer"
-    assert now[0] == 0.75
-    now[0] = 0.0
+    assert clock.at == 0.75
+    clock.at = 0.0
     with pytest.raises(SinkError, match=r"^describe: Kafka unreachable \(Broker: Unknown topic or partition\)"):
         sink._waiting_out_outages("describe", raising(unknown))
-    assert 25 < now[0] <= 30  # the settling wait, not the outage's 600 s
+    assert 25 < clock.at <= 30  # the settling wait, not the outage's 600 s
 
 
 def test_a_long_wait_for_kafka_renews_the_admin_client_and_says_it_still_waits(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sink = KafkaSink(KafkaSettings("127.0.0.1:1", outage_s=300))
-    now = [1000.0]
-    sink.clock = lambda: now[0]
-    sink.sleep = lambda s: now.__setitem__(0, now[0] + s + 5)  # each attempt: its request's 5 s, then the pause
+    clock = sink.clock = SlowRequests(1000.0)
     clients: list[object] = []
     answers = 20  # a future not done in its time (a broker shutting down) is an outage too
 
@@ -363,7 +369,7 @@ def test_a_long_wait_for_kafka_renews_the_admin_client_and_says_it_still_waits(
 
     with caplog.at_level(logging.WARNING, logger="sluice.kafka"):
         assert sink._waiting_out_outages("create", request) == "answer"
-    waited = now[0] - 1000
+    waited = clock.at - 1000
     assert 120 < waited < 300
     renewals = len(set(map(id, clients))) - 1
     assert renewals == pytest.approx(waited / 30, abs=1)  # a new admin client each 30 s of refusals
@@ -372,6 +378,13 @@ def test_a_long_wait_for_kafka_renews_the_admin_client_and_says_it_still_waits(
     assert lines[1].startswith("create: still waiting for Kafka (6")
     assert lines[1].endswith("of 300 s; no answer in time)")
     assert len(lines) == 1 + int(waited // 60) and "Kafka answers again" not in lines  # info, not warning
+
+
+class SlowRequests(ManualClock):
+    """Each attempt takes its request's 5 s, then the pause."""
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds + 5)
 
 
 def raising(exc: Exception) -> Callable[[], object]:

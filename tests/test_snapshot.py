@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from connector.clock import ManualClock
 from connector.errors import SnapshotStateError
 from connector.flat import FlatMessage
 from connector.items import Changes, Commit
@@ -175,11 +176,11 @@ def test_a_keyless_tables_changes_wait_for_its_read_and_then_flow() -> None:
 
 
 def test_a_read_view_is_not_held_through_a_long_catch_up() -> None:
-    now = [0.0]
+    clock = ManualClock()
     source = Source({"t": {1: "a"}}, Window(pos(500), pos(500)))
-    snap, out = snapshotter(source, T, clock=lambda: now[0]), Out()
+    snap, out = snapshotter(source, T, clock=clock), Out()
     snap.turn(pos(100), out, never)
-    now[0] = coordinator.MAX_OPEN_S + 1
+    clock.at = coordinator.MAX_OPEN_S + 1
     snap.turn(pos(200), out, never)
     assert source.closed == 1  # dropped
     snap.turn(pos(300), out, never)

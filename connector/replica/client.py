@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 import pymysql
 
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.errors import (
     BinlogPositionLostError,
     ProtocolError,
@@ -316,9 +316,11 @@ class BinlogDump:
     """One dump session: registered, negotiated, and streaming event bytes from a start."""
 
     def __init__(
-        self, settings: SourceSettings, start: Position, blocking: bool = True, asked: Position | None = None
+        self, settings: SourceSettings, start: Position, blocking: bool = True, asked: Position | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock  # the wait for a dead process's registration to go
         self.start = start
         self.asked = asked or start  # the position the caller resumes from (messages name it)
         self.blocking = blocking
@@ -363,7 +365,7 @@ class BinlogDump:
         take that for a conflict, or it crash-loops: such a registration is given
         `ZOMBIE_GRACE_HEARTBEATS` heartbeats to go away (a new dump with the same server_id
         would end it anyway). Any other replica is a conflict at once."""
-        deadline = time.monotonic() + ZOMBIE_GRACE_HEARTBEATS * max(self.settings.heartbeat_s, 1.0) + 2.0
+        deadline = self.clock.now() + ZOMBIE_GRACE_HEARTBEATS * max(self.settings.heartbeat_s, 1.0) + 2.0
         while True:
             conflicts = [(host, port) for server_id, host, port in self._replicas(conn, info)
                          if server_id == self.settings.server_id and host != self.report_host
@@ -371,14 +373,14 @@ class BinlogDump:
             if not conflicts:
                 return
             host, port = conflicts[0]
-            if not all(h.startswith("sluice-") for h, _ in conflicts) or time.monotonic() > deadline:
+            if not all(h.startswith("sluice-") for h, _ in conflicts) or self.clock.now() > deadline:
                 raise ServerIdConflictError(
                     f"{self._where()}: server_id {self.settings.server_id} is already used by the replica at "
                     f"{host}:{port}; give this connector a unique [source] server_id"
                 )
             log.info("server_id %d is still registered by %s (an earlier Sluice process?); waiting for the "
                      "server to drop it", self.settings.server_id, host)  # fmt: skip
-            time.sleep(0.5)
+            self.clock.sleep(0.5)
 
     def _replicas(self, conn: pymysql.connections.Connection, info: ServerInfo) -> list[tuple[int, str, str]]:
         """(server_id, host, port) of the registered replicas; [] when the user may not list them.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,6 +29,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
+from connector.clock import SYSTEM_CLOCK, Clock, ManualClock
 from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.logs import LIBRDKAFKA
 from connector.sink.partitioning import Plain, Tail, route
@@ -220,8 +220,7 @@ class KafkaSink:
         self._topics: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self.stopping: Callable[[], bool] = lambda: False  # the connector's stop: ends a wait for the broker
-        self.sleep: Callable[[float], None] = time.sleep
-        self.clock: Callable[[], float] = time.monotonic  # the waits' (tests move it)
+        self.clock: Clock = SYSTEM_CLOCK  # the waits' (connector/clock.py; tests move it)
 
     @staticmethod
     def _transactional(settings: KafkaSettings) -> dict[str, Any]:
@@ -249,7 +248,7 @@ class KafkaSink:
         then the transaction stays open, and the next start aborts it)."""
         try:
             self._produce_when_room(topic, value, key, 0, None)
-            started, noted = self.clock(), None
+            started, noted = self.clock.now(), None
             while True:
                 try:
                     self.producer.commit_transaction(_REQUEST_S)
@@ -258,7 +257,7 @@ class KafkaSink:
                     error = _kafka_error(exc)
                     if error is None or not error.retriable():
                         raise
-                    now = self.clock()
+                    now = self.clock.now()
                     if self.stopping():
                         raise StoppedWaitingError(f"stopped while Kafka did not commit the transaction "
                                                   f"({error.str()}); the next start aborts it") from exc  # fmt: skip
@@ -376,16 +375,16 @@ class KafkaSink:
     def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         if topic in self._topics:
             return
-        deadline = time.monotonic() + 60
+        deadline = self.clock.now() + 60
         while True:
             existing = self._existing_partitions(topic)
             if existing:
                 self._topics[topic] = existing
                 return
             self._create(topic, single, compacted)
-            if time.monotonic() > deadline:
+            if self.clock.now() > deadline:
                 raise SinkError(f"topic {topic} does not appear in the metadata after creating it")
-            time.sleep(0.1)
+            self.clock.sleep(0.1)
 
     def close(self) -> None:
         self.producer.purge()
@@ -449,7 +448,7 @@ class KafkaSink:
     def _waiting_out_outages(self, what: str, request: Callable[[], T]) -> T:
         """`request`, retried with backoff while the broker is unreachable (up to `outage_s`, or
         until the connector stops); a refusal that retrying will not fix is a SinkError at once."""
-        started = renewed = noted = self.clock()
+        started = renewed = noted = self.clock.now()
         delay, waited = 0.25, False
         while True:
             try:
@@ -468,7 +467,7 @@ class KafkaSink:
                     raise SinkError(f"{what}: {reason}") from exc
                 if self.stopping():
                     raise StoppedWaitingError(f"{what}: stopped while Kafka was unreachable ({reason})") from exc
-                now = self.clock()
+                now = self.clock.now()
                 if now + delay > started + patience:
                     raise SinkError(f"{what}: Kafka unreachable ({reason}); gave up waiting") from exc
                 if not waited:  # one line per outage, not per attempt, and a reminder now and then
@@ -480,7 +479,7 @@ class KafkaSink:
                     self.admin = AdminClient(self._admin_config)
                     renewed = now
                 waited = True
-                self.sleep(delay)
+                self.clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if waited:
@@ -544,8 +543,9 @@ class MemorySink:
 
     def __init__(
         self, partitions: int = 3, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, key_framing_bytes: int = 0,
-        transactional: bool = False,
+        transactional: bool = False, clock: Clock | None = None,
     ) -> None:  # fmt: skip
+        self.clock = clock or ManualClock()  # a poll with nothing to serve waits its timeout on it
         self._transactional = transactional
         self._uncommitted: list[StoredMessage] = []  # stored in the open transaction
         self.commits = self.aborts = 0
@@ -622,6 +622,8 @@ class MemorySink:
                     self._uncommitted.append(message)
         for done, count, error in acks:
             done(error, count)
+        if not acks and timeout > 0:
+            self.clock.sleep(timeout)  # as a broker with nothing to say keeps a poll that long
         return len(acks)
 
     def flush(self, timeout: float) -> int:

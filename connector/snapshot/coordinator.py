@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from connector.clock import SYSTEM_CLOCK, Clock
 from connector.errors import Disposition, PositionError, SluiceError, classify
 from connector.flat import FlatMessage
 from connector.items import Changes
@@ -88,7 +89,7 @@ class Snapshotter:
         state: SnapshotState,
         chunk_size: int,
         requests: SnapshotRequests | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
@@ -102,7 +103,7 @@ class Snapshotter:
         self._open: _Open | None = None
         self._wait_for: Position | None = None  # after dropping a read view: where the stream must get first
         self._polled = -REQUEST_POLL_S
-        self._table_rows, self._table_started = 0, clock()  # for the log line when a table is done
+        self._table_rows, self._table_started = 0, clock.now()  # for the log line when a table is done
         self._queued = set(state.tables)
 
     # -- called by the pipeline ------------------------------------------------------------
@@ -176,13 +177,13 @@ class Snapshotter:
             # The stream already handed on changes this read view may not contain.
             self.source.close()
             return False
-        self._open = _Open(window, self.clock(), set())
+        self._open = _Open(window, self.clock.now(), set())
         return True
 
     def _maybe_drop(self, at: Position) -> None:
         read = self._open
         assert read is not None
-        if self.clock() - read.opened > MAX_OPEN_S:
+        if self.clock.now() - read.opened > MAX_OPEN_S:
             log.info("stream at %s, snapshot read view at %s: closing it until the stream gets there", at,
                      read.window.high)  # fmt: skip
             self._wait_for = read.window.high
@@ -224,10 +225,10 @@ class Snapshotter:
         out.close_position(replace(at, snapshot=self.state_text))
         self._table_rows += count
         if finished:
-            took = max(self.clock() - self._table_started, 1e-3)
+            took = max(self.clock.now() - self._table_started, 1e-3)
             log.info("snapshot of `%s`.`%s` finished: %d rows in %.1f s (%.0f rows/s); %d table(s) to go", *name,
                      self._table_rows, took, self._table_rows / took, len(self.state.tables))  # fmt: skip
-            self._table_rows, self._table_started = 0, self.clock()
+            self._table_rows, self._table_started = 0, self.clock.now()
 
     def _message(
         self, table: Table, data: Rendered | None, high: Position, count: int, kind: str = "READ"
@@ -259,9 +260,9 @@ class Snapshotter:
         self._queued = set(self.state.tables)
 
     def _take_requests(self) -> None:
-        if self.requests is None or self.clock() - self._polled < REQUEST_POLL_S:
+        if self.requests is None or self.clock.now() - self._polled < REQUEST_POLL_S:
             return
-        self._polled = self.clock()
+        self._polled = self.clock.now()
         try:
             pending = self.requests.after(self.state.request)
         except SluiceError as exc:

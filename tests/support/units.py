@@ -16,6 +16,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.clock import ManualClock
 from connector.filters import TableFilter
 from connector.items import Changes, StreamItem
 from connector.metrics import Metrics
@@ -73,24 +74,30 @@ class Rig:
         encoder: Callable[[SchemaDirectory], Encoder] | None = None, options: Options = NO_OPTIONS,
         metrics: Metrics | None = None,
     ) -> None:  # fmt: skip
-        self.now = 0.0  # the pipeline's clock: tests move it
-        self.sink = sink or MemorySink()
-        self.stop = threading.Event()
-        self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
-        self.checkpointer = Checkpointer(self.fast, self.durable, 3.0, clock=lambda: self.now)
-        self.directory = SchemaDirectory(tmp / "schemas")
         self.sleeps: list[float] = []
         self.on_sleep: Any = self.sleeps.append  # what the pipeline's waits do: tests may replace it
+        self.clock = _RigClock(self)  # the one clock of the pipeline, its checkpointer and its sink
+        self.sink = sink or MemorySink()
+        self.sink.clock = self.clock
+        self.stop = threading.Event()
+        self.fast, self.durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+        self.checkpointer = Checkpointer(self.fast, self.durable, 3.0, clock=self.clock)
+        self.directory = SchemaDirectory(tmp / "schemas")
         self.pipeline = Pipeline(
             (encoder or _avro)(self.directory), self.sink, TopicRouter("cdc", []),
-            self.checkpointer, max_in_flight, self.stop, sleep=self._sleep, delivery_timeout_s=300,
-            clock=lambda: self.now,
+            self.checkpointer, max_in_flight, self.stop, delivery_timeout_s=300, clock=self.clock,
             oversize=OversizePolicy(oversized, MessageReader(self.directory), "cdc"), options=options,
             metrics=metrics,
         )  # fmt: skip
 
-    def _sleep(self, seconds: float) -> None:
-        self.on_sleep(seconds)  # looked up at each wait: a test sets on_sleep after the rig is built
+    @property
+    def now(self) -> float:
+        """The clock's time: tests move it."""
+        return self.clock.at
+
+    @now.setter
+    def now(self, at: float) -> None:
+        self.clock.at = at
 
     def run(self, items: list[StreamItem]) -> None:
         self.pipeline.run(items)
@@ -108,6 +115,19 @@ class Rig:
     def records(self, topic: str = "cdc.db.t") -> list[dict[str, Any]]:
         reader = MessageReader(self.directory)
         return [reader.read(m.value)[1] for m in self.sink.messages(topic) if m.value is not None]
+
+
+class _RigClock(ManualClock):
+    """A wait moves the rig's clock on and goes to its `on_sleep`, looked up at each wait (a
+    test sets it after the rig is built)."""
+
+    def __init__(self, rig: Rig) -> None:
+        super().__init__()
+        self.rig = rig
+
+    def sleep(self, seconds: float) -> None:
+        self.at += seconds
+        self.rig.on_sleep(seconds)
 
 
 def assemble(name: str, included: TableFilter | None = None, query: QueryText = NO_QUERIES) -> list[StreamItem]:
