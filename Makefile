@@ -43,6 +43,7 @@ test: install services lint typecheck
 
 bench: install services
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/topics.py
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/live.py
 	$(BIN)/python bench/pipeline.py

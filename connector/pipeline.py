@@ -103,8 +103,8 @@ class Pipeline:
             self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, self.exactly,
         )  # fmt: skip
         self.gather = GatherStatement(self.produce, group_limit)
-        self.encode = Encode(encoder, Routes(router, sink, options.tombstones), self.gather, self.counters,
-                             options.columns)  # fmt: skip
+        self.routes = Routes(router, sink, options.tombstones)
+        self.encode = Encode(encoder, self.routes, self.gather, self.counters, options.columns)
         self.transactions = options.transactions
         self.heartbeats = options.heartbeats
 

@@ -1,13 +1,16 @@
 """One route per table: where its row messages go and what Kafka takes of them, decided once.
 
 A `TableRoute` is made the first time a table shows itself (its TABLE_MAP planned for the
-compiled kernel, or its first change on the Python path), before any of its rows is produced:
-the topic is created or looked up then, and its partition count and size limit read. Both paths
+compiled kernel, or its first change on the Python path), before any of its rows is produced.
+What Kafka says of the captured tables' topics is asked before the stream starts (`prefetch`:
+one metadata and one configuration request for them all), so making a route asks Kafka nothing
+on the decoding path but for a topic that does not exist yet, which is created then. Both paths
 execute the same value: the Python path's steps (connector/steps.py, Produce.rows) read it, and
 the kernel gets it as data in its plan (Encode.plan -> connector/lane.KernelPlan)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from connector.native_spec import KINDS
@@ -58,6 +61,10 @@ class Routes:
         self.sink = sink
         self.tombstones = tombstones
         self._routes: dict[tuple[str, str], TableRoute] = {}
+
+    def prefetch(self, tables: Iterable[tuple[str, str]]) -> None:
+        """The partitions and size limits of these tables' topics, asked ahead (Sink.prefetch)."""
+        self.sink.prefetch({self.router.topic(database, table) for database, table in tables})
 
     def of(self, database: str, table: str) -> TableRoute:
         route = self._routes.get((database, table))

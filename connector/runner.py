@@ -419,10 +419,10 @@ class Connector:
         threading.Thread(target=sample, name="metrics-sampler", daemon=True).start()
         return done
 
-    def _kafka_answers(self) -> bool:
-        """Kafka answers (waited for while unreachable); False: stopped while waiting."""
+    def _kafka_answers(self, request: Callable[[], None] | None = None) -> bool:
+        """Kafka answers (waited for while unreachable), or `request` of it; False: stopped while waiting."""
         try:
-            self.sink.check()
+            (request or self.sink.check)()
         except StoppedWaitingError as exc:
             log.info("stopped before streaming: %s", exc)
             return False
@@ -483,6 +483,9 @@ class Connector:
         )
         self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), clock=self.clock,
                                    lanes=lanes, options=options)  # fmt: skip
+        included, routes = self.config.table_filter(), self.pipeline.routes
+        if not self._kafka_answers(lambda: routes.prefetch(t for t in prepared.tracker.schema.tables if included(*t))):
+            return
         self.pipeline.snapshot = self._snapshotter(prepared, resume)
         start = replace(prepared.start, snapshot=self.pipeline.snapshot.state_text)
         _say_slow_path(self.config)

@@ -219,6 +219,40 @@ def test_a_message_the_broker_refuses_fails_its_partitions_acknowledgement() -> 
 
 @pytest.mark.live
 @pytest.mark.no_source
+def test_prefetch_reads_the_topics_that_exist_in_one_request_each_and_leaves_the_rest() -> None:
+    """What the stream's first rows of each captured table would ask is asked before it starts:
+    afterwards, a route's partitions and limit cost Kafka no request; a topic not there yet is
+    made at its first use, as before."""
+    sink = KafkaSink(KafkaSettings(KAFKA, partitions=3))
+    run = uuid.uuid4().hex[:8]
+    made = {f"pre.{run}.a": (2, "3000"), f"pre.{run}.b": (5, "700000")}
+    futures = sink.admin.create_topics([NewTopic(t, n, 1, config={"max.message.bytes": limit})
+                                        for t, (n, limit) in made.items()])  # fmt: skip
+    for future in futures.values():
+        future.result(60)
+    missing = f"pre.{run}.missing"
+    requests: list[str] = []
+    admin = sink.admin
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            requests.append(name)
+            return getattr(admin, name)
+
+    sink.admin = Counting()  # type: ignore[assignment]
+    sink.prefetch([*made, missing])
+    assert sorted(requests) == ["describe_configs", "list_topics"]
+    assert {t: (sink.partitions(t), sink.limit(t)) for t in made} == {
+        f"pre.{run}.a": (2, 3000), f"pre.{run}.b": (5, 700000)}  # fmt: skip
+    assert len(requests) == 2  # nothing asked again
+    sink.prefetch(made)
+    assert len(requests) == 2
+    assert sink.partitions(missing) == 3  # made now, with the configured partitions
+    assert "create_topics" in requests
+
+
+@pytest.mark.live
+@pytest.mark.no_source
 def test_librdkafka_and_our_murmur2_agree() -> None:
     """The partition librdkafka's murmur2_random picks for a key equals partition_for (Java's)."""
     sink = KafkaSink(KafkaSettings(KAFKA, partitions=7))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
@@ -77,6 +77,11 @@ class Sink(Protocol):
     def check(self) -> None:
         """Kafka answers (waited for like any outage): a connector that cannot reach it says so at
         start, not at its first change."""
+
+    def prefetch(self, topics: Collection[str]) -> None:
+        """Ahead of their first messages, off the decoding path: the partitions and size limits of
+        those of `topics` that exist, one request each for them all (connector/routes.py then asks
+        Kafka nothing for them); one not there yet is made at its table's first rows."""
 
     def ensure_topic(self, topic: str, single: bool = False, compacted: bool = False) -> None:
         """Create the topic if it does not exist: a row topic with the configured partitions and
@@ -399,12 +404,34 @@ class KafkaSink:
         return limit
 
     def _described_limit(self, topic: str) -> int:
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        def describe() -> Any:
-            return self.admin.describe_configs([resource], request_timeout=_REQUEST_S)[resource].result(2 * _REQUEST_S)
+        return self._described_limits([topic], f"cannot read the configuration of topic {topic}")[topic]
 
-        described = self._waiting_out_outages(f"cannot read the configuration of topic {topic}", describe)
-        return int(described["max.message.bytes"].value)
+    def _described_limits(self, topics: list[str], what: str) -> dict[str, int]:
+        """Each topic's own max.message.bytes, in one DescribeConfigs request."""
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+
+        def describe() -> dict[str, Any]:
+            asked = self.admin.describe_configs(resources, request_timeout=_REQUEST_S)
+            return {r.name: asked[r].result(2 * _REQUEST_S) for r in resources}
+
+        described = self._waiting_out_outages(what, describe)
+        return {topic: int(configs["max.message.bytes"].value) for topic, configs in described.items()}
+
+    def prefetch(self, topics: Collection[str]) -> None:
+        unknown = set(topics) - self._topics.keys()
+        if not unknown:
+            return
+        metadata = self._waiting_out_outages("cannot read the topics' metadata",
+                                             lambda: self.admin.list_topics(timeout=_REQUEST_S))  # fmt: skip
+        for topic in unknown:
+            info = metadata.topics.get(topic)
+            if info is not None and info.error is None and info.partitions:
+                self._topics[topic] = len(info.partitions)
+        described = [topic for topic in unknown if topic in self._topics and topic not in self._limits]
+        if described:
+            limits = self._described_limits(described, f"cannot read the configuration of {len(described)} topic(s)")
+            for topic, limit in limits.items():
+                self._limits[topic] = min(limit, self.settings.max_message_bytes)
 
     def _existing_partitions(self, topic: str) -> int:
         metadata = self._waiting_out_outages(
@@ -633,6 +660,9 @@ class MemorySink:
     def partitions(self, topic: str) -> int:
         self.ensure_topic(topic)
         return len(self.topics[topic])
+
+    def prefetch(self, topics: Collection[str]) -> None:
+        pass  # what it knows of a topic is its list of partitions, there or made at the first use
 
     def check(self) -> None:
         pass
