@@ -12,7 +12,7 @@ import pytest
 
 from connector.avro.reader import MessageReader
 from connector.checkpoint import Checkpointer, MemoryCheckpointStore
-from connector.clock import Clock, ManualClock
+from connector.clock import ManualClock, SystemClock
 from connector.errors import (
     CheckpointUnavailableError,
     DeliveryError,
@@ -402,7 +402,7 @@ def test_an_idle_writer_sleeps_until_a_position_or_its_next_flush() -> None:
     # submit, not wake again and again (a busy loop asks the clock without end).
     asked = [0]
 
-    class Counted(Clock):
+    class Counted(SystemClock):
         def now(self) -> float:
             asked[0] += 1
             return super().now()

@@ -20,7 +20,7 @@ from connector.checkpoint import (
     RedisCheckpointStore,
 )
 from connector.checkpointdb import checkpoint_connector
-from connector.clock import Clock, ManualClock
+from connector.clock import ManualClock
 from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.native import transcoder
 from connector.position import Position
@@ -326,10 +326,11 @@ def transactional(answers: list[KafkaError | None]) -> tuple[KafkaSink, Transact
     return sink, producer
 
 
-class Ticking(Clock):
+class Ticking(ManualClock):
     """Each look at it: 10 s later."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.ticks = itertools.count(0, 10)
 
     def now(self) -> float:
