@@ -25,7 +25,7 @@ from bench.pipeline import _rss_mib
 from bench.sequence import choose_server, fresh_table, insert, write_config
 from connector.checkpoint import checkpoint_stores
 from connector.replica.server import master_position
-from tests.live import KAFKA, ROOT, connect, live_config
+from tests.support.live import KAFKA, ROOT, connect, live_config
 
 DB = "sluice_backlog"
 

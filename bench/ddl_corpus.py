@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sequence import choose_server
-from tests import ddlcorpus, live
-from tests.ddlreplay import Replay, Report
+from tests.support import ddlcorpus, live
+from tests.support.ddlreplay import Replay, Report
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from bench.sequence import choose_server
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
 from connector.commands.decode import decode_files
-from tests.live import connect, current_binlog, peer_settings, server
+from tests.support.live import connect, current_binlog, peer_settings, server
 
 DB = "sluice_bench"
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.sequence import choose_server, fresh_table
 from connector.config import AvroSection, Config
 from connector.runner import Connector
-from tests.live import KAFKA, connect, live_config
+from tests.support.live import KAFKA, connect, live_config
 
 DB = "sluice_latency"
 FETCH_WAIT_MS = 500  # librdkafka's default: how long the broker may hold a fetch with nothing new

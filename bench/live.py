@@ -24,7 +24,7 @@ from connector.position import Position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
 from connector.stream import ChangeStream
-from tests.live import live_config
+from tests.support.live import live_config
 
 
 def sluice_live(file: str) -> tuple[int, float]:

@@ -34,8 +34,8 @@ from bench.sequence import choose_server, fresh_table, write_config
 from connector.checkpoint import checkpoint_stores
 from connector.position import Position
 from connector.replica.server import master_position
-from tests.live import ROOT, connect, live_config
-from tests.pipelines import sluice_run
+from tests.support.live import ROOT, connect, live_config
+from tests.support.pipelines import sluice_run
 
 DB = "sluice_bench_oltp"
 

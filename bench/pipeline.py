@@ -52,7 +52,7 @@ from connector.replica.server import master_position
 from connector.runner import Connector, kafka_sink
 from connector.sink.kafka import KafkaSink
 from connector.sink.partitioning import Plain, Tail
-from tests.live import (
+from tests.support.live import (
     ROOT,
     connect,
     current_binlog,

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tests import live
-from tests.live import fresh_database, numbers, services_toml, source_toml
+from tests.support import live
+from tests.support.live import fresh_database, numbers, services_toml, source_toml
 
 
 def choose_server(parser: argparse.ArgumentParser) -> argparse.Namespace:

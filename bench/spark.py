@@ -62,7 +62,7 @@ from spark.jobs import (
     session,
     writers_in,
 )
-from tests.live import KAFKA, ROOT, connect, live_config
+from tests.support.live import KAFKA, ROOT, connect, live_config
 
 DB = "sluice_bench_lake"
 

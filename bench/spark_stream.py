@@ -34,8 +34,8 @@ from bench.spark import spark_jobs
 from connector.config import SparkSection, load_config
 from connector.runner import Connector
 from spark.jobs import session
-from tests.live import ROOT, connect, wait_until
-from tests.pipelines import caught_up, sluice_run
+from tests.support.live import ROOT, connect, wait_until
+from tests.support.pipelines import caught_up, sluice_run
 
 DB = "sluice_bench_stream"
 SENTINEL = 2_000_000_000  # an id the writers never reach: written last, its arrival ends the run

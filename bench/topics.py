@@ -20,7 +20,7 @@ from confluent_kafka.cimpl import NewTopic
 from connector.routes import Routes
 from connector.sink.kafka import KafkaSettings, KafkaSink
 from connector.sink.partitioning import TopicRouter
-from tests.live import KAFKA
+from tests.support.live import KAFKA
 
 
 def routes_made(tables: list[tuple[str, str]], prefix: str, ahead: bool) -> float:

@@ -2,7 +2,7 @@
 # Fetches the servers' own DDL tests, once per machine, for tests/test_ddl_corpus_live.py:
 # Debian's mysql-testsuite of the MySQL version the sid root runs (deploy/services.sh) and
 # mariadb-test-data of the MariaDB version apt installed. Only their DDL test files are kept,
-# under ~/.cache/sluice/ddl-corpus/{mysql,mariadb}-<version>/ (tests/ddlcorpus.py lists
+# under ~/.cache/sluice/ddl-corpus/{mysql,mariadb}-<version>/ (tests/support/ddlcorpus.py lists
 # them); the packages' files are never part of this repository (their licence, and size).
 #
 #   deploy/ddl-corpus.sh          fetch what is missing (a no-op once fetched)
@@ -16,7 +16,7 @@ SID_MIRROR="${SLUICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[ddl-corpus] %s\n' "$*" >&2; }
 
-# The test files kept from each package (tests/ddlcorpus.py picks among them).
+# The test files kept from each package (tests/support/ddlcorpus.py picks among them).
 MYSQL_FILES=('./usr/lib/mysql-test/t/*.test' './usr/lib/mysql-test/suite/innodb/t/instant*.test'
              './usr/lib/mysql-test/suite/gcol/t/*.test')
 MARIADB_FILES=('./usr/share/mysql/mysql-test/main/*.test' './usr/share/mysql/mysql-test/suite/innodb/t/*.test'

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the online schema change tools that big shops run instead of ALTER TABLE, for the
-# live tests of issue 36 (tests/onlineddl.py drives them against the servers of services.sh):
+# live tests of issue 36 (tests/support/onlineddl.py drives them against the servers of services.sh):
 #   pt-online-schema-change  Debian's percona-toolkit (3.2.1 on bookworm), with the Perl DBI and
 #                            DBD::mysql it needs (the package depends on them)
 #   gh-ost                   v1.1.8, built once per machine from its Go module (v1.1.6 stops on

@@ -74,7 +74,7 @@ binlog_format=ROW
 binlog_row_image=FULL
 # MINIMAL, production's default: column names and ENUM/SET labels come from Sluice's schema
 # history alone. Tests that check FULL metadata against the history switch it for a while
-# (tests/live.py, row_metadata("FULL")).
+# (tests/support/live.py, row_metadata("FULL")).
 binlog_row_metadata=MINIMAL
 binlog_annotate_row_events=ON
 binlog_checksum=CRC32
@@ -396,7 +396,7 @@ kafka_conf() {
   # The secured listeners' key material: the broker's certificate and key in one PEM file,
   # the private CA as the trust store (client certificates on the mutual-TLS listener). The
   # SASL password is generated here; PLAIN users are listed in this file (hence 0600), SCRAM
-  # users live in the cluster's metadata (tests/live.py upserts the test user through the
+  # users live in the cluster's metadata (tests/support/live.py upserts the test user through the
   # admin API: a SCRAM password given to a tool would be a process argument).
   client_cert
   secret_file "$KAFKA_DIR/sasl.password"
@@ -555,7 +555,7 @@ stop_pidfile() {
 
 case "${1:-up}" in
   up) mariadb_up; mysql_up; redis_up; redis_tls_up; kafka_up; registry_up
-      bash "$ROOT/deploy/osc-tools.sh" || log "pt-online-schema-change or gh-ost could not be installed (tests/onlineddl.py)"
+      bash "$ROOT/deploy/osc-tools.sh" || log "pt-online-schema-change or gh-ost could not be installed (tests/support/onlineddl.py)"
       # the servers' own DDL tests (tests/test_ddl_corpus_live.py), fetched once per machine
       bash "$ROOT/deploy/ddl-corpus.sh" || log "the DDL corpus could not be fetched; tests/test_ddl_corpus_live.py will fail" ;;
   down) bash "$ROOT/deploy/spark/cluster.sh" down; registry_down; kafka_down; stop_pidfile "$REDIS_DIR/redis-tls.pid" "redis (TLS)"; redis_down; mysql_down; mariadb_down ;;

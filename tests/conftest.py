@@ -1,7 +1,7 @@
 """Every `live` test runs once per real server: `test_x[mariadb]`, `test_x[mysql]`.
 
 `@pytest.mark.servers("mysql")` limits a test to the servers it names (a feature only one
-of them has). The fixture `server` is the server a test runs against, and tests/live.py's
+of them has). The fixture `server` is the server a test runs against, and tests/support/live.py's
 functions act on it; module-scoped fixtures that talk to a server ask for `live_server`.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import live
+from tests.support import live
 
 
 def pytest_configure(config: pytest.Config) -> None:

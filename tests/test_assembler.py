@@ -15,7 +15,7 @@ from connector.position import MysqlGtidSet, Position
 from connector.querytext import QueryText
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.tracker import SchemaTracker
-from tests.corpus import CORPUS
+from tests.support.corpus import CORPUS
 from tests.support.units import assemble
 
 

@@ -26,10 +26,10 @@ from connector.config import Config
 from connector.replica.server import master_position
 from connector.runner import Connector
 from connector.sink.kafka import KafkaSettings, KafkaSink
-from tests.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
-from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
-from tests.replay import consume
+from tests.support.live import KAFKA, ROOT, RUN, connect, fresh_database, numbers, server
 from tests.support.metrics import free_port, metric, scrape
+from tests.support.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
+from tests.support.replay import consume
 from tests.support.typed import COLUMNS, placeholder
 
 pytestmark = pytest.mark.live

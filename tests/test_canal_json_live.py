@@ -8,7 +8,7 @@ the server shows (`SELECT`, in the documented mapping: ENUM/SET as index/mask, b
 ISO-8859-1 character per byte, TIMESTAMP in UTC).
 
 The same rows copied into `cantypes` (less what canal 1.1.8 cannot read: VECTOR, SRID) are read
-by canal itself from the server's binlog file (tests/canal_readers.py, canal_own): every message's
+by canal itself from the server's binlog file (tests/support/canal_readers.py, canal_own): every message's
 sqlType and mysqlType must be canal's own.
 """
 
@@ -30,11 +30,11 @@ import pytest
 from connector.config import AvroSection, Config
 from connector.replica.server import master_position
 from connector.runner import Connector
-from tests import live
-from tests.canal_readers import canal_own, read
-from tests.live import connect, live_config
-from tests.replay import consume
-from tests.specs import SPEC_DIR, parse_spec
+from tests.support import live
+from tests.support.canal_readers import canal_own, read
+from tests.support.live import connect, live_config
+from tests.support.replay import consume
+from tests.support.specs import SPEC_DIR, parse_spec
 
 pytestmark = pytest.mark.live
 

@@ -18,7 +18,7 @@ from connector.errors import BinlogDecodeError
 from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, _changed, _texts_json
 from connector.native import transcoder
 from connector.querytext import WHOLE_QUERIES
-from tests.corpus import corpus_files, mutate
+from tests.support.corpus import corpus_files, mutate
 
 
 def _python(batch: RowBatch, body: bytes) -> list[Any] | None:

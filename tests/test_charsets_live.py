@@ -34,8 +34,8 @@ from connector.schema.tracker import SchemaTracker
 from connector.snapshot.reader import ServerChunks
 from connector.startup import prepare
 from connector.stream import Backoff, ChangeStream, StreamOptions
-from tests import live
-from tests.live import LiveServer, connect, fresh_database, live_config
+from tests.support import live
+from tests.support.live import LiveServer, connect, fresh_database, live_config
 
 pytestmark = pytest.mark.live
 

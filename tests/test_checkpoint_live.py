@@ -21,8 +21,8 @@ from connector.checkpoint import checkpoint_stores
 from connector.config import Config, load_config
 from connector.position import Position, binlog_sort_key
 from connector.runner import Connector
-from tests.live import RUN, TLS, checkpoint_user_settings, position_now, wait_until
-from tests.pipelines import (
+from tests.support.live import RUN, TLS, checkpoint_user_settings, position_now, wait_until
+from tests.support.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,

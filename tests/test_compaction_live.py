@@ -21,7 +21,7 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import AvroSection
 from connector.runner import Connector
-from tests.live import KAFKA, connect, fresh_database, live_config, wait_until
+from tests.support.live import KAFKA, connect, fresh_database, live_config, wait_until
 
 pytestmark = pytest.mark.live
 

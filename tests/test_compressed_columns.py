@@ -18,7 +18,7 @@ from connector.commands.decode import decode_files
 from connector.errors import FormatError
 from connector.filters import TableFilter
 from connector.schema.capture import capture
-from tests import live
+from tests.support import live
 
 # Captured from MariaDB 10.11.19 (binlog_row_metadata=FULL, column_compression_threshold=4) after
 #   CREATE TABLE cz.t (id INT PRIMARY KEY, a VARCHAR(100) COMPRESSED CHARACTER SET utf8mb4, b BLOB COMPRESSED);

@@ -25,7 +25,7 @@ from connector.commands.decode import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
 from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, whole_renderers
 from connector.querytext import WHOLE_QUERIES
-from tests.corpus import (
+from tests.support.corpus import (
     CORPUS,
     CorpusFile,
     corpus_files,

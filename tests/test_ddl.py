@@ -9,7 +9,7 @@ from connector.schema.capture import capture
 from connector.schema.ddl import UntrackedTableError, apply_ddl
 from connector.schema.model import Column, Schema, Table
 from connector.schema.sqltokens import DdlSyntaxError
-from tests.live import connect, server
+from tests.support.live import connect, server
 
 
 def run(*statements: str, db: str = "d") -> Schema:

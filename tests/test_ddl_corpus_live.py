@@ -1,5 +1,5 @@
 """DDL from the servers' own test suites and the grammar references, replayed on each live
-server at binlog_row_metadata=MINIMAL, checked against Sluice (tests/ddlreplay.py).
+server at binlog_row_metadata=MINIMAL, checked against Sluice (tests/support/ddlreplay.py).
 
 Every statement a server accepts must be read (none unreadable: the connector would stop at
 that table's next row), leave every tracked table equal to what information_schema reports
@@ -16,8 +16,8 @@ from dataclasses import asdict
 
 import pytest
 
-from tests import ddlcorpus, live
-from tests.ddlreplay import Replay, Report
+from tests.support import ddlcorpus, live
+from tests.support.ddlreplay import Replay, Report
 
 pytestmark = pytest.mark.live
 

@@ -1,5 +1,5 @@
 """The DDL parser never raises: every statement of the corpus, and mangled copies of each, read
-to changes or to an Unreadable value (tests/ddlcorpus.py; the corpus is fetched by `make services`)."""
+to changes or to an Unreadable value (tests/support/ddlcorpus.py; the corpus is fetched by `make services`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from connector.schema.ddl import Unreadable, read_ddl
 from connector.schema.model import Database, Schema
 from connector.schema.sqltokens import Session
-from tests import ddlcorpus
-from tests.ddlcorpus import read_script
+from tests.support import ddlcorpus
+from tests.support.ddlcorpus import read_script
 
 SESSIONS = {"mysql": Session(False, 90704, server_charset="utf8mb4"), "mariadb": Session(True, 101119, 0, "utf8mb4")}
 

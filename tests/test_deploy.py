@@ -26,7 +26,7 @@ import yaml
 
 from connector.config import Config, load_config, parse_config
 from connector.secrets import CREDENTIALS, URL_CREDENTIALS, url_password
-from tests.live import ROOT
+from tests.support.live import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
@@ -486,7 +486,7 @@ def test_example_is_valid_and_holds_the_defaults() -> None:
 def test_each_server_keeps_its_files_under_its_run_folder(server: Any) -> None:
     """deploy/services.sh: data, binlogs and temporary files (#sql-temptable-*) in the server's own
     folder under .run/, so two bring-ups at once (two checkouts) share nothing in /tmp."""
-    from tests.live import RUN, connect  # noqa: PLC0415  (the live half of a file of static checks)
+    from tests.support.live import RUN, connect  # noqa: PLC0415  (the live half of a file of static checks)
 
     with connect().cursor() as cur:
         cur.execute("SELECT @@datadir, @@tmpdir, @@log_bin_basename")

@@ -20,7 +20,7 @@ from connector.binlog.constants import EventType
 from connector.binlog.events import QueryEvent
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
-from tests.live import connect, current_binlog, peer_settings, row_metadata, server
+from tests.support.live import connect, current_binlog, peer_settings, row_metadata, server
 from tests.support.typed import (
     BINARY_COLUMNS,
     BITS,

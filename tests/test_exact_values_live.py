@@ -30,9 +30,9 @@ from connector.filters import TableFilter
 from connector.replica.client import open_connection
 from connector.runner import Connector
 from connector.schema.capture import capture
-from tests import live
-from tests.live import connect, live_config
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
+from tests.support import live
+from tests.support.live import connect, live_config
+from tests.support.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
 

@@ -27,7 +27,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from connector.checkpoint import checkpoint_stores
 from connector.config import load_config
-from tests.live import (
+from tests.support.live import (
     HOST,
     KAFKA,
     KAFKA_SASL,

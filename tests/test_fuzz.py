@@ -16,7 +16,7 @@ import pytest
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.errors import BinlogDecodeError
-from tests.corpus import CORPUS
+from tests.support.corpus import CORPUS
 
 FILES = [
     "article-hexdumps/mysql-bin.000005",

@@ -19,8 +19,9 @@ from connector.config import Config, HaSection, MetricsSection
 from connector.errors import FencedError
 from connector.position import Position
 from connector.runner import Connector, run_with_lease
-from tests.live import wait_until
-from tests.pipelines import (
+from tests.support.live import wait_until
+from tests.support.metrics import free_port, scrape, scrape_or_none
+from tests.support.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,
@@ -29,7 +30,6 @@ from tests.pipelines import (
     workload,
     write_config,
 )
-from tests.support.metrics import free_port, scrape, scrape_or_none
 
 pytestmark = pytest.mark.live
 

@@ -15,8 +15,8 @@ from connector.commands.livetables import schema_from
 from connector.position import Position
 from connector.schema.history import HistoryRecord, HistoryStore, MariadbHistoryStore, MemoryHistoryStore, rebuild
 from connector.schema.model import Column, Table
-from tests import live
-from tests.live import admin_url, connect, current_binlog, live_config, row_metadata, server
+from tests.support import live
+from tests.support.live import admin_url, connect, current_binlog, live_config, row_metadata, server
 
 
 def table(*names: str) -> Table:

@@ -40,7 +40,7 @@ from connector.sink.partitioning import TopicRouter
 from connector.startup import Prepared, prepare
 from connector.steps import Encoder
 from connector.stream import ChangeStream, StreamOptions
-from tests.live import connect, fresh_database, live_config, server
+from tests.support.live import connect, fresh_database, live_config, server
 from tests.support.typed import TYPED_DB, typed_workload
 
 pytestmark = pytest.mark.live

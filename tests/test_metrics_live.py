@@ -15,9 +15,9 @@ import pytest
 from connector.config import ColumnRule, MetricsSection
 from connector.logs import JsonLogFormatter
 from connector.runner import Connector
-from tests.live import connect, server, wait_until
-from tests.pipelines import config_for, fresh
+from tests.support.live import connect, server, wait_until
 from tests.support.metrics import free_port, metric, scrape, scrape_or_none
+from tests.support.pipelines import config_for, fresh
 
 pytestmark = pytest.mark.live
 

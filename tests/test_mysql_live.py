@@ -28,7 +28,7 @@ from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import Prepared, prepare
 from connector.stream import ChangeStream
-from tests.live import RUN, connect, fresh_database, last_gtid, live_config, row_metadata
+from tests.support.live import RUN, connect, fresh_database, last_gtid, live_config, row_metadata
 from tests.support.streams import FAST, Consumer, collect, run_to
 
 pytestmark = [pytest.mark.live, pytest.mark.servers("mysql")]

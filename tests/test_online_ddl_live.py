@@ -5,7 +5,7 @@ the same binlog: one whose include names only the table, one capturing the whole
 Both are SIGKILLed in the middle of a copy and right after a cut-over. Afterwards, for
 both: replay == SELECT *, the newest schema is the table's columns, no helper table reached any
 topic, each cut-over reached the DDL topic as one ALTER of the table, and neither connector
-ever exited by itself. The tooling: tests/onlineddl.py; the unit side: tests/test_online_ddl.py."""
+ever exited by itself. The tooling: tests/support/onlineddl.py; the unit side: tests/test_online_ddl.py."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import AvroSection, Config
 from connector.schema.onlineddl import helper_of
-from tests import live, onlineddl
-from tests.live import live_config
-from tests.pipelines import caught_up, sluice_run, write_config
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
+from tests.support import live, onlineddl
+from tests.support.live import live_config
+from tests.support.pipelines import caught_up, sluice_run, write_config
+from tests.support.replay import Replay, comparable, consume, set_columns, source_rows
 
 pytestmark = pytest.mark.live
 

@@ -1,4 +1,4 @@
-"""The online schema change tools of tests/onlineddl.py work on the live servers: each runs one
+"""The online schema change tools of tests/support/onlineddl.py work on the live servers: each runs one
 ADD COLUMN under a writer, paused in the middle of its copy and held before its cut-over, and
 the table ends with the new column and exactly the writer's rows; gh-ost still refuses MariaDB.
 The live tests of issue 36 (what Sluice publishes across such a change) build on these."""
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests import onlineddl
-from tests.live import LiveServer, connect, fresh_database
+from tests.support import onlineddl
+from tests.support.live import LiveServer, connect, fresh_database
 
 pytestmark = pytest.mark.live
 

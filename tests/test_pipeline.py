@@ -26,7 +26,7 @@ from connector.oversize import TRUNCATED_HEADER
 from connector.position import Position
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import partition_for
-from tests.live import wait_until
+from tests.support.live import wait_until
 from tests.support.units import Rig, assemble, changes, pos, row, table
 
 

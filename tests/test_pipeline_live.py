@@ -28,8 +28,8 @@ from connector.position import binlog_sort_key
 from connector.replica.server import master_position
 from connector.runner import Connector, kafka_sink, run_restarting
 from connector.sink.kafka import Delivered, Headers, KafkaSink, Sink
-from tests.live import ROOT, connect, numbers, server
-from tests.pipelines import (
+from tests.support.live import ROOT, connect, numbers, server
+from tests.support.pipelines import (
     Control,
     Messages,
     assert_in_order,
@@ -41,7 +41,7 @@ from tests.pipelines import (
     workload,
     write_config,
 )
-from tests.replay import consume
+from tests.support.replay import consume
 
 pytestmark = pytest.mark.live
 

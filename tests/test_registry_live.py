@@ -26,9 +26,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from connector.checkpoint import checkpoint_stores
 from connector.config import Config, load_config
-from tests.live import REGISTRY_URL, connect, fresh_database, position_now, services_toml, source_toml
-from tests.pipelines import caught_up, sluice_run
-from tests.replay import consume
+from tests.support.live import REGISTRY_URL, connect, fresh_database, position_now, services_toml, source_toml
+from tests.support.pipelines import caught_up, sluice_run
+from tests.support.replay import consume
 
 pytestmark = pytest.mark.live
 

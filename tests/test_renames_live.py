@@ -17,10 +17,10 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import Config
 from connector.runner import Connector
-from tests.live import ROOT, connect, fresh_database
-from tests.pipelines import assert_replay_equals_source, config_for, write_config
-from tests.replay import consume
+from tests.support.live import ROOT, connect, fresh_database
+from tests.support.pipelines import assert_replay_equals_source, config_for, write_config
 from tests.support.renames import PHASE_ROWS, RENAMED_TABLE, RENAMES, names_on_server, write_phase
+from tests.support.replay import consume
 
 pytestmark = pytest.mark.live
 

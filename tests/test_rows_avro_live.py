@@ -18,7 +18,7 @@ from connector.config import SnapshotSection
 from connector.items import Changes
 from connector.startup import prepare
 from connector.stream import ChangeStream, StreamOptions
-from tests.live import fresh_database, live_config
+from tests.support.live import fresh_database, live_config
 from tests.support.typed import TYPED_DB, typed_columns, typed_workload
 
 pytestmark = pytest.mark.live

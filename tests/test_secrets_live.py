@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.live import (
+from tests.support.live import (
     HOST,
     KAFKA_SASL,
     REDIS_URL,
@@ -37,8 +37,8 @@ from tests.live import (
     server,
     wait_until,
 )
-from tests.pipelines import fresh, workload
 from tests.support.metrics import free_port, metric, scrape
+from tests.support.pipelines import fresh, workload
 
 pytestmark = pytest.mark.live
 

@@ -25,7 +25,7 @@ from connector.config import Config, SparkSection, load_config
 from connector.runner import Connector
 from spark.examples.read_topic import read_topic
 from spark.jobs import read_changes, run, security_options, session
-from tests.live import (
+from tests.support.live import (
     HOST,
     KAFKA,
     KAFKA_MTLS,
@@ -40,8 +40,8 @@ from tests.live import (
     server,
     source_toml,
 )
-from tests.pipelines import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
-from tests.replay import comparable, set_columns, source_rows
+from tests.support.pipelines import assert_replay_equals_source, caught_up, fresh, sluice_run, workload
+from tests.support.replay import comparable, set_columns, source_rows
 from tests.support.spark import mirror_rows
 
 pytestmark = pytest.mark.live

@@ -26,9 +26,9 @@ from connector.native import transcoder
 from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
 from connector.sink.partitioning import partition_for, route_python
-from tests import live
-from tests.live import KAFKA, live_config
-from tests.live import REDIS_URL as REDIS
+from tests.support import live
+from tests.support.live import KAFKA, live_config
+from tests.support.live import REDIS_URL as REDIS
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.live)])

@@ -28,9 +28,9 @@ from connector.snapshot.reader import ServerChunks
 from connector.snapshot.state import SnapshotState
 from connector.startup import prepare
 from connector.stream import ChangeStream
-from tests.live import ROOT, connect, fresh_database, live_config, numbers, position_now, wait_until
-from tests.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
+from tests.support.live import ROOT, connect, fresh_database, live_config, numbers, position_now, wait_until
+from tests.support.pipelines import assert_replay_equals_source, caught_up, config_for, sluice_run, write_config
+from tests.support.replay import Replay, comparable, consume, set_columns, source_rows
 from tests.support.typed import create_typed_tables, typed_columns
 
 pytestmark = pytest.mark.live

@@ -23,8 +23,8 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.config import SPARK_PACKAGES
 from spark.jobs import session
-from tests.live import ROOT, RUN
-from tests.pipelines import fresh
+from tests.support.live import ROOT, RUN
+from tests.support.pipelines import fresh
 from tests.support.spark import (
     assert_changelog_has_each_change_once,
     assert_mirror_equals_source,

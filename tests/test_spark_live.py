@@ -53,11 +53,11 @@ from spark.jobs import (
     under,
     writers_in,
 )
-from tests import onlineddl
-from tests.live import KAFKA, ROOT, connect, fresh_database, server
-from tests.pipelines import TABLES, fresh, workload
-from tests.replay import comparable, set_columns, source_rows
+from tests.support import onlineddl
+from tests.support.live import KAFKA, ROOT, connect, fresh_database, server
+from tests.support.pipelines import TABLES, fresh, workload
 from tests.support.renames import PHASE_ROWS, RENAMED_TABLE, RENAMES, names_on_server, write_phase
+from tests.support.replay import comparable, set_columns, source_rows
 from tests.support.spark import (
     assert_changelog_has_each_change_once,
     assert_mirror_equals_source,

@@ -13,9 +13,9 @@ from connector.replica.server import master_position
 from connector.schema.history import MemoryHistoryStore
 from connector.startup import prepare
 from connector.stream import ChangeStream, StreamOptions
-from tests import live
-from tests.live import connect, live_config
-from tests.specs import differences, parse_spec, spec_files, spec_servers
+from tests.support import live
+from tests.support.live import connect, live_config
+from tests.support.specs import differences, parse_spec, spec_files, spec_servers
 
 pytestmark = pytest.mark.live
 

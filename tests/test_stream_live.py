@@ -33,7 +33,7 @@ from connector.schema.history import MariadbHistoryStore, MemoryHistoryStore
 from connector.schema.model import Column
 from connector.startup import prepare
 from connector.stream import ChangeStream, gtid_state_at
-from tests.live import (
+from tests.support.live import (
     ROOT,
     RUN,
     connect,

@@ -36,8 +36,8 @@ from connector.native import transcoder
 from connector.schema.model import Table
 from connector.startup import prepare
 from connector.stream import ChangeStream, StreamOptions
-from tests.corpus import mutate
-from tests.live import LiveServer, connect, fresh_database, live_config, server
+from tests.support.corpus import mutate
+from tests.support.live import LiveServer, connect, fresh_database, live_config, server
 
 pytestmark = pytest.mark.live
 

@@ -1,4 +1,4 @@
-"""Byte-literal cases for every column type, and round trips against tests/encoders.py."""
+"""Byte-literal cases for every column type, and round trips against tests/support/encoders.py."""
 
 from __future__ import annotations
 
@@ -44,8 +44,15 @@ from connector.binlog.values import (
 from connector.errors import FormatError
 from connector.flat import float32_text
 from connector.schema.model import Column
-from tests import live
-from tests.encoders import encode_date, encode_datetime2, encode_decimal, encode_json, encode_time2, encode_timestamp2
+from tests.support import live
+from tests.support.encoders import (
+    encode_date,
+    encode_datetime2,
+    encode_decimal,
+    encode_json,
+    encode_time2,
+    encode_timestamp2,
+)
 
 # -- DECIMAL -------------------------------------------------------------------------------
 

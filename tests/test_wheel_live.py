@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from connector.native import NOT_BUILT
-from tests.live import ROOT
-from tests.pipelines import (
+from tests.support.live import ROOT
+from tests.support.pipelines import (
     assert_replay_equals_source,
     caught_up,
     config_for,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.live import SERVERS, connect, current_binlog, use
+from tests.support.live import SERVERS, connect, current_binlog, use
 
 OUT = Path(__file__).parent / "binlogs"
 DB = "fuzzcharsets"

@@ -57,7 +57,7 @@ from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
-from tests.corpus import CORPUS
+from tests.support.corpus import CORPUS
 
 # Corpus files whose rows events the compiled transcoder writes, of many column types between them.
 FILES = [

@@ -3,7 +3,7 @@ test and the Spark mirror's)."""
 
 from __future__ import annotations
 
-from tests.live import connect
+from tests.support.live import connect
 
 RENAMED_TABLE = (
     "CREATE TABLE {db}.people (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, score INT NOT NULL, note TEXT)"

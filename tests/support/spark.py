@@ -13,9 +13,9 @@ from typing import Any
 from connector.avro.reader import MessageReader
 from connector.config import Config, SparkSection
 from connector.runner import Connector
-from tests.live import ROOT
-from tests.pipelines import caught_up, config_for, sluice_run, workload, write_config
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
+from tests.support.live import ROOT
+from tests.support.pipelines import caught_up, config_for, sluice_run, workload, write_config
+from tests.support.replay import Replay, comparable, consume, set_columns, source_rows
 
 
 def lake_config(tmp: Path, db: str = "lake") -> tuple[Config, str]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from tests.live import (
+from tests.support.live import (
     connect,
     server,
 )

@@ -31,7 +31,7 @@ from connector.schema.tracker import SchemaTracker
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.steps import Encoder
-from tests.corpus import CORPUS
+from tests.support.corpus import CORPUS
 
 # A table with a column of (nearly) every type, for the Avro tests
 TYPES = """CREATE TABLE t (

@@ -14,7 +14,7 @@ from connector.binlog.events import Event, TransactionPayloadEvent
 from connector.binlog.file import iter_file_events
 from connector.binlog.rows import RowsEvent
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "binlog-corpus"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
 
 # README "Notes" markings under which a file may stop with a typed error.
 ALLOWED_FAILURE_MARKS = ("EDITED", "TRUNCATED", "ENCRYPTED", "OLD")

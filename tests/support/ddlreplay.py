@@ -1,6 +1,6 @@
 """Replaying DDL on a live server at binlog_row_metadata=MINIMAL and checking Sluice against it.
 
-For each file of statements (tests/ddlcorpus.py; the grammar file tests/ddl_grammar.sql):
+For each file of statements (tests/support/ddlcorpus.py; the grammar file tests/ddl_grammar.sql):
 a fresh `test` database, each statement run in one session; after each statement the
 server accepted, what it reports (information_schema: names, order, types, ENUM/SET
 labels, charsets, nullability, primary key) is kept, and a row is written into every table
@@ -47,8 +47,8 @@ from connector.schema.model import Column, Database, Schema, Table
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session, quote_identifier
 from connector.schema.tracker import SchemaTracker
 from connector.stream import Backoff, ChangeStream
-from tests import live
-from tests.ddlcorpus import Statement
+from tests.support import live
+from tests.support.ddlcorpus import Statement
 
 Key = tuple[str, str]
 SYSTEM = {"mysql", "information_schema", "performance_schema", "sys"}
@@ -133,7 +133,7 @@ class Report:
 
 
 class Replay:
-    """Replays files of statements on the active live server (tests/live.py)."""
+    """Replays files of statements on the active live server (tests/support/live.py)."""
 
     def __init__(self) -> None:
         self.server = live.server()

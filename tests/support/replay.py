@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.avro.reader import MessageReader
 from connector.avro.schemas import avro_name, row_fields
-from tests.live import KAFKA, connect
+from tests.support.live import KAFKA, connect
 
 Row = dict[str, Any]
 

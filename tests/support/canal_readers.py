@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-HARNESS = Path(__file__).parent / "canal_harness"
+HARNESS = Path(__file__).parents[1] / "canal_harness"
 TARGET = HARNESS / "target"
 
 

@@ -20,8 +20,8 @@ from connector.checkpoint import checkpoint_stores
 from connector.config import AvroSection, Config
 from connector.position import binlog_sort_key
 from connector.replica.server import master_position
-from tests.live import ROOT, connect, fresh_database, live_config, numbers, source_toml, wait_until
-from tests.replay import Replay, comparable, consume, set_columns, source_rows
+from tests.support.live import ROOT, connect, fresh_database, live_config, numbers, source_toml, wait_until
+from tests.support.replay import Replay, comparable, consume, set_columns, source_rows
 
 TABLES = [
     "CREATE TABLE {db}.orders (id INT PRIMARY KEY, customer VARCHAR(40) CHARACTER SET utf8mb4 NOT NULL,"
@@ -206,7 +206,7 @@ def config_for(name: str, db: str, tmp: Path) -> Config:
     )
 
 
-Messages = list[tuple[str, int, int, bytes | None, bytes]]  # what tests/replay.consume returns
+Messages = list[tuple[str, int, int, bytes | None, bytes]]  # what tests/support/replay.consume returns
 
 
 def assert_replay_equals_source(

@@ -25,7 +25,7 @@ from connector.position import MysqlGtidSet, Position
 from connector.replica.client import SourceSettings
 from connector.replica.server import master_position
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = Path(os.environ.get("SLUICE_RUN_DIR", ROOT / ".run"))
 HOST = "127.0.0.1"
 # Kafka and Redis as deploy/services.sh started them (its port variables give a second set).

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SPEC_DIR = Path(__file__).parent / "specs"
+SPEC_DIR = Path(__file__).parents[1] / "specs"
 
 
 @dataclass

@@ -54,7 +54,7 @@ import pymysql
 
 from connector.position import Position
 from connector.replica.server import master_position
-from tests.live import HOST, LiveServer, connect
+from tests.support.live import HOST, LiveServer, connect
 
 Tool = Literal["pt-osc", "gh-ost"]
 

@@ -44,7 +44,7 @@ FILES = {
 }  # fmt: skip
 ROOTS = {"mysql": "usr/lib/mysql-test", "mariadb": "usr/share/mysql/mysql-test"}
 SUITES = ("mysql", "mariadb", "grammar")
-GRAMMAR = Path(__file__).resolve().parent / "ddl_grammar.sql"  # Sluice's own, from the grammar references
+GRAMMAR = Path(__file__).resolve().parents[1] / "ddl_grammar.sql"  # Sluice's own, from the grammar references
 
 
 @dataclass(frozen=True, slots=True)
