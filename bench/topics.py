@@ -25,13 +25,16 @@ from tests.support.live import KAFKA
 
 def routes_made(tables: list[tuple[str, str]], prefix: str, ahead: bool) -> float:
     """Seconds until every table has its route, with a fresh sink (nothing known of any topic)."""
-    routes = Routes(TopicRouter(prefix, []), KafkaSink(KafkaSettings(KAFKA, partitions=3)), tombstones=False)
+    sink = KafkaSink(KafkaSettings(KAFKA, partitions=3))
+    routes = Routes(TopicRouter(prefix, []), sink, tombstones=False)
     started = time.perf_counter()
     if ahead:
         routes.prefetch(tables)
     for database, table in tables:
         routes.of(database, table)
-    return time.perf_counter() - started
+    took = time.perf_counter() - started
+    sink.close()
+    return took
 
 
 def main() -> None:

@@ -481,9 +481,8 @@ class Connector:
             on_statement_rows=lambda database, table: self.metrics.statement_logged.labels(database, table).inc(),
             on_text_replaced=self._text_replaced,
         )
-        self.stream = ChangeStream(settings, prepared.tracker, self.config.table_filter(), clock=self.clock,
-                                   lanes=lanes, options=options)  # fmt: skip
         included, routes = self.config.table_filter(), self.pipeline.routes
+        self.stream = ChangeStream(settings, prepared.tracker, included, clock=self.clock, lanes=lanes, options=options)
         if not self._kafka_answers(lambda: routes.prefetch(t for t in prepared.tracker.schema.tables if included(*t))):
             return
         self.pipeline.snapshot = self._snapshotter(prepared, resume)

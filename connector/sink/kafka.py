@@ -400,14 +400,11 @@ class KafkaSink:
         keeps its own, read with DescribeConfigs once), never above the producer's ceiling."""
         limit = self._limits.get(topic)
         if limit is None:
-            limit = self._limits[topic] = min(self._described_limit(topic), self.settings.max_message_bytes)
+            limit = self._read_limits([topic], f"cannot read the configuration of topic {topic}")[topic]
         return limit
 
-    def _described_limit(self, topic: str) -> int:
-        return self._described_limits([topic], f"cannot read the configuration of topic {topic}")[topic]
-
-    def _described_limits(self, topics: list[str], what: str) -> dict[str, int]:
-        """Each topic's own max.message.bytes, in one DescribeConfigs request."""
+    def _read_limits(self, topics: list[str], what: str) -> dict[str, int]:
+        """`limit` of each of `topics`, read in one DescribeConfigs request and kept."""
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
 
         def describe() -> dict[str, Any]:
@@ -415,7 +412,10 @@ class KafkaSink:
             return {r.name: asked[r].result(2 * _REQUEST_S) for r in resources}
 
         described = self._waiting_out_outages(what, describe)
-        return {topic: int(configs["max.message.bytes"].value) for topic, configs in described.items()}
+        ceiling = self.settings.max_message_bytes
+        limits = {topic: min(int(configs["max.message.bytes"].value), ceiling) for topic, configs in described.items()}
+        self._limits.update(limits)
+        return limits
 
     def prefetch(self, topics: Collection[str]) -> None:
         unknown = set(topics) - self._topics.keys()
@@ -429,9 +429,7 @@ class KafkaSink:
                 self._topics[topic] = len(info.partitions)
         described = [topic for topic in unknown if topic in self._topics and topic not in self._limits]
         if described:
-            limits = self._described_limits(described, f"cannot read the configuration of {len(described)} topic(s)")
-            for topic, limit in limits.items():
-                self._limits[topic] = min(limit, self.settings.max_message_bytes)
+            self._read_limits(described, f"cannot read the configuration of {len(described)} topic(s)")
 
     def _existing_partitions(self, topic: str) -> int:
         metadata = self._waiting_out_outages(
