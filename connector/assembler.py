@@ -10,8 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from connector.binlog import constants as c
 from connector.binlog.events import (
@@ -31,15 +30,14 @@ from connector.binlog.rows import RowsEvent
 from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
 from connector.items import Changes, Commit, Heartbeat, StreamItem
-from connector.lane import sid_text
 from connector.lazy import Lazy
-from connector.position import Cursor, MariadbGtidState, MysqlGtidSet, Position, binlog_sort_key
+from connector.offset import GtidState, Offset, PreparedXa, Xid
+from connector.position import MysqlGtidSet, Position, binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.onlineddl import CutOver
 from connector.schema.tracker import SchemaTracker
 
 log = logging.getLogger("sluice.stream")  # one logger name for the stream and its assembler
-
 
 
 _TXN_END = ("COMMIT", "ROLLBACK")
@@ -79,13 +77,6 @@ _XID_PART = r"\s*(?:X'([0-9a-fA-F]*)'|'((?:[^'\\]|\\.|'')*)')\s*"
 _XID = re.compile(rf"^{_XID_PART}(?:,{_XID_PART}(?:,\s*(\d+)\s*)?)?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Xid:
-    format_id: int
-    gtrid: bytes
-    bqual: bytes
-
-
 def parse_xid(text: str) -> Xid | None:
     """The xid of `XA COMMIT|ROLLBACK <xid>`'s argument; None when it is not one."""
     m = _XID.match(text.replace(" ONE PHASE", "").replace(" one phase", ""))
@@ -98,12 +89,6 @@ def parse_xid(text: str) -> Xid | None:
         return (quoted or "").replace("''", "'").encode()
 
     return Xid(int(m[5] or 1), part(m[1], m[2]), part(m[3], m[4]))
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedXa:
-    start: Position  # where the XA transaction's first event is: a restart reads it again from there
-    changes: tuple[Changes, ...]
 
 
 def restamped(changes: Sequence[Changes], file: str, pos: int, server_id: int) -> Iterator[Changes]:
@@ -136,61 +121,43 @@ class TransactionAssembler:
 
     def __init__(
         self,
-        start: Position,
+        start: Position | Offset,
         tracker: SchemaTracker,
         included: TableFilter,
         mariadb: bool,
-        prepared: dict[Xid, PreparedXa] | None = None,
-        quiet_until: Position | None = None,
         query: QueryText = NO_QUERIES,
         on_statement_rows: Callable[[str, str], None] = lambda database, table: None,
         clock: Callable[[], float] = time.time,
         on_replaced: Callable[[RowsEvent, str, int], None] = lambda rows, file, pos: None,
     ) -> None:
-        """`clock`: wall time, the messages' `ts` (the kernel's too: connector/lane.py)."""
-        self.cursor = Cursor(start.file)
-        self.clock = clock  # the one owner of the file, read by the builder and the tracker
+        """`start`: where it reads from, or the offset context of a stream whose session it is
+        (connector/offset.py, which holds its state). `clock`: wall time, the messages' `ts` (the
+        kernel's too: connector/lane.py)."""
+        self.offset = start if isinstance(start, Offset) else Offset(start, mariadb)
+        self.cursor = self.offset.cursor  # the one owner of the file, read by the builder and the tracker
+        self.clock = clock
         self.on_statement_rows = on_statement_rows  # a captured table's rows logged as a statement
         self.on_replaced = on_replaced  # a rows event with text not exact in its charset (RowsEvent.replaced)
         self.tracker = tracker
         tracker.cursor = self.cursor
         self.included = included
-        self.builder = FlatMessageBuilder(self.cursor, clock, query)
-        self.gtids: MariadbGtidState | MysqlGtidSet | None = _gtid_state(start.gtid_set, mariadb)
-        self.mariadb = mariadb
-        self.in_txn = False  # between a GTID or BEGIN and the transaction's end
-        self.began = False  # inside an explicit BEGIN (or a MariaDB GTID that stands for one)
-        self.gtid: str | None = None
-        self.rows = 0
-        self.timestamp = start.timestamp
-        self.txn_start: Position | None = None  # the open transaction's first event
-        self.xa_open = False  # the open transaction is an XA transaction's first half
-        self.held: list[Changes] = []  # its changes, held until it is decided
-        self.prepared: dict[Xid, PreparedXa] = dict(prepared or {})  # prepared, not yet decided
-        self.uncaptured: set[Xid] = set()  # prepared, not decided, changing no captured table
-
-        self.quiet_until = quiet_until.sort_key() if quiet_until is not None else None
+        self.builder = FlatMessageBuilder(self.offset, clock, query)
 
     @property
     def file(self) -> str:
         return self.cursor.file
 
-    @property
-    def statement_waiting(self) -> bool:
-        """A statement's text read, its rows event not yet (FlatMessageBuilder.statement_waiting)."""
-        return self.builder.statement_waiting
-
     def feed(self, event: Event) -> Iterator[StreamItem]:
-        if self.quiet_until is not None:
+        if self.offset.quiet_until is not None:
             return self._quiet_feed(event)
         return self._feed(event)  # not a generator itself: one frame less per event
 
     def _quiet_feed(self, event: Event) -> Iterator[StreamItem]:
-        assert self.quiet_until is not None
-        if binlog_sort_key(self.cursor.file, event.pos) < self.quiet_until:
+        assert self.offset.quiet_until is not None
+        if binlog_sort_key(self.cursor.file, event.pos) < self.offset.quiet_until:
             _drain(self._feed(event))  # re-read for the prepared XA transactions it holds
             return
-        self.quiet_until = None
+        self.offset.quiet_until = None
         yield from self._feed(event)
 
     def _feed(self, event: Event) -> Iterator[StreamItem]:
@@ -201,8 +168,12 @@ class TransactionAssembler:
         return handler(self, event)
 
     def _gtid(self, event: Event) -> Iterator[StreamItem]:
-        assert isinstance(event.body, (GtidEvent, MariadbGtidEvent))
-        self._begin(event, event.body)
+        body = event.body
+        assert isinstance(body, (GtidEvent, MariadbGtidEvent))
+        # MariaDB's GTID event stands for BEGIN unless the transaction is one statement.
+        mariadb = isinstance(body, MariadbGtidEvent)
+        self.offset.begin(event.pos, body.gtid, mariadb and not body.flags & c.FL_STANDALONE,
+                          mariadb and bool(body.flags & c.FL_PREPARED_XA))  # fmt: skip
         _drain(self.builder.feed(event))  # the builder notes the GTID for its messages
         return iter(())
 
@@ -210,7 +181,7 @@ class TransactionAssembler:
         return iter((self._commit(event),))
 
     def _heartbeat(self, event: Event) -> Iterator[StreamItem]:
-        if not self.in_txn:
+        if not self.offset.in_txn:
             yield Heartbeat(self._position(event.header.log_pos, event))
 
     def _payload(self, event: Event) -> Iterator[StreamItem]:
@@ -220,20 +191,14 @@ class TransactionAssembler:
 
     def _previous_gtids(self, event: Event) -> Iterator[StreamItem]:
         assert isinstance(event.body, PreviousGtidsEvent)
-        if isinstance(self.gtids, MysqlGtidSet):  # everything the server executed before this file
-            self.gtids = self.gtids.union(MysqlGtidSet.parse(event.body.gtid_set))
+        gtids = self.offset.gtids
+        if isinstance(gtids, MysqlGtidSet):  # everything the server executed before this file
+            self.offset.gtids = gtids.union(MysqlGtidSet.parse(event.body.gtid_set))
         return iter(())
 
-    def _begin(self, event: Event, body: GtidEvent | MariadbGtidEvent) -> None:
-        self.in_txn, self.rows = True, 0
-        self.gtid = body.gtid
-        self.txn_start = Position(self.cursor.file, event.pos)
-        # MariaDB's GTID event stands for BEGIN unless the transaction is one statement.
-        self.began = isinstance(body, MariadbGtidEvent) and not body.flags & c.FL_STANDALONE
-        self.xa_open = isinstance(body, MariadbGtidEvent) and bool(body.flags & c.FL_PREPARED_XA)
-
     def _rows(self, event: Event) -> Iterator[StreamItem]:
-        self.in_txn = True
+        offset = self.offset
+        offset.in_txn = True
         body = event.body
         assert isinstance(body, RowsEvent)
         batch = self.builder.batch(event, body)
@@ -241,13 +206,13 @@ class TransactionAssembler:
             self.on_replaced(body, self.cursor.file, event.pos)
         if batch is not None:
             assert body.table is not None
-            self.rows += len(body.rows)
+            offset.rows += len(body.rows)
             definition = self.tracker.definition(body.table)
             # Rendered only if someone reads them: the Avro path encodes the batch's images.
             messages = Lazy(lambda: tuple(batch.messages()), len(body.rows))
             changes = Changes(messages, self.cursor.file, event.pos, definition, batch)
-            if self.xa_open:
-                self.held.append(changes)
+            if offset.xa_open:
+                offset.held.append(changes)
             else:
                 yield changes
 
@@ -257,10 +222,7 @@ class TransactionAssembler:
         sql = body.query.strip()
         upper = sql[:16].upper()
         if upper == "BEGIN" or upper.startswith("XA START"):
-            self.in_txn = self.began = True
-            self.xa_open = upper.startswith("XA START")
-            if self.txn_start is None:
-                self.txn_start = Position(self.cursor.file, event.pos)
+            self.offset.began_explicitly(event.pos, upper.startswith("XA START"))
             return
         decision = _XA_DECISION.match(sql) if upper.startswith("XA ") else None
         if decision is not None:
@@ -269,20 +231,20 @@ class TransactionAssembler:
         if upper in _TXN_END:
             yield self._commit(event)
             return
-        if self.began and _IN_TXN_CONTROL.match(sql):
+        if self.offset.began and _IN_TXN_CONTROL.match(sql):
             return  # SAVEPOINT, XA END and the like
         # Inside a transaction a statement is part of it: CREATE TABLE ... SELECT logs
         # its CREATE between the GTID and the rows. Outside one, DDL commits on its own.
-        end = self._position(event.header.log_pos, event, self._gtid_after())
+        end = self._position(event.header.log_pos, event, self.offset.gtid_after())
         changes = self.tracker.on_statement(body.query, body.schema, end, body.status)
-        if not changes and self.quiet_until is None:
+        if not changes and self.offset.quiet_until is None:
             self._statement_rows(sql, body.schema)
         messages = tuple(m for m in self.builder.feed(event) if self._ddl_captured(m, bool(changes)))
         if self.tracker.cut_overs:
             messages = cut_over_messages(messages, self.tracker.cut_overs, self.tracker.renamed_onto)
         if messages:
             yield Changes(messages, self.cursor.file, event.pos)
-        if not self.began:
+        if not self.offset.began:
             yield self._commit(event, feed_builder=False)
 
     def _statement_rows(self, sql: str, database: str) -> None:
@@ -296,29 +258,32 @@ class TransactionAssembler:
     def _xa_prepare(self, event: Event) -> Iterator[StreamItem]:
         body = event.body
         assert isinstance(body, XaPrepareEvent)
-        held, self.held = self.held, []
-        if body.one_phase or not self.xa_open:  # XA COMMIT ... ONE PHASE: decided on the spot
+        offset = self.offset
+        held, offset.held = offset.held, []
+        if body.one_phase or not offset.xa_open:  # XA COMMIT ... ONE PHASE: decided on the spot
             yield from held
         else:
             xid = Xid(body.format_id, body.gtrid, body.bqual)
             if held:
-                self.prepared[xid] = PreparedXa(self.txn_start or Position(self.cursor.file, event.pos), tuple(held))
+                start = offset.txn_start or Position(self.cursor.file, event.pos)
+                offset.prepared[xid] = PreparedXa(start, tuple(held))
             else:  # of tables not captured: nothing to hold, but its decision is no surprise
-                self.uncaptured.add(xid)
+                offset.uncaptured.add(xid)
         yield self._commit(event)
 
     def _xa_decided(self, event: Event, commit: bool, xid_text: str) -> Iterator[StreamItem]:
+        offset = self.offset
         xid = parse_xid(xid_text)
-        prepared = self.prepared.pop(xid, None) if xid is not None else None
-        if prepared is None and xid not in self.uncaptured and self.quiet_until is None and commit:
+        prepared = offset.prepared.pop(xid, None) if xid is not None else None
+        if prepared is None and xid not in offset.uncaptured and offset.quiet_until is None and commit:
             log.warning(
                 "XA COMMIT %s at %s:%d: its XA PREPARE was not read by this connector (it precedes the position the "
                 "connector first started from); rows it changed in captured tables, if any, are not published: "
                 "re-snapshot those tables (`sluice snapshot`)", xid_text, self.cursor.file, event.pos,
             )  # fmt: skip
-        self.uncaptured.discard(xid)
+        offset.uncaptured.discard(xid)
         if prepared is not None and commit:
-            self.rows = sum(len(c.batch.rows.rows) for c in prepared.changes if c.batch is not None)
+            offset.rows = sum(len(c.batch.rows.rows) for c in prepared.changes if c.batch is not None)
             yield from restamped(prepared.changes, self.cursor.file, event.pos, event.header.server_id)
         yield self._commit(event)
 
@@ -333,59 +298,20 @@ class TransactionAssembler:
         assert isinstance(body, RotateEvent)
         self.cursor.file = body.next_file
         real = event.header.log_pos != 0 and not event.header.flags & c.LOG_EVENT_ARTIFICIAL_F
-        if real and not self.in_txn:
+        if real and not self.offset.in_txn:
             yield Heartbeat(self._position(body.position, event))
 
-    def _gtid_after(self) -> MariadbGtidState | MysqlGtidSet | None:
-        if self.gtids is None or self.gtid is None:
-            return self.gtids
-        return self.gtids.with_gtid(self.gtid)
-
     def _commit(self, event: Event, feed_builder: bool = True) -> Commit:
-        self.gtids = self._gtid_after()
-        commit = Commit(self._position(event.header.log_pos, event), self.gtid, self.rows)
-        self.in_txn, self.began, self.gtid, self.rows = False, False, None, 0
-        self.txn_start, self.xa_open, self.held = None, False, []
+        offset = self.offset
+        offset.gtids = offset.gtid_after()
+        commit = Commit(self._position(event.header.log_pos, event), offset.gtid, offset.rows)
+        offset.end()
         if feed_builder:
             _drain(self.builder.feed(event))  # the builder forgets the transaction's GTID and SQL
         return commit
 
-    # -- the compiled kernel's transactions (connector/lane.py) --------------------------------
-
-    def kernel_commit(self, gtids: list[tuple[Any, ...]], log_pos: int, timestamp: int, server_id: int) -> Position:
-        """Transactions the kernel committed: the GTIDs they add (MySQL: (server UUID bytes, first,
-        last) runs; MariaDB: (domain, server, sequence), the last of each domain), and where the last
-        one ends."""
-        state = self.gtids
-        for gtid in gtids:
-            if isinstance(state, MysqlGtidSet):
-                state = state.with_interval(sid_text(gtid[0]), gtid[1], gtid[2])
-            elif isinstance(state, MariadbGtidState):
-                state = state.with_gtid(f"{gtid[0]}-{gtid[1]}-{gtid[2]}")
-        self.gtids = state
-        self.timestamp = timestamp
-        return Position(self.cursor.file, log_pos, str(state) if state is not None else "", server_id, timestamp,
-                        xa=self._oldest_prepared())  # fmt: skip
-
-    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None, sql: str = "") -> None:
-        """A transaction the kernel began goes on here: the events it read of it are handed on (and
-        the statement text its next rows event carries)."""
-        self.in_txn, self.began, self.gtid, self.rows, self.txn_start = True, began, gtid, rows, start
-        self.xa_open, self.held = False, []
-        self.builder.take_over(gtid, sql)
-
-    def _position(self, pos: int, event: Event, gtids: MariadbGtidState | MysqlGtidSet | None = None) -> Position:
-        state = gtids if gtids is not None else self.gtids
-        # Heartbeats and fake rotates carry no time: keep the last event's.
-        self.timestamp = event.header.timestamp or self.timestamp
-        return Position(self.cursor.file, pos, str(state) if state is not None else "", event.header.server_id,
-                        self.timestamp, xa=self._oldest_prepared())  # fmt: skip
-
-    def _oldest_prepared(self) -> str:
-        if not self.prepared:
-            return ""
-        oldest = min((p.start for p in self.prepared.values()), key=Position.sort_key)
-        return f"{oldest.file}:{oldest.pos}"
+    def _position(self, pos: int, event: Event, gtids: GtidState | None = None) -> Position:
+        return self.offset.position(pos, event.header.timestamp, event.header.server_id, gtids)
 
 
 _HANDLERS: dict[type, Callable[[TransactionAssembler, Event], Iterator[StreamItem]]] = {
@@ -406,10 +332,6 @@ _HANDLERS: dict[type, Callable[[TransactionAssembler, Event], Iterator[StreamIte
 def _drain(messages: Iterator[object]) -> None:
     for _ in messages:
         pass
-
-
-def _gtid_state(text: str, mariadb: bool) -> MariadbGtidState | MysqlGtidSet:
-    return MariadbGtidState.parse(text) if mariadb else MysqlGtidSet.parse(text)
 
 
 def cut_over_messages(

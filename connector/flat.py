@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connector.binlog.charsets import BINARY_COLLATION, max_char_len
 from connector.binlog.constants import ColumnType as T
@@ -36,11 +36,13 @@ from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
-from connector.position import Cursor
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.model import Table
 from connector.secrets import without_passwords
 from connector.sqltypes import canal_type, mysql_type_of
+
+if TYPE_CHECKING:
+    from connector.offset import Offset  # which names items, which name this module's messages
 
 FlatMessage = dict[str, Any]
 Renderer = Callable[[Any], str | None]
@@ -308,6 +310,8 @@ _DDL = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _TXN = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE\s+SAVEPOINT|XA\s)", re.IGNORECASE)
+
+
 @dataclass(frozen=True, slots=True)
 class RowBatch:
     """The rows of one rows event, before they are rendered as flat messages.
@@ -336,29 +340,26 @@ class RowBatch:
 class FlatMessageBuilder:
     """Turns one ordered event stream into flat messages."""
 
-    def __init__(
-        self, file: str | Cursor = "", clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES
-    ) -> None:
-        self.cursor = Cursor.of(file)  # the file named in `source`
+    def __init__(self, offset: Offset, clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES) -> None:
+        """`offset`: the offset context (connector/offset.py) whose transaction's GTID and statement
+        text the messages carry, and whose file they name (`Offset.of(file)`: one of its own)."""
+        self.offset = offset
+        self.cursor = self.offset.cursor  # the file named in `source`
         self._clock = clock
         self._query_text = query
-        self._gtid: str | None = None
-        self._sql = ""
         self._by_identity: dict[int, tuple[TableMapEvent, Table | None, TableShape]] = {}
         # The schema history's definition of a (resolved) TABLE_MAP, where there is one
         # (SchemaTracker.definition): mysqlType and sqlType as canal-json gives them.
         self.definitions: Definitions | None = None
-        self._last_rows_pos = -1
-        self._row_base = 0
 
     def feed(self, event: Event) -> Iterator[FlatMessage]:
         body = event.body
         if isinstance(body, RowsEvent):
             yield from self._rows(event, body)
         elif isinstance(body, (GtidEvent, MariadbGtidEvent)):
-            self._gtid = body.gtid
+            self.offset.rows_gtid = body.gtid
         elif isinstance(body, (RowsQueryEvent, AnnotateRowsEvent)):
-            self._sql = self._query_text.of(body.query)
+            self.offset.sql = self._query_text.of(body.query)
         elif isinstance(body, XidEvent):
             self._end_transaction()
         elif isinstance(body, QueryEvent):
@@ -381,17 +382,8 @@ class FlatMessageBuilder:
             yield from self.feed(event)
 
     def _end_transaction(self) -> None:
-        self._gtid, self._sql, self._last_rows_pos = None, "", -1  # rows are numbered within a payload
-
-    def take_over(self, gtid: str | None, sql: str = "") -> None:
-        """A transaction the compiled kernel began (connector/lane.py) goes on here: its GTID, and
-        the statement text (cut) its next rows event carries."""
-        self._gtid, self._sql, self._last_rows_pos = gtid, sql, -1
-
-    @property
-    def statement_waiting(self) -> bool:
-        """Whether a statement's text waits for its rows event (the kernel is not to start then)."""
-        return bool(self._sql)
+        offset = self.offset
+        offset.rows_gtid, offset.sql, offset.last_rows_pos = None, "", -1  # rows are numbered within a payload
 
     def _shape(self, table: TableMapEvent) -> TableShape:
         # The same TABLE_MAP object comes back for every transaction (the parser decodes each
@@ -416,10 +408,10 @@ class FlatMessageBuilder:
             "pkNames": shape.pk_names,
             "es": event.header.timestamp * 1000,
             "ts": int(self._clock() * 1000),
-            "sql": self._sql,
+            "sql": self.offset.sql,
             "sqlType": shape.sql_types,
             "mysqlType": shape.mysql_types,
-            "gtid": self._gtid,
+            "gtid": self.offset.rows_gtid,
         }
 
     def _rows(self, event: Event, rows: RowsEvent) -> Iterator[FlatMessage]:
@@ -436,11 +428,12 @@ class FlatMessageBuilder:
             return None
         # Events inside one TRANSACTION_PAYLOAD share its position: number rows across them (the
         # compiled kernel does too: kernel.c, rows).
-        base = self._row_base if event.pos == self._last_rows_pos else 0
-        self._last_rows_pos, self._row_base = event.pos, base + len(rows.rows)
+        offset = self.offset
+        base = offset.row_base if event.pos == offset.last_rows_pos else 0
+        offset.last_rows_pos, offset.row_base = event.pos, base + len(rows.rows)
         shape = self._shape(rows.table)
         head = self._base(event, rows, shape)
-        self._sql = ""
+        offset.sql = ""
         if not rows.rows:
             return None
         source = {"file": self.cursor.file, "pos": event.pos, "server_id": event.header.server_id}
@@ -467,11 +460,11 @@ class FlatMessageBuilder:
             "mysqlType": None,
             "data": None,
             "old": None,
-            "gtid": self._gtid,
+            "gtid": self.offset.rows_gtid,
             "source": {"file": self.cursor.file, "pos": event.pos, "server_id": event.header.server_id, "row": 0},
         }
         if ddl:
-            self._gtid = None  # DDL commits on its own
+            self.offset.rows_gtid = None  # DDL commits on its own
 
 
 def _render(shape: TableShape, columns: tuple[int, ...], image: tuple[Any, ...]) -> dict[str, str | None]:

@@ -8,12 +8,12 @@ Consumers treat changes as durable only once their `Commit` arrives."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connector.flat import FlatMessage, RowBatch
-from connector.lane import Burst
 from connector.position import Position
 from connector.schema.model import Table
+from connector.sink.partitioning import Plain, Tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,4 +37,22 @@ class Heartbeat:
     position: Position
 
 
-StreamItem = Changes | Commit | Heartbeat | Burst  # Burst: the compiled kernel's (connector/lane.py)
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """What one kernel run made: messages by topic, ready for Kafka, and the last transaction end."""
+
+    file: str
+    topics: list[tuple[str, list[Plain], list[Tail], int]]  # topic, plain, tails, messages (route's shapes)
+    rows: list[tuple[str, str, str, int]]  # database, table, type, count
+    events: list[tuple[int, int]]  # (event type, count)
+    bytes: int
+    last_event: tuple[int, int] | None  # (timestamp, log_pos) of the last event read
+    position: Position | None  # where the last transaction it committed ends
+    transactions: int
+    handed: int | None  # the last rows event handed on in a transaction it left open
+    # With transaction records on, each transaction's part of the burst, in order: its GTID (None
+    # without one), its first change's position, whether it committed here, messages by table.
+    parts: list[tuple[str | None, int, bool, list[tuple[str, str, int]]]] = field(default_factory=list)
+
+
+StreamItem = Changes | Commit | Heartbeat | Burst

@@ -29,11 +29,9 @@ connector/querytext.py does and hands a waiting one over with its transaction.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from connector.avro.binary import varint
 from connector.binlog import constants as c
@@ -43,13 +41,16 @@ from connector.binlog.parser import BinlogParser, inflater, parse_header, status
 from connector.binlog.rowplan import KIND_TYPES
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import BinlogDecodeError
+from connector.items import Burst
 from connector.native import CanalParts, EventKernel, KernelRun, transcoder
 from connector.native_spec import NUMBERS, REASONS
-from connector.position import Position, binlog_sort_key
+from connector.position import binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
-from connector.sink.partitioning import Plain, Tail
+
+if TYPE_CHECKING:
+    from connector.offset import Offset
 
 _CONTROL, _FULL, _UNTAUGHT = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"], REASONS["STOP_UNTAUGHT"]
 _HEADER = NUMBERS["LOG_EVENT_HEADER_LEN"]
@@ -88,24 +89,6 @@ class KernelPlan:
 Planner = Callable[[TableMapEvent, Table], "KernelPlan | None"]
 
 
-@dataclass(frozen=True, slots=True)
-class Burst:
-    """What one kernel run made: messages by topic, ready for Kafka, and the last transaction end."""
-
-    file: str
-    topics: list[tuple[str, list[Plain], list[Tail], int]]  # topic, plain, tails, messages (route's shapes)
-    rows: list[tuple[str, str, str, int]]  # database, table, type, count
-    events: list[tuple[int, int]]  # (event type, count)
-    bytes: int
-    last_event: tuple[int, int] | None  # (timestamp, log_pos) of the last event read
-    position: Position | None  # where the last transaction it committed ends
-    transactions: int
-    handed: int | None  # the last rows event handed on in a transaction it left open
-    # With transaction records on, each transaction's part of the burst, in order: its GTID (None
-    # without one), its first change's position, whether it committed here, messages by table.
-    parts: list[tuple[str | None, int, bool, list[tuple[str, str, int]]]] = field(default_factory=list)
-
-
 class Lanes(Protocol):
     """Where a lane's bursts go and its plans come from (connector/pipeline.Pipeline)."""
 
@@ -131,35 +114,20 @@ class Dump(Protocol):
     def events(self) -> Iterator[bytes]: ...
 
 
-class Assembler(Protocol):
-    """The one owner of the transaction and GTID state (connector/assembler.TransactionAssembler)."""
-
-    in_txn: bool
-    timestamp: int
-    quiet_until: Any
-    clock: Callable[[], float]  # wall time: the messages' `ts`
-
-    @property
-    def file(self) -> str: ...
-    @property
-    def statement_waiting(self) -> bool: ...
-    def take_over(self, began: bool, gtid: str | None, rows: int, start: Position | None, sql: str = "") -> None: ...
-    def kernel_commit(self, gtids: list[tuple[Any, ...]], log_pos: int, timestamp: int, server_id: int) -> Position: ...
-
-
 class Lane:
     def __init__(
         self, kernel: EventKernel, planner: Planner, allowed: Callable[[], bool], tracker: SchemaTracker,
-        parser: BinlogParser, assembler: Assembler, clock: Callable[[], float] = time.time,
-        query: QueryText = NO_QUERIES,
+        parser: BinlogParser, offset: Offset, clock: Callable[[], float] = time.time, query: QueryText = NO_QUERIES,
     ) -> None:  # fmt: skip
+        """`offset`: the stream's offset context, which the kernel's transactions report into;
+        `clock`: wall time, the messages' `ts`."""
         self.kernel = kernel
         self.query = query  # what `sql` carries of a statement's text, which the kernel cuts by its rule
         self.planner = planner
         self.allowed = allowed  # the pipeline takes bursts now (no snapshot in progress)
         self.tracker = tracker
         self.parser = parser
-        self.assembler = assembler
+        self.offset = offset
         self.clock = clock
         self.open = False  # the kernel holds an open transaction
         self._file = ""
@@ -172,29 +140,31 @@ class Lane:
 
     @staticmethod
     def of(
-        lanes: Lanes, tracker: SchemaTracker, parser: BinlogParser, assembler: Assembler, query: QueryText
-    ) -> Lane | None:
+        lanes: Lanes, tracker: SchemaTracker, parser: BinlogParser, offset: Offset, query: QueryText,
+        clock: Callable[[], float] = time.time,
+    ) -> Lane | None:  # fmt: skip
         """The session's lane, or None without the compiled module. `query`: what row messages' `sql`
-        carries of their statement's text, which the kernel cuts as it does."""
+        carries of their statement's text, which the kernel cuts as it does; `clock`: wall time."""
         if transcoder is None:
             return None
         kernel = transcoder.Kernel()
         # compressed transactions: inflated as the parser inflates them (by libzstd from C where it can)
         kernel.inflater(inflater(), NATIVE_INFLATE)
         kernel.records(lanes.records_transactions())
-        return Lane(kernel, lanes.planner(), lanes.takes_bursts, tracker, parser, assembler, assembler.clock, query)
+        return Lane(kernel, lanes.planner(), lanes.takes_bursts, tracker, parser, offset, clock, query)
 
     # -- running -------------------------------------------------------------------------------
 
-    def ready(self, skipping: bool) -> bool:
+    def ready(self) -> bool:
         """Whether the next packets are the kernel's to try: at a transaction's end (or inside one the
         kernel holds), after a reconnect's skipped rows, with the pipeline taking bursts."""
         if self.open:
             return True
+        offset = self.offset
         # A statement's text the Python path read and its rows event not yet: the kernel could not
         # give it to that event (the kernel takes such text only inside a transaction it holds).
-        held = self.assembler.in_txn or self.assembler.statement_waiting
-        return not (skipping or held or self.assembler.quiet_until is not None) and self.allowed()
+        held = offset.in_txn or offset.sql or offset.skip_to is not None or offset.quiet_until is not None
+        return not held and self.allowed()
 
     def step(self, dump: Dump) -> tuple[Burst | None, bool]:
         """One kernel run over what the dump has buffered (reading more when it has none): the burst
@@ -203,7 +173,7 @@ class Lane:
         while True:
             buf = dump.buffer
             run = self.kernel.run(buf.data, buf.start, buf.end, dump.sequence, int(self.clock() * 1000),
-                                  self.assembler.timestamp, MAX_MESSAGES)  # fmt: skip
+                                  self.offset.timestamp, MAX_MESSAGES)  # fmt: skip
             dump.took(run.consumed, run.sequence)
             if run.consumed or run.reason in (_CONTROL, _UNTAUGHT):
                 break
@@ -248,8 +218,7 @@ class Lane:
         txn = self.kernel.release()
         self.open = False
         if txn.in_txn:
-            at = Position(self.assembler.file, txn.start) if txn.start >= 0 else None
-            self.assembler.take_over(txn.began, txn.gtid, txn.rows, at, txn.sql)
+            self.offset.take_over(txn.began, txn.gtid, txn.rows, txn.start, txn.sql)
 
     def _burst(self, run: KernelRun) -> Burst:
         rows, events = run.counts
@@ -258,7 +227,7 @@ class Lane:
         position = None
         if run.commit is not None:
             log_pos, timestamp, server_id = run.commit
-            position = self.assembler.kernel_commit(run.gtids, log_pos, timestamp, server_id)
+            position = self.offset.kernel_commit(run.gtids, log_pos, timestamp, server_id)
         txn = run.transaction
         return Burst(
             self._file,
@@ -272,8 +241,8 @@ class Lane:
     def _sync(self) -> None:
         """The file being read (a ROTATE the Python path read moved it), and the schema the tables
         were planned against (a statement that changed it, or a restore, forgets them)."""
-        if self.assembler.file != self._file:
-            self._file = self.assembler.file
+        if self.offset.file != self._file:
+            self._file = self.offset.file
             name = self._file.encode("utf-8")
             self.kernel.file(varint(len(name)) + name, max(binlog_sort_key(self._file, 0)[1], 0))
         if self.tracker.schema is not self._schema:
@@ -372,9 +341,3 @@ def begin_shape(body: bytes, post_header: int) -> tuple[bytes, bytes]:
         if code in _PER_STATEMENT:
             keep[at + start : at + end] = bytes(end - start)
     return shape, bytes(keep)
-
-
-@lru_cache(maxsize=256)
-def sid_text(sid: bytes) -> str:
-    """A server UUID's 16 bytes as MySQL prints it."""
-    return str(uuid.UUID(bytes=sid))

@@ -26,7 +26,7 @@ from connector.errors import ConfigError
 from connector.position import Position
 
 if TYPE_CHECKING:
-    from connector.lane import Burst
+    from connector.items import Burst
 
 log = logging.getLogger("sluice.progress")
 

@@ -35,8 +35,8 @@ from connector.exactly import ExactlyOnce, KafkaTransactions
 from connector.extras import HeartbeatTopic, TransactionTopic
 from connector.flat import FlatMessage
 from connector.inflight import InFlight
-from connector.items import Changes, Commit, StreamItem
-from connector.lane import Burst, Planner
+from connector.items import Burst, Changes, Commit, StreamItem
+from connector.lane import Planner
 from connector.metrics import Metrics
 from connector.oversize import OversizePolicy
 from connector.position import Position

@@ -31,8 +31,8 @@ from connector.errors import DeliveryError, Disposition, SluiceError, classify
 from connector.exactly import KafkaTransactions
 from connector.flat import FlatMessage, RowBatch, key_changed
 from connector.inflight import InFlight
-from connector.items import Changes
-from connector.lane import Burst, KernelPlan
+from connector.items import Burst, Changes
+from connector.lane import KernelPlan
 from connector.metrics import Metrics
 from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position

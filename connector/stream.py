@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
-from connector.assembler import PreparedXa, TransactionAssembler, Xid
+from connector.assembler import TransactionAssembler
 from connector.binlog import constants as c
 from connector.binlog.charsets import charset_of
 from connector.binlog.events import (
@@ -27,9 +27,10 @@ from connector.clock import SYSTEM_CLOCK, Clock
 from connector.errors import Disposition, SluiceError, SourceUnavailableError, classify
 from connector.filters import TableFilter
 from connector.flat import Definitions
-from connector.items import Changes, StreamItem
-from connector.lane import Burst, Dump, Lane, Lanes
-from connector.position import Cursor, MysqlGtidSet, Position, binlog_sort_key
+from connector.items import StreamItem
+from connector.lane import Dump, Lane, Lanes
+from connector.offset import Offset
+from connector.position import Cursor, MysqlGtidSet, Position
 from connector.querytext import NO_QUERIES, QueryText
 from connector.replica.client import BinlogDump, ServerInfo, SourceSettings, check_server, open_connection
 from connector.schema.tracker import SchemaTracker
@@ -107,29 +108,18 @@ class ChangeStream:
         self.info: ServerInfo | None = None
         self.reconnects = 0
         self.options = options
-        self._assembler: TransactionAssembler | None = None  # the current session's
         self._warned: set[tuple[str, str]] = set()  # tables whose statement-logged rows were warned of
         self._warned_columns: set[tuple[str, str, str]] = set()  # columns whose replaced text was
 
     def items(self, start: Position, blocking: bool = True) -> Generator[StreamItem, None, None]:
-        position = start
-        handed: tuple[str, int] | None = None  # last rows event handed on in the open transaction
-        # Prepared XA transactions as of `position`, kept across reconnects; None when they must
-        # be read again from the binlog (a start whose position says some are pending).
-        prepared: dict[Xid, PreparedXa] | None = None if start.xa else {}
+        offset = Offset(start)  # what each session starts from, across reconnects
         delays = self.backoff.delays()
         while True:
             try:
-                session = self._session(position, blocking, handed, prepared)
+                session = self._session(offset, blocking)
                 progress = False
                 for item in session:
-                    if isinstance(item, Changes):
-                        handed = (item.file, item.pos)
-                    elif item.position is not None:  # a Burst's: None when it committed nothing
-                        position, handed = item.position, None
-                        prepared = dict(self._assembler.prepared) if self._assembler is not None else {}
-                    if isinstance(item, Burst) and item.handed is not None:
-                        handed = (item.file, item.handed)
+                    offset.handing(item)
                     if not progress:  # the session's first item: the next failure starts a fresh backoff
                         progress = True
                         delays = self.backoff.delays()
@@ -144,7 +134,7 @@ class ChangeStream:
                     raise
                 self.reconnects += 1
                 self.options.on_source(False)
-                log.warning("source lost at %s (%s); reconnecting in %.1f s", position, exc, delay)
+                log.warning("source lost at %s (%s); reconnecting in %.1f s", offset.committed, exc, delay)
                 if self._stopping(delay):
                     return
 
@@ -182,35 +172,30 @@ class ChangeStream:
             return False
         return self.options.stop.wait(delay)
 
-    def _session(
-        self,
-        start: Position,
-        blocking: bool,
-        handed: tuple[str, int] | None,
-        prepared: dict[Xid, PreparedXa] | None,
-    ) -> Iterator[StreamItem]:
-        xa_from = start.xa_start() if prepared is None else None
+    def _session(self, offset: Offset, blocking: bool) -> Iterator[StreamItem]:
+        start = offset.committed
+        xa_from = start.xa_start() if offset.prepared_then is None else None
         if xa_from is not None:
             # Re-read the undecided XA transactions from where the oldest begins, with the schema
             # of that position, handing nothing on before `start` (it was handed on already).
             log.info("re-reading prepared XA transactions from %s up to %s", xa_from, start)
             self.tracker.restore(xa_from)
         if not start.gtid_set and start.file:
-            start = replace(start, gtid_set=gtid_state_at(self.settings, self._server(), start))
+            start = offset.committed = replace(start, gtid_set=gtid_state_at(self.settings, self._server(), start))
         dump_at = replace(xa_from, gtid_set="") if xa_from is not None else start  # a GTID set would skip it
         dump = BinlogDump(self.settings, dump_at, blocking, asked=start, clock=self.clock)
         info = self.info = dump.open()
         self.tracker.server = (info.mariadb, info.release)  # how its DDL reads (connector/schema/sqltokens.py)
         try:
-            assembler = self._assembler = TransactionAssembler(
-                replace(start, file=dump_at.file), self.tracker, self.included, info.mariadb, prepared,
-                quiet_until=start if xa_from is not None else None, query=self.options.query,
+            offset.session(replace(start, file=dump_at.file), info.mariadb, start if xa_from is not None else None)
+            assembler = TransactionAssembler(
+                offset, self.tracker, self.included, info.mariadb, query=self.options.query,
                 on_statement_rows=self._warn_statement_rows, clock=self.wall, on_replaced=self._warn_replaced,
             )  # fmt: skip
             assembler.builder.definitions = self.options.definitions
-            parser = self._parser(assembler.cursor, info)
-            lane = self._lane(parser, assembler)
-            yield from session_items(dump.stream, parser, assembler, lane, self.options.observer, handed)
+            parser = self._parser(offset.cursor, info)
+            lane = self._lane(parser, offset)
+            yield from session_items(dump.stream, parser, assembler, lane, self.options.observer)
             if blocking:  # a blocking dump has no end: the server is going away (shutdown)
                 raise SourceUnavailableError(f"{start.file}: the server ended the binlog dump")
         finally:
@@ -223,10 +208,10 @@ class ChangeStream:
                 self.info = check_server(conn, self.settings)
         return self.info
 
-    def _lane(self, parser: BinlogParser, assembler: TransactionAssembler) -> Lane | None:
+    def _lane(self, parser: BinlogParser, offset: Offset) -> Lane | None:
         if self.lanes is None or not self.options.typed_rows:
             return None
-        return Lane.of(self.lanes, self.tracker, parser, assembler, self.options.query)
+        return Lane.of(self.lanes, self.tracker, parser, offset, self.options.query, self.wall)
 
     def _parser(self, cursor: Cursor, info: ServerInfo) -> BinlogParser:
         parser = BinlogParser(cursor, checksum=info.checksum)
@@ -244,15 +229,15 @@ def _charset_name(collation: int | None) -> str:
 
 def session_items(
     dump: Dump, parser: BinlogParser, assembler: TransactionAssembler, lane: Lane | None,
-    observer: Observer | None = None, handed: tuple[str, int] | None = None,
+    observer: Observer | None = None,
 ) -> Iterator[StreamItem]:  # fmt: skip
     """One dump session's items: the kernel's bursts where it takes the packets, the Python path's
-    items (parser, assembler) everywhere else. `handed`: the last rows event of the open transaction
-    handed on before a reconnect; its changes up to there are not handed on again."""
-    skipping = handed is not None
+    items (parser, assembler) everywhere else. Changes a session before it handed on are not
+    handed on again (the assembler's offset context knows which)."""
+    offset = assembler.offset
     events = dump.events()
     while True:
-        if lane is not None and lane.ready(skipping):
+        if lane is not None and lane.ready():
             burst, pythons = lane.step(dump)
             if burst is not None:
                 yield burst
@@ -263,11 +248,8 @@ def session_items(
         if box[0] is None:
             return
         for item in assembler.feed(_decoded(box, parser, assembler, lane, observer)):
-            if skipping and _handed_before(item, handed):
-                continue  # handed on before the connection dropped
-            if not isinstance(item, Changes):
-                skipping = False
-            yield item
+            if not offset.handed_before(item):  # else handed on before the connection dropped
+                yield item
 
 
 def _decoded(
@@ -293,12 +275,6 @@ def _decoded(
 # What the kernel is taught from (Lane.learn): the tables, BEGIN's shape, the source's format.
 _TAUGHT = frozenset({c.EventType.TABLE_MAP_EVENT, c.EventType.QUERY_EVENT, c.EventType.FORMAT_DESCRIPTION_EVENT,
                      c.EventType.TRANSACTION_PAYLOAD_EVENT})  # fmt: skip
-
-
-def _handed_before(item: StreamItem, handed: tuple[str, int] | None) -> bool:
-    if not isinstance(item, Changes) or handed is None:
-        return False
-    return binlog_sort_key(item.file, item.pos) <= binlog_sort_key(*handed)
 
 
 def gtid_state_at(settings: SourceSettings, info: ServerInfo, position: Position) -> str:

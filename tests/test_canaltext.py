@@ -17,6 +17,7 @@ from connector.binlog.rows import RowsDecoderCache
 from connector.errors import BinlogDecodeError
 from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, _changed, _texts_json
 from connector.native import transcoder
+from connector.offset import Offset
 from connector.querytext import WHOLE_QUERIES
 from tests.support.corpus import corpus_files, mutate
 
@@ -42,7 +43,7 @@ def _compiled_batches() -> list[tuple[RowBatch, Any]]:
     out = []
     for entry in corpus_files():
         encoder = JsonLineEncoder()
-        builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
+        builder = FlatMessageBuilder(Offset.of(entry.path.name), clock=lambda: 1.5, query=WHOLE_QUERIES)
         parser = BinlogParser(entry.path.name)
         parser.raw_rows = True
         taken = 0

@@ -24,6 +24,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.commands.decode import decode_files
 from connector.errors import BinlogDecodeError, ChecksumMismatchError, TruncatedBinlogError, UnsupportedBinlogError
 from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch, whole_renderers
+from connector.offset import Offset
 from connector.querytext import WHOLE_QUERIES
 from tests.support.corpus import (
     CORPUS,
@@ -308,7 +309,7 @@ def test_json_lines_of_a_rows_event_at_once_are_its_messages_one_by_one() -> Non
     the generated renderer of a whole image (TableShape.whole) renders as the columns' own."""
     encoder, compared = JsonLineEncoder(), {kind: 0 for kind in RowsKind}
     for entry in FILES:
-        builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
+        builder = FlatMessageBuilder(Offset.of(entry.path.name), clock=lambda: 1.5, query=WHOLE_QUERIES)
         try:
             for event in iter_file_events(str(entry.path)):
                 for item in builder.feed_batched(event):
@@ -341,7 +342,7 @@ def test_the_compiled_json_of_a_rows_event_is_its_messages_one_by_one() -> None:
     compiled = rows = 0
     for entry in FILES:
         encoder = JsonLineEncoder()
-        builder = FlatMessageBuilder(entry.path.name, clock=lambda: 1.5, query=WHOLE_QUERIES)
+        builder = FlatMessageBuilder(Offset.of(entry.path.name), clock=lambda: 1.5, query=WHOLE_QUERIES)
         parser = BinlogParser(entry.path.name)
         parser.raw_rows = True  # the images kept as bytes where they walk, as decode_files has them
         try:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.flat import FlatMessageBuilder, JsonLineEncoder, RowBatch
+from connector.offset import Offset
 from connector.position import Cursor
 from connector.querytext import WHOLE_QUERIES
 
@@ -35,7 +36,7 @@ def decode_files(
     encoder = JsonLineEncoder()
     for path in files:
         cursor = Cursor(os.path.basename(path))  # a file's events name it: one owner, read by all three
-        builder = FlatMessageBuilder(cursor, clock, WHOLE_QUERIES)
+        builder = FlatMessageBuilder(Offset.of(cursor), clock, WHOLE_QUERIES)
         parser = BinlogParser(cursor)
         parser.raw_rows = compiled  # images the compiled renderer writes as JSON are never decoded in Python
         if tracker is not None:

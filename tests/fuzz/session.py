@@ -259,7 +259,7 @@ def read(
     if inp.records:  # each read its own records' state
         options = replace(options, transactions=TransactionTopic(RECORDS, clock=lambda: WALL))
     pipeline = Pipeline(encoder or rig.case_encoder(case), sink, TopicRouter("cdc", []), checkpointer, options=options)
-    lane = Lane.of(pipeline, tracker, parser, assembler, NO_QUERIES) if kernel else None
+    lane = Lane.of(pipeline, tracker, parser, assembler.offset, NO_QUERIES, lambda: WALL) if kernel else None
     chunks = Chunks(stream(inp, mangle), inp.chunks)
     dump = DumpStream(cast(socket.socket, chunks), lambda: "fuzz", lambda error: SourceError(str(error)), inp.buffer)
     error = None
