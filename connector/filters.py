@@ -8,6 +8,14 @@ from dataclasses import dataclass, field
 from connector.errors import ConfigError
 from connector.schema.onlineddl import helper_of
 
+
+def table_name(text: str, option: str = "") -> tuple[str, str]:
+    """`database.table` as (database, table); `option`: the command-line option it was given in."""
+    database, dot, table = text.strip().partition(".")
+    if not dot or not database or not table:
+        raise ConfigError(f"{option + ': ' if option else ''}{text!r} is not database.table")
+    return database, table
+
 # Databases no CDC user wants by default; the checkpoint database is among them, so
 # Sluice's own writes never come back to it as changes.
 SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")

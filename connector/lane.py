@@ -129,7 +129,6 @@ class Lane:
         self.parser = parser
         self.offset = offset
         self.clock = clock
-        self.open = False  # the kernel holds an open transaction
         self._file = ""
         self._topics: dict[str, int] = {}
         self._tables: dict[tuple[str, str], int] = {}
@@ -158,7 +157,7 @@ class Lane:
     def ready(self) -> bool:
         """Whether the next packets are the kernel's to try: at a transaction's end (or inside one the
         kernel holds), after a reconnect's skipped rows, with the pipeline taking bursts."""
-        if self.open:
+        if self.offset.kernel_holds:
             return True
         offset = self.offset
         # A statement's text the Python path read and its rows event not yet: the kernel could not
@@ -180,7 +179,7 @@ class Lane:
             if run.reason != _FULL and not dump.fill():
                 return None, True  # a packet longer than the buffer: Python's reader takes it
         burst = self._burst(run) if run.consumed else None
-        self.open = run.transaction.in_txn
+        self.offset.kernel_holds = run.transaction.in_txn
         return burst, run.reason == _CONTROL or (run.reason == _UNTAUGHT and not self._read_next(dump))
 
     def _read_next(self, dump: Dump) -> bool:
@@ -213,10 +212,10 @@ class Lane:
 
     def release(self) -> None:
         """Before the Python path reads a packet: an open transaction the kernel holds goes on there."""
-        if not self.open:
+        if not self.offset.kernel_holds:
             return
         txn = self.kernel.release()
-        self.open = False
+        self.offset.kernel_holds = False
         if txn.in_txn:
             self.offset.take_over(txn.began, txn.gtid, txn.rows, txn.start, txn.sql)
 

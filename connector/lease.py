@@ -54,12 +54,6 @@ class Lease:
         except redis.RedisError as exc:
             log.warning("lease release failed (it expires by itself): %s", exc)
 
-    def holder(self) -> str | None:
-        value = self.client.get(self.key)
-        if value is None:
-            return None
-        return value.decode() if isinstance(value, bytes) else str(value)
-
 
 def keep_renewing(lease: Lease, every_s: float, lost: Callable[[], None]) -> threading.Event:
     """Renew in the background; on the first failure call `lost` and stop. Set the event to end."""

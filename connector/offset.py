@@ -9,7 +9,8 @@ Three spans of state, each with its one owner here:
     transactions not yet decided, and how far a restart re-reads them quietly;
   - the open transaction's: its GTID, whether it began with BEGIN, its rows, where it began,
     whether it is an XA transaction's first half (and its held changes), the statement text its
-    next rows event carries and how its rows are numbered.
+    next rows event carries and how its rows are numbered; or that the kernel holds it, until it
+    hands it over with those.
 The assembler (connector/assembler.py), the message builder (connector/flat.py) and the kernel's
 lane (connector/lane.py) report into it and read it; nothing else keeps a copy.
 """
@@ -83,6 +84,9 @@ class Offset:
         self.last_rows_pos, self.row_base = -1, 0  # rows inside one payload share its position: numbered across
         self.rows_gtid: str | None = None  # the GTID row messages carry (the builder's rule, connector/flat.py)
         self.sql = ""  # a statement's text (ROWS_QUERY, ANNOTATE_ROWS) its next rows event carries
+        # The compiled kernel holds the open transaction: its state is the kernel's until the lane
+        # hands it over (`take_over`), and none of the fields above is about it.
+        self.kernel_holds = False
         self.end()
 
     def end(self) -> None:

@@ -80,9 +80,9 @@ class TestSink:
         acks = Acks()
         sent: list[tuple[bytes | None, bytes]] = [(f"key-{i % 7}".encode(), f"value-{i}".encode()) for i in range(60)]
         for key, value in sent[:30]:
-            sink.produce(topic, key, value, None, acks)
+            sink.produce_many(topic, [(key, value)], None, acks)
         sink.produce_many(topic, sent[30:], None, acks)
-        sink.produce(topic, None, b"no-key", 2, acks)
+        sink.produce_many(topic, [(None, b"no-key")], 2, acks)
         assert sink.flush(30) == 0
         assert acks.acknowledged == 61 and not acks.errors
         stored = read_back(sink, topic)

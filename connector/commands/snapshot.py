@@ -7,13 +7,14 @@ import argparse
 from connector.checkpointdb import checkpoint_connector
 from connector.config import Config, load_config
 from connector.errors import ConfigError
+from connector.filters import table_name
 from connector.replica.client import open_connection
 from connector.snapshot.requests import DatabaseSnapshotRequests
 
 
 def request_snapshot(config: Config, names: list[str]) -> int:
     """Queue a snapshot of existing, captured tables for the connector to read."""
-    tables = [_table_name(part) for name in names for part in name.split(",") if part]
+    tables = [table_name(part, "--tables") for name in names for part in name.split(",") if part]
     included = config.table_filter()
     excluded = [f"{d}.{t}" for d, t in tables if not included(d, t)]
     if excluded:
@@ -28,13 +29,6 @@ def request_snapshot(config: Config, names: list[str]) -> int:
     print(f"snapshot requested (#{request}): {', '.join(f'{d}.{t}' for d, t in tables)}; a running connector "
           "starts it within seconds, a stopped one when it starts")  # fmt: skip
     return 0
-
-
-def _table_name(text: str) -> tuple[str, str]:
-    database, dot, table = text.strip().partition(".")
-    if not dot or not database or not table:
-        raise ConfigError(f"--tables: {text!r} is not database.table")
-    return database, table
 
 
 def main(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from connector.checkpointdb import checkpoint_connector
 from connector.config import Config
 from connector.errors import ConfigError
+from connector.filters import table_name
 from connector.position import Position, position_of_text
 from connector.replica.client import open_connection
 from connector.schema.capture import read_table
@@ -72,13 +73,6 @@ def schema_set(
     shown = "does not exist" if definition is None else f"({', '.join(definition.column_names())})"
     out(f"{key[0]}.{key[1]} {shown} as of {position.file}:{position.pos}; start the connector again to use it")
     return 0
-
-
-def table_name(text: str) -> tuple[str, str]:
-    database, dot, table = text.strip().partition(".")
-    if not dot or not database or not table:
-        raise ConfigError(f"{text!r} is not database.table")
-    return database, table
 
 
 def _position(schema: Schema, key: tuple[str, str], at: str | None) -> Position:

@@ -43,10 +43,6 @@ class Delivered(Protocol):
 
 
 class Sink(Protocol):
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
-    ) -> None: ...
-
     def produce_many(
         self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
         done: Delivered, headers: Headers | None = None,
@@ -295,11 +291,6 @@ class KafkaSink:
             return TransactionAbortedError(f"Kafka aborted the transaction ({error.str()}); read_committed "
                                            "readers see nothing of it")  # fmt: skip
         return _stopped(exc)
-
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
-    ) -> None:
-        self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
         self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
@@ -587,11 +578,6 @@ class MemorySink:
 
     def fail_next(self, count: int, error: str = "broker unavailable") -> None:
         self._failures += [error] * count
-
-    def produce(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None, done: Delivered
-    ) -> None:
-        self.produce_many(topic, [(key, value)], partition, done)
 
     def produce_many(
         self, topic: str, messages: Sequence[tuple[bytes | None, bytes | None]], partition: int | None,
