@@ -16,6 +16,7 @@ def table_name(text: str, option: str = "") -> tuple[str, str]:
         raise ConfigError(f"{option + ': ' if option else ''}{text!r} is not database.table")
     return database, table
 
+
 # Databases no CDC user wants by default; the checkpoint database is among them, so
 # Sluice's own writes never come back to it as changes.
 SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")

@@ -160,8 +160,9 @@ class Lane:
         if self.offset.kernel_holds:
             return True
         offset = self.offset
-        # A statement's text the Python path read and its rows event not yet: the kernel could not
-        # give it to that event (the kernel takes such text only inside a transaction it holds).
+        # Not while the Python path holds a transaction, nor while a statement's text it read waits
+        # for its rows event (the kernel takes such text only inside a transaction it holds), nor
+        # while a reconnect's session skips changes handed on before or re-reads XA quietly.
         held = offset.in_txn or offset.sql or offset.skip_to is not None or offset.quiet_until is not None
         return not held and self.allowed()
 
