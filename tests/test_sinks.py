@@ -27,7 +27,7 @@ from connector.position import Position
 from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
 from connector.sink.partitioning import partition_for, route_python
 from tests.support import live
-from tests.support.live import KAFKA, live_config
+from tests.support.live import KAFKA, live_config, wait_until
 from tests.support.live import REDIS_URL as REDIS
 
 
@@ -230,6 +230,12 @@ def test_prefetch_reads_the_topics_that_exist_in_one_request_each_and_leaves_the
                                         for t, (n, limit) in made.items()])  # fmt: skip
     for future in futures.values():
         future.result(60)
+
+    def visible() -> bool:  # a created topic reaches the broker's metadata a moment after the controller
+        topics = sink.admin.list_topics(timeout=10).topics
+        return all(t in topics and len(topics[t].partitions) == n for t, (n, _) in made.items())
+
+    wait_until(visible, 30, "the created topics in the metadata")
     missing = f"pre.{run}.missing"
     requests: list[str] = []
     admin = sink.admin
