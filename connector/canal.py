@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from connector.avro.encoding import KernelRows, message_id
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
+from connector.binlog.coltypes import Op
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import (
     KIND_TYPES,
@@ -37,7 +38,6 @@ from connector.binlog.rowplan import (
     OP_SET,
     OP_UINT,
     OP_UINT64,
-    Op,
     Strings,
     column_op,
     packed_column,

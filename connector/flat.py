@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from connector.binlog.charsets import BINARY_COLLATION, max_char_len
+from connector.binlog.coltypes import (
+    BLOB_TYPES,
+    TYPES,
+    Renderer,
+    is_binary,
+    mysql_type,
+    render_decimal,
+    render_int,
+    render_plain,
+    render_text,
+)
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
 from connector.binlog.events import (
@@ -45,27 +54,7 @@ if TYPE_CHECKING:
     from connector.offset import Offset  # which names items, which name this module's messages
 
 FlatMessage = dict[str, Any]
-Renderer = Callable[[Any], str | None]
 Definitions = Callable[[TableMapEvent], Table]  # a resolved TABLE_MAP's definition (SchemaTracker.definition)
-
-
-_BLOB_TYPES = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
-_BLOB_NAMES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
-_INT_NAMES: dict[int, str] = {
-    T.MYSQL_TYPE_TINY: "tinyint", T.MYSQL_TYPE_SHORT: "smallint", T.MYSQL_TYPE_INT24: "mediumint",
-    T.MYSQL_TYPE_LONG: "int", T.MYSQL_TYPE_LONGLONG: "bigint",
-}  # fmt: skip
-_FIXED_NAMES: dict[int, str] = {
-    T.MYSQL_TYPE_FLOAT: "float", T.MYSQL_TYPE_DOUBLE: "double", T.MYSQL_TYPE_YEAR: "year",
-    T.MYSQL_TYPE_DATE: "date", T.MYSQL_TYPE_NEWDATE: "date", T.MYSQL_TYPE_TIME: "time",
-    T.MYSQL_TYPE_DATETIME: "datetime", T.MYSQL_TYPE_TIMESTAMP: "timestamp", T.MYSQL_TYPE_JSON: "json",
-    T.MYSQL_TYPE_GEOMETRY: "geometry", T.MYSQL_TYPE_NULL: "null",
-}  # fmt: skip
-_FSP_NAMES: dict[int, str] = {
-    T.MYSQL_TYPE_TIME2: "time",
-    T.MYSQL_TYPE_DATETIME2: "datetime",
-    T.MYSQL_TYPE_TIMESTAMP2: "timestamp",
-}
 
 
 def key_changed(message: FlatMessage, table: Table) -> bool:
@@ -76,126 +65,29 @@ def key_changed(message: FlatMessage, table: Table) -> bool:
     return any(k in old for k in table.primary_key)
 
 
-def _is_binary(col: ColumnMeta) -> bool:
-    # Without charset metadata a BLOB-family column cannot be told from TEXT: call it binary.
-    if col.collation is None:
-        return col.real_type in _BLOB_TYPES
-    return col.collation == BINARY_COLLATION
-
-
 def sql_type(col: ColumnMeta) -> int:
     """canal's sqlType of a (non-NULL, in-range) value of the column, by the binlog's type text:
     the rule of connector/sqltypes.py, which canal-json applies per value."""
     return canal_type(mysql_type(col)).value
 
 
-def mysql_type(col: ColumnMeta) -> str:
-    """The column's SQL type as far as the binlog tells it (no display widths; a BLOB-family column
-    without charset metadata is called a blob)."""
-    kind, meta = col.real_type, col.meta
-    unsigned = " unsigned" if col.unsigned else ""
-    if kind in _INT_NAMES:
-        return _INT_NAMES[kind] + unsigned
-    if kind in _FIXED_NAMES:
-        return _FIXED_NAMES[kind] + (unsigned if kind in (T.MYSQL_TYPE_FLOAT, T.MYSQL_TYPE_DOUBLE) else "")
-    if kind in _FSP_NAMES:
-        return f"{_FSP_NAMES[kind]}({meta})" if meta else _FSP_NAMES[kind]
-    if kind == T.MYSQL_TYPE_NEWDECIMAL:
-        return f"decimal({meta >> 8},{meta & 0xFF}){unsigned}"
-    if kind == T.MYSQL_TYPE_BIT:
-        return f"bit({(meta & 0xFF) * 8 + (meta >> 8)})"
-    if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
-        labels = col.enum_values if kind == T.MYSQL_TYPE_ENUM else col.set_values
-        name = "enum" if kind == T.MYSQL_TYPE_ENUM else "set"
-        return f"{name}({','.join(_sql_quote(v) for v in labels)})" if labels is not None else name
-    if kind == T.MYSQL_TYPE_VECTOR:
-        return f"vector({col.dimensions})" if col.dimensions else "vector"
-    if kind in _BLOB_TYPES:
-        return _BLOB_NAMES.get(meta, "") + ("blob" if _is_binary(col) else "text")
-    return _string_type(col)
-
-
-def _string_type(col: ColumnMeta) -> str:
-    fixed = col.real_type == T.MYSQL_TYPE_STRING
-    if _is_binary(col):
-        return f"{'binary' if fixed else 'varbinary'}({col.meta})"
-    chars = col.meta // max_char_len(col.collation) if col.collation is not None else col.meta
-    return f"{'char' if fixed else 'varchar'}({chars})"
-
-
-def _sql_quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 # -- value rendering -----------------------------------------------------------------------
-
-
-def float32_text(value: float) -> str:
-    """Shortest decimal that reads back as the same 32-bit float."""
-    packed = struct.pack("<f", value)
-    for digits in range(1, 10):
-        text = "%.*g" % (digits, value)
-        try:
-            if struct.pack("<f", float(text)) == packed:
-                return repr(float(text))
-        except OverflowError:  # e.g. 3.4e+38 rounds above FLT_MAX
-            continue
-    return repr(value)
-
-
-def _plain(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("latin-1")  # one character per byte, as canal does
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def _text(value: Any) -> str | None:
-    """Character columns with a known charset decode to str already."""
-    return value if value is None or isinstance(value, str) else _plain(value)
-
-
-def _int(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _decimal(value: Any) -> str | None:
-    """A DECIMAL's text: the binlog's row images hold it already (values.decimal_text_decoder), a
-    snapshot's value is a Decimal."""
-    return None if value is None else value if value.__class__ is str else format(value, "f")
-
-
-_RENDERERS: dict[int, Renderer] = {
-    T.MYSQL_TYPE_FLOAT: lambda v: None if v is None else float32_text(v),
-    T.MYSQL_TYPE_YEAR: lambda v: None if v is None else "%04d" % v,
-    T.MYSQL_TYPE_GEOMETRY: lambda v: None if v is None else v.hex(),
-    T.MYSQL_TYPE_VECTOR: lambda v: None if v is None else "[" + ",".join("%.5e" % x for x in v) + "]",
-    T.MYSQL_TYPE_NEWDECIMAL: _decimal,
-    **dict.fromkeys(_INT_NAMES, _int),
-    **dict.fromkeys((T.MYSQL_TYPE_DATE, T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2, T.MYSQL_TYPE_TIME2), _text),
-}
 
 
 # Renderers that print a decoded value of the given class as a text that the Avro
 # converter of the same name parses back to an equal value: the Avro path takes such
 # values as they are, without the text (connector/avro/encoding.py).
-VERBATIM: dict[Renderer, type] = {_int: int, _decimal: Decimal, _text: str}
+VERBATIM: dict[Renderer, type] = {render_int: int, render_decimal: Decimal, render_text: str}
 
 
 def _renderer(col: ColumnMeta, name: str) -> Renderer:
     kind = col.real_type
     if kind == T.MYSQL_TYPE_JSON:
-        return lambda v: v.to_sql(name) if isinstance(v, JsonPartial) else _plain(v)
-    if kind in _RENDERERS:
-        return _RENDERERS[kind]
-    if kind in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_VAR_STRING) or kind in _BLOB_TYPES:
-        return _plain if _is_binary(col) else _text
-    return _plain
+        return lambda v: v.to_sql(name) if isinstance(v, JsonPartial) else render_plain(v)
+    if kind in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_VAR_STRING) or kind in BLOB_TYPES:
+        return render_plain if is_binary(col) else render_text
+    entry = TYPES.get(kind)
+    return render_plain if entry is None else entry.render
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,14 +148,14 @@ def mysql_types(table: TableMapEvent, definition: Table | None) -> dict[str, str
 # text, and the text's JSON (digits, sign and point need no escaping: integers' and decimals'
 # texts are quoted as they are).
 _INLINE: dict[Renderer, str] = {
-    _text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
-    _int: "(None if v{i} is None else str(v{i}))",
-    _decimal: "(None if v{i} is None else v{i} if v{i}.__class__ is str else format(v{i}, 'f'))",
+    render_text: "(v{i} if v{i} is None or v{i}.__class__ is str else _plain(v{i}))",
+    render_int: "(None if v{i} is None else str(v{i}))",
+    render_decimal: "(None if v{i} is None else v{i} if v{i}.__class__ is str else format(v{i}, 'f'))",
 }
 _INLINE_JSON: dict[Renderer, str] = {
-    _text: "('null' if v{i} is None else q(v{i}) if v{i}.__class__ is str else q(_plain(v{i})))",
-    _int: "('null' if v{i} is None else f'\"{{v{i}}}\"')",
-    _decimal: "('null' if v{i} is None else f'\"{{v{i}}}\"' if v{i}.__class__ is str else f'\"{{v{i}:f}}\"')",
+    render_text: "('null' if v{i} is None else q(v{i}) if v{i}.__class__ is str else q(_plain(v{i})))",
+    render_int: "('null' if v{i} is None else f'\"{{v{i}}}\"')",
+    render_decimal: "('null' if v{i} is None else f'\"{{v{i}}}\"' if v{i}.__class__ is str else f'\"{{v{i}:f}}\"')",
 }
 
 
@@ -276,7 +168,7 @@ def whole_renderers(
     written inline, and the JSON is one f-string: a rows event's images are mostly whole, and
     this is their per-row work on the JSON lines and canal paths."""
     q = json.encoder.encode_basestring
-    env: dict[str, Any] = {"_plain": _plain, "q": q, "_json": lambda t: "null" if t is None else q(t)}
+    env: dict[str, Any] = {"_plain": render_plain, "q": q, "_json": lambda t: "null" if t is None else q(t)}
     texts, items = [], []
     unique: dict[str, int] = {}  # a repeated name: the dict keeps the last value, in the first's place
     for i, (name, renderer) in enumerate(zip(names, renderers)):

@@ -19,10 +19,10 @@ import struct
 
 import pytest
 
+from connector.binlog.coltypes import float32_text
 from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import KINDS, OP_DOUBLE, OP_ENUM, OP_FLOAT, OP_INT, OP_SET, OP_UINT, OP_VECTOR, Strings
 from connector.canal import canal_shape, java_float_text
-from connector.flat import float32_text
 from connector.native import transcoder
 from connector.native_spec import record
 from tests.support.units import table

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from connector import flat
+from connector.binlog import coltypes
 from connector.binlog.constants import LOG_EVENT_BINLOG_IN_USE_F, ColumnType, EventType, RowsKind
 from connector.binlog.events import (
     FormatDescriptionEvent,
@@ -362,9 +363,10 @@ def test_the_generated_renderers_keep_a_dict_s_meaning_and_json_s_escapes() -> N
     """TableShape.whole and whole_json on what the corpus has few of: a repeated name (the dict
     keeps the last value in the first one's place), names and values that JSON must escape, a
     renderer that is not inlined, no columns at all."""
-    text, year = flat._text, flat._RENDERERS[ColumnType.MYSQL_TYPE_YEAR]
+    text, year = coltypes.render_text, coltypes.TYPES[ColumnType.MYSQL_TYPE_YEAR].render
+    integer, decimal = coltypes.render_int, coltypes.render_decimal
     names = ("a", 'q"\\', "a", "ü\n", "y", "{j0}}", "n")
-    render, render_json = whole_renderers(names, (text, text, text, text, year, flat._int, flat._decimal))
+    render, render_json = whole_renderers(names, (text, text, text, text, year, integer, decimal))
     image = ("x", 'v"\\\u2028', None, "é\t\x00", 7, -3, Decimal("-0.50"))
     expected = {"a": None, 'q"\\': 'v"\\\u2028', "ü\n": "é\t\x00", "y": "0007", "{j0}}": "-3", "n": "-0.50"}
     assert render(image) == expected and list(render(image)) == list(expected)
@@ -376,9 +378,9 @@ def test_the_generated_renderers_keep_a_dict_s_meaning_and_json_s_escapes() -> N
 def test_an_update_s_old_holds_the_columns_whose_text_changed() -> None:
     """flat._changed skips equal values of classes whose text equality follows; a float's
     -0.0 equals 0.0 but prints apart, and a repeated name compares its last column."""
-    double = flat._RENDERERS.get(ColumnType.MYSQL_TYPE_DOUBLE, flat._plain)
-    text, integer = flat._text, flat._int
-    names, renderers = ("a", "f", "a", "n", "b"), (text, double, integer, integer, flat._plain)
+    double = coltypes.TYPES[ColumnType.MYSQL_TYPE_DOUBLE].render
+    text, integer = coltypes.render_text, coltypes.render_int
+    names, renderers = ("a", "f", "a", "n", "b"), (text, double, integer, integer, coltypes.render_plain)
     shape = flat.TableShape(names, renderers, None, {}, {}, *whole_renderers(names, renderers),
                             {name: i for i, name in enumerate(names)})  # fmt: skip
     before = ("x", 0.0, 1, None, b"\xff")

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from connector.binlog.coltypes import mysql_type
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.canal import CanalJsonEncoder
-from connector.flat import mysql_type, sql_type, table_shape
+from connector.flat import sql_type, table_shape
 from connector.schema.ddl import apply_ddl
 from connector.schema.model import Column, Schema, Table
 from connector.schema.sqltokens import Session

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from connector.avro.values import converter
 from connector.binlog import jsonb
+from connector.binlog.coltypes import float32_text
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
 from connector.binlog.reader import Reader
@@ -42,7 +43,6 @@ from connector.binlog.values import (
     timestamp2_micros_decoder,
 )
 from connector.errors import FormatError
-from connector.flat import float32_text
 from connector.schema.model import Column
 from tests.support import live
 from tests.support.encoders import (

@@ -24,13 +24,14 @@ from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_
 from connector.avro.schemas import column_type, field_names, nullable
 from connector.avro.transcode import program, shaped_program, shaped_uncovered, uncovered
 from connector.avro.values import Converter, converter, zero_date_key
+from connector.binlog.coltypes import TYPES, Renderer
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange, reads_typed
 from connector.binlog.rowplan import KIND_TYPES, KINDS
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError
-from connector.flat import VERBATIM, FlatMessage, Renderer, RowBatch, TableShape, shape_of
+from connector.flat import VERBATIM, FlatMessage, RowBatch, TableShape, shape_of
 from connector.native import CanalParts, transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
@@ -125,14 +126,6 @@ def _branch(union: Any, null: bool) -> bytes:
     return varint(index if null else 1 - index)
 
 
-# The tracked type each typed binlog type's number is the Avro value of.
-_NUMBER_OF: dict[int, str] = {
-    ColumnType.MYSQL_TYPE_DATE: "date", ColumnType.MYSQL_TYPE_NEWDATE: "date",
-    ColumnType.MYSQL_TYPE_DATETIME2: "datetime", ColumnType.MYSQL_TYPE_TIMESTAMP2: "timestamp",
-    ColumnType.MYSQL_TYPE_NEWDECIMAL: "decimal",
-}  # fmt: skip
-
-
 class _RowsPlan:
     """One schema version and table shape's encoders for rows taken from decoded images."""
 
@@ -199,7 +192,7 @@ class _RowsPlan:
         for meta, col in zip(numbers or (), table.columns):  # same length: the names matched
             if not reads_typed(meta):
                 continue
-            if _NUMBER_OF.get(meta.real_type) != col.data_type:
+            if TYPES[meta.real_type].sql != col.data_type:  # the tracked type the number is the Avro value of
                 return False
             if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL and col.params[1:2] != (str(meta.meta & 0xFF),):
                 return False  # the tracked scale (the Avro type's) is not the binlog's

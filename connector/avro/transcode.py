@@ -29,7 +29,7 @@ from typing import Any
 
 from connector.avro.binary import varint
 from connector.avro.values import STRING_TYPES, bit_width
-from connector.binlog.constants import ColumnType as T
+from connector.binlog.coltypes import Op, fixed
 from connector.binlog.rowplan import (
     NO_TEXT_OPS,
     OP_BIT,
@@ -55,7 +55,6 @@ from connector.binlog.rowplan import (
     OP_VECTOR,
     OP_WIDE,
     OP_YEAR,
-    Op,
     Program,
     Strings,
     column_op,
@@ -69,15 +68,10 @@ from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, STORED_BINARY_T
 
 KEY = record("key_t_")  # column, null branch, value branch
 
-# The tracked type an integer column must be, by binlog type.
-_INTEGER_NAMES: dict[int, str] = {
-    T.MYSQL_TYPE_TINY: "tinyint", T.MYSQL_TYPE_SHORT: "smallint", T.MYSQL_TYPE_INT24: "mediumint",
-    T.MYSQL_TYPE_LONG: "int", T.MYSQL_TYPE_LONGLONG: "bigint",
-}  # fmt: skip
-# op -> (the tracked type, the Avro type and logical type the schema writes it as)
-_TEMPORAL_AVRO: dict[int, tuple[str, str, str]] = {
-    OP_DATE: ("date", "int", "date"), OP_DATETIME2: ("datetime", "long", "timestamp-micros"),
-    OP_TIMESTAMP2: ("timestamp", "long", "timestamp-micros"), OP_TIME2: ("time", "long", "time-micros"),
+# op -> the Avro type and logical type the schema writes it as
+_TEMPORAL_AVRO: dict[int, tuple[str, str]] = {
+    OP_DATE: ("int", "date"), OP_DATETIME2: ("long", "timestamp-micros"),
+    OP_TIMESTAMP2: ("long", "timestamp-micros"), OP_TIME2: ("long", "time-micros"),
 }  # fmt: skip
 _ZERO_NULL = frozenset({OP_DATE, OP_DATETIME2, OP_TIMESTAMP2})  # zero dates are null: the field must admit it
 _TEXT_TYPES = STRING_TYPES - {"enum", "set", "json", "long"}
@@ -204,27 +198,28 @@ _STORED_AVRO: dict[int, tuple[frozenset[str], Any]] = {
 def _writes(op: Op, meta: ColumnMeta, col: Column, avro: Any) -> bool:
     """The operation writes what the Python path writes for this tracked column and Avro type."""
     code, kind = op[0], col.data_type
+    entry = fixed(meta)
+    if entry is not None and kind != entry.sql:  # a fixed-width type is tracked as its own word
+        return False
     if code in (OP_INT, OP_UINT):
-        return kind == _INTEGER_NAMES[meta.real_type] and col.unsigned == meta.unsigned and avro in ("int", "long")
+        return col.unsigned == meta.unsigned and avro in ("int", "long")
     if code == OP_UINT64:  # BIGINT UNSIGNED: an Avro decimal(20, 0)
-        return kind == "bigint" and col.unsigned and _is_decimal(avro, 0)
+        return col.unsigned and _is_decimal(avro, 0)
     if code == OP_YEAR:
-        return kind == "year" and avro == "int"
+        return bool(avro == "int")
     if code in (OP_FLOAT, OP_DOUBLE):
-        name = "float" if code == OP_FLOAT else "double"
-        return kind == name and avro == name
+        return bool(avro == kind)
     if code == OP_DECIMAL:
-        return kind == "decimal" and _is_decimal(avro, op[3])
+        return _is_decimal(avro, op[3])
     if code in _TEMPORAL_AVRO:
-        name, base, logical = _TEMPORAL_AVRO[code]
-        typed = isinstance(avro, dict) and avro.get("type") == base and avro.get("logicalType") == logical
-        return kind == name and typed
+        base, logical = _TEMPORAL_AVRO[code]
+        return isinstance(avro, dict) and (avro.get("type"), avro.get("logicalType")) == (base, logical)
     if code in (OP_BIT, OP_BIT64):  # BIT(64): a decimal(20, 0) (avro/values.converter); the others a long
-        if kind != "bit" or (bit_width(col) == 64) != (code == OP_BIT64):
+        if (bit_width(col) == 64) != (code == OP_BIT64):
             return False
         return _is_decimal(avro, 0) if code == OP_BIT64 else avro == "long"
     if code in (OP_ENUM, OP_SET):
-        return kind == ("enum" if code == OP_ENUM else "set") and avro == "string"
+        return bool(avro == "string")
     if code == OP_BYTES:  # MariaDB's UUID, INET4 and INET6 too: their stored bytes (a BINARY(n) in the binlog)
         return (kind in BINARY_TYPES or kind in STORED_BINARY_TYPES) and avro == "bytes"
     if code in _STORED_AVRO:

@@ -15,6 +15,7 @@ from typing import Any
 from connector.binlog import jsonb, values
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import BINARY_COLLATION, decoder, text_codec
+from connector.binlog.coltypes import TYPES, fixed
 from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
@@ -26,17 +27,6 @@ RowChange = tuple[Row | None, Row | None]
 RowsDecoder = Callable[[bytes, int, int], list[RowChange]]
 # A lenient decoder's rows, and the column index of each text value it decoded with a replacement.
 LenientDecoder = Callable[[bytes, int, int], tuple[list[RowChange], tuple[int, ...]]]
-
-# Fixed-width types that one struct format character decodes to the final value.
-_STRUCT_CHAR: dict[int, str] = {
-    T.MYSQL_TYPE_TINY: "b",
-    T.MYSQL_TYPE_SHORT: "h",
-    T.MYSQL_TYPE_LONG: "i",
-    T.MYSQL_TYPE_LONGLONG: "q",
-    T.MYSQL_TYPE_FLOAT: "f",
-    T.MYSQL_TYPE_DOUBLE: "d",
-}
-
 
 def _json_text(raw: bytes) -> str:
     return jsonb.to_text(jsonb.parse(raw))
@@ -73,14 +63,6 @@ def _unsupported(type_code: int) -> Callable[[object], None]:
 
 _HELPERS: dict[str, object] = {
     "_fe": FormatError,
-    "_year": values.decode_year,
-    "_date": values.decode_date,
-    "_time": values.decode_time,
-    "_time2": values.decode_time2,
-    "_dt": values.decode_datetime,
-    "_ts": values.decode_timestamp,
-    "_enum": values.decode_enum,
-    "_set": values.decode_set,
     "_vector": values.decode_vector,
     "_json": _json_text,
     "_diffs": jsonb.parse_diffs,
@@ -97,9 +79,7 @@ _HELPERS: dict[str, object] = {
 # DATETIME2 and TIMESTAMP2 as microseconds since then (None for zero dates), NEWDECIMAL as
 # its unscaled integer. Each raises values.NotTyped where the number and the text's
 # Avro value could differ; the caller then decodes the text (connector/binlog/values.py).
-TYPED_TYPES = frozenset(
-    {T.MYSQL_TYPE_DATE, T.MYSQL_TYPE_NEWDATE, T.MYSQL_TYPE_DATETIME2, T.MYSQL_TYPE_TIMESTAMP2, T.MYSQL_TYPE_NEWDECIMAL}
-)
+TYPED_TYPES = frozenset(kind.code for kind in TYPES.values() if kind.number is not None)
 
 
 def reads_typed(col: ColumnMeta) -> bool:
@@ -124,11 +104,6 @@ class _Gen:
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
-
-
-def bit_bytes(meta: int) -> int:
-    """A BIT value's bytes, from its metadata: whole bytes (low byte) and odd bits (high byte)."""
-    return ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
 
 
 def length_prefix(col: ColumnMeta) -> int:
@@ -186,73 +161,25 @@ def _variable(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None
 
 
 def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
-    """Emit fixed-width decoding; False when the type is not fixed-width."""
-    kind, meta = col.real_type, col.meta
-    fsp = meta
-    table: dict[int, tuple[int, str]] = {
-        T.MYSQL_TYPE_INT24: (3, f"_ifb(b[p:p + 3], 'little', signed={not col.unsigned})"),
-        T.MYSQL_TYPE_YEAR: (1, "_year(b[p])"),
-        T.MYSQL_TYPE_DATE: (3, "_date(b[p:p + 3])"),
-        T.MYSQL_TYPE_NEWDATE: (3, "_date(b[p:p + 3])"),
-        T.MYSQL_TYPE_TIME: (3, "_time(b[p:p + 3])"),
-        T.MYSQL_TYPE_DATETIME: (8, "_dt(b[p:p + 8])"),
-        T.MYSQL_TYPE_TIMESTAMP: (4, "_ts(b[p:p + 4])"),
-    }
-    if gen.typed and reads_typed(col):
-        width, expr = _typed_fixed(gen, col)
-    elif kind in table:
-        width, expr = table[kind]
-    elif kind == T.MYSQL_TYPE_TIMESTAMP2:
-        width = 4 + values.frac_size(fsp)
-        expr = f"{gen.const(values.timestamp2_decoder(fsp))}(b[p:p + {width}])"
-    elif kind == T.MYSQL_TYPE_DATETIME2:
-        width = 5 + values.frac_size(fsp)
-        expr = f"{gen.const(values.datetime2_decoder(fsp))}(b[p:p + {width}])"
-    elif kind == T.MYSQL_TYPE_TIME2:
-        width, expr = 3 + values.frac_size(fsp), f"_time2(b[p:p + {3 + values.frac_size(fsp)}], {fsp})"
-    elif kind == T.MYSQL_TYPE_NEWDECIMAL:
-        precision, scale = meta >> 8, meta & 0xFF
-        width = values.decimal_size(precision, scale)
-        expr = f"{gen.const(values.decimal_text_decoder(precision, scale))}(b[p:p + {width}])"
-    elif kind == T.MYSQL_TYPE_BIT:
-        width = bit_bytes(meta)
-        expr = f"_ifb(b[p:p + {width}], 'big')"
-    elif kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
-        width = meta & 0xFF
-        func = "_enum" if kind == T.MYSQL_TYPE_ENUM else "_set"
-        labels = col.enum_values if kind == T.MYSQL_TYPE_ENUM else col.set_values
-        expr = f"{func}(_ifb(b[p:p + {width}], 'little'), {gen.const(labels)})"
-    else:
+    """Emit fixed-width decoding (coltypes.TYPES); False when the type is not fixed-width."""
+    kind = fixed(col)
+    if kind is None or kind.value is None:
         return False
-    gen.emit(ind, f"{v} = {expr}; p += {width}")
+    assert kind.width is not None
+    width = kind.width(col.meta)
+    read = kind.number(col.meta) if gen.typed and reads_typed(col) and kind.number else kind.value(col)
+    gen.emit(ind, f"{v} = {gen.const(read)}(b[p:p + {width}]); p += {width}")
     return True
-
-
-def _typed_fixed(gen: _Gen, col: ColumnMeta) -> tuple[int, str]:
-    kind, meta = col.real_type, col.meta
-    if kind == T.MYSQL_TYPE_NEWDECIMAL:
-        width = values.decimal_size(meta >> 8, meta & 0xFF)
-        return width, f"{gen.const(values.decimal_unscaled_decoder(meta >> 8, meta & 0xFF))}(b[p:p + {width}])"
-    if kind == T.MYSQL_TYPE_DATETIME2:
-        width = 5 + values.frac_size(meta)
-        return width, f"{gen.const(values.datetime2_micros_decoder(meta))}(b[p:p + {width}])"
-    if kind == T.MYSQL_TYPE_TIMESTAMP2:
-        width = 4 + values.frac_size(meta)
-        return width, f"{gen.const(values.timestamp2_micros_decoder(meta))}(b[p:p + {width}])"
-    return 3, f"{gen.const(values.date_days)}(b[p:p + 3])"
 
 
 def _column(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) -> None:
     kind = col.real_type
     if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES:
         gen.emit(ind, f"{v} = _typed_array(None)")
-    elif kind in _STRUCT_CHAR:
-        fmt = _STRUCT_CHAR[kind]
-        fmt = fmt.upper() if col.unsigned and fmt not in "fd" else fmt
+    elif _struct(col):
+        fmt = _struct(col)
         s = gen.const(struct.Struct("<" + fmt))
         gen.emit(ind, f"{v} = {s}.unpack_from(b, p)[0]; p += {struct.calcsize(fmt)}")
-    elif kind == T.MYSQL_TYPE_NULL:
-        gen.emit(ind, f"{v} = None")
     elif not _fixed(gen, col, v, ind):
         if kind in _VARIABLE_TYPES:
             _variable(gen, col, v, ind, json_bit)
@@ -269,11 +196,17 @@ _VARIABLE_TYPES = frozenset(
 )  # fmt: skip
 
 
+def _struct(col: ColumnMeta) -> str:
+    """The struct character that reads the column's value as it is ("" where none does)."""
+    kind = TYPES.get(col.real_type)
+    return kind.struct_of(col.unsigned) if kind is not None else ""
+
+
 def _struct_runs(columns: list[ColumnMeta]) -> list[tuple[int, int]]:
     """[start, stop) runs of two or more adjacent columns one struct call can decode."""
     runs, start = [], None
     for i, col in enumerate([*columns, None]):
-        ok = col is not None and col.real_type in _STRUCT_CHAR and col.element_type is None
+        ok = col is not None and bool(_struct(col)) and col.element_type is None
         if ok and start is None:
             start = i
         elif not ok and start is not None:
@@ -307,11 +240,7 @@ def _image(
 
 
 def _run(gen: _Gen, columns: list[ColumnMeta], start: int, stop: int, ind: int, jb: dict[int, int] | None) -> None:
-    fmt = "".join(
-        _STRUCT_CHAR[c.real_type].upper() if c.unsigned and _STRUCT_CHAR[c.real_type] not in "fd"
-        else _STRUCT_CHAR[c.real_type]
-        for c in columns[start:stop]
-    )  # fmt: skip
+    fmt = "".join(_struct(c) for c in columns[start:stop])
     codec = struct.Struct("<" + fmt)
     mask = sum(1 << k for k in range(start, stop))
     names = ", ".join(f"v{k}" for k in range(start, stop))

@@ -23,11 +23,11 @@ from connector import native
 from connector.binlog import charmaps
 from connector.binlog.charmaps import FLAVOURS
 from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, flavour, single_byte_texts
+from connector.binlog.coltypes import Op, fixed
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, bit_bytes, length_prefix
+from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, length_prefix
 from connector.binlog.tablemap import ColumnMeta
-from connector.binlog.values import decimal_size, frac_size
 from connector.native_spec import CODE_TABLES, COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, WIDE_FORMS, record
 from connector.native_spec import KINDS as SPEC_KINDS
 
@@ -56,20 +56,6 @@ WALK = record("walk_t")  # fixed width, length prefix size, what is checked (WAL
 WALK_BYTES, WALK_UTF8, WALK_JSON = WALK_CHECKS["WALK_BYTES"], WALK_CHECKS["WALK_UTF8"], WALK_CHECKS["WALK_JSON"]
 WALK_CODES, WALK_WIDE, WALK_FLOATS = WALK_CHECKS["WALK_CODES"], WALK_CHECKS["WALK_WIDE"], WALK_CHECKS["WALK_FLOATS"]
 
-Op = tuple[int, int, int, int]  # op, width, a, b
-
-# binlog type -> width
-INTEGERS: dict[int, int] = {
-    T.MYSQL_TYPE_TINY: 1, T.MYSQL_TYPE_SHORT: 2, T.MYSQL_TYPE_INT24: 3, T.MYSQL_TYPE_LONG: 4,
-    T.MYSQL_TYPE_LONGLONG: 8,
-}  # fmt: skip
-FLOATS: dict[int, tuple[int, int]] = {T.MYSQL_TYPE_FLOAT: (OP_FLOAT, 4), T.MYSQL_TYPE_DOUBLE: (OP_DOUBLE, 8)}
-TEMPORALS: dict[int, tuple[int, int]] = {
-    T.MYSQL_TYPE_DATE: (OP_DATE, 3), T.MYSQL_TYPE_NEWDATE: (OP_DATE, 3),
-    T.MYSQL_TYPE_DATETIME2: (OP_DATETIME2, 5), T.MYSQL_TYPE_TIMESTAMP2: (OP_TIMESTAMP2, 4),
-    T.MYSQL_TYPE_TIME2: (OP_TIME2, 3),
-}  # fmt: skip
-MAX_DIGITS = NUMBERS["MAX_DECIMAL_DIGITS"]  # every DECIMAL a server makes: 65 digits
 
 
 class Strings:
@@ -115,49 +101,15 @@ def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
     kind = meta.real_type
     if meta.element_type is not None or meta.compressed:  # typed arrays, MariaDB's COMPRESSED: Python's
         return None
-    if kind in INTEGERS:
-        width = INTEGERS[kind]
-        if width == 8 and meta.unsigned:
-            return OP_UINT64, 8, 0, 0
-        return OP_UINT if meta.unsigned else OP_INT, width, 0, 0
-    if kind == T.MYSQL_TYPE_YEAR:
-        return OP_YEAR, 1, 0, 0
-    if kind in FLOATS:
-        return *FLOATS[kind], 0, 0
-    if kind == T.MYSQL_TYPE_NEWDECIMAL:
-        precision, scale = meta.meta >> 8, meta.meta & 0xFF
-        if not 0 < precision <= MAX_DIGITS or scale > precision:
-            return None
-        return OP_DECIMAL, decimal_size(precision, scale), precision, scale
-    if kind in TEMPORALS:
-        op, width = TEMPORALS[kind]
-        fsp = 0 if op == OP_DATE else meta.meta
-        return (op, width + frac_size(fsp), fsp, 0) if 0 <= fsp <= 6 else None
-    if kind == T.MYSQL_TYPE_BIT:
-        width, bits = bit_bytes(meta.meta), (meta.meta & 0xFF) * 8 + (meta.meta >> 8)
-        return (OP_BIT64 if bits == 64 else OP_BIT, width, 0, 0) if 1 <= width <= 8 else None
-    if kind in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET):
-        return _labels(meta, strings)
+    entry = fixed(meta)
+    if entry is not None:  # its entry says
+        return None if entry.op is None or entry.width is None else entry.op(meta, entry.width(meta.meta), strings)
     if kind in _AS_STORED:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT), GEOMETRY, VECTOR
         prefix = length_prefix(meta)
         return (_AS_STORED[kind], 0, prefix, 0) if 1 <= prefix <= 4 else None
     if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
         return _text(meta, meta.collation, strings)
     return None
-
-
-def _labels(meta: ColumnMeta, strings: Strings) -> Op | None:
-    """ENUM and SET: the labels the decoder names values by (values.decode_enum, decode_set), as UTF-8."""
-    enum = meta.real_type == T.MYSQL_TYPE_ENUM
-    labels = meta.enum_values if enum else meta.set_values
-    width = meta.meta & 0xFF
-    if labels is None or not (width in (1, 2) if enum else 1 <= width <= 8 and len(labels) <= 64):
-        return None
-    try:
-        texts = [label.encode("utf-8") for label in labels]
-    except UnicodeEncodeError:  # a label no UTF-8 writer takes: Python's path says so
-        return None
-    return OP_ENUM if enum else OP_SET, width, strings.add(texts), len(texts)
 
 
 def _text(meta: ColumnMeta, collation: int, strings: Strings) -> Op | None:

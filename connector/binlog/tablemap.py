@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import text_codec
+from connector.binlog.coltypes import LITTLE_ENDIAN_META, TYPES
 from connector.binlog.constants import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
@@ -76,34 +77,6 @@ class TableMapEvent:
         return tuple(self.column_names[i] for i in self.primary_key if i < len(self.columns))
 
 
-# Metadata byte counts by logged type; everything absent has none.
-_META_SIZE: dict[int, int] = {
-    T.MYSQL_TYPE_FLOAT: 1,
-    T.MYSQL_TYPE_DOUBLE: 1,
-    T.MYSQL_TYPE_BLOB: 1,
-    T.MYSQL_TYPE_TINY_BLOB: 1,
-    T.MYSQL_TYPE_MEDIUM_BLOB: 1,
-    T.MYSQL_TYPE_LONG_BLOB: 1,
-    T.MYSQL_TYPE_GEOMETRY: 1,
-    T.MYSQL_TYPE_JSON: 1,
-    T.MYSQL_TYPE_VECTOR: 1,
-    T.MYSQL_TYPE_TIME2: 1,
-    T.MYSQL_TYPE_DATETIME2: 1,
-    T.MYSQL_TYPE_TIMESTAMP2: 1,
-    T.MYSQL_TYPE_VARCHAR: 2,
-    T.MYSQL_TYPE_VAR_STRING: 2,
-    T.MYSQL_TYPE_BIT: 2,
-    T.MYSQL_TYPE_NEWDECIMAL: 2,
-    T.MYSQL_TYPE_DECIMAL: 2,
-    T.MYSQL_TYPE_STRING: 2,
-    T.MYSQL_TYPE_ENUM: 2,
-    T.MYSQL_TYPE_SET: 2,
-}
-
-# Byte order of two-byte metadata: VARCHAR's length is little-endian; the others are
-# two separate bytes, folded here as (first << 8) | second.
-_META_LE = frozenset({T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING})
-
 # MariaDB's compressed types carry the metadata of the type they compress (Field_blob_compressed
 # and Field_varstring_compressed save it as Field_blob / Field_varstring do).
 COMPRESSED_TYPES: dict[int, int] = {
@@ -122,12 +95,13 @@ def _read_meta(r: Reader, type_code: int) -> tuple[int, int, int | None]:
         return real, meta, element
     if type_code in COMPRESSED_TYPES:
         return _read_meta(r, COMPRESSED_TYPES[type_code])
-    size = _META_SIZE.get(type_code, 0)
+    kind = TYPES.get(type_code)
+    size = 0 if kind is None else kind.meta_bytes
     if size == 0:
         return type_code, 0, None
     if size == 1:
         return type_code, r.u8("column metadata"), None
-    if type_code in _META_LE:
+    if type_code in LITTLE_ENDIAN_META:
         return type_code, r.u16("column metadata"), None
     first, second = r.u8("column metadata"), r.u8("column metadata")
     if type_code == T.MYSQL_TYPE_STRING:

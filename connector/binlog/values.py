@@ -228,6 +228,11 @@ def decode_time2(raw: bytes, fsp: int) -> str:
     return _time_text(packed, fsp)
 
 
+@functools.cache
+def time2_decoder(fsp: int) -> Callable[[bytes], str]:
+    return functools.partial(decode_time2, fsp=fsp)
+
+
 def _time_text(packed: int, fsp: int) -> str:
     sign = "-" if packed < 0 else ""
     packed = abs(packed)

@@ -10,41 +10,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from connector.binlog.charsets import collation_id_of_charset
+from connector.binlog.coltypes import TYPES
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, GEOMETRY_TYPES, Column, Table
 
-_BLOBS = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
-_GEOMETRY = frozenset({T.MYSQL_TYPE_GEOMETRY})
 
-# Declared type -> the binlog real types a column of it may be logged as.
-BINLOG_TYPES: dict[str, frozenset[int]] = {
-    "tinyint": frozenset({T.MYSQL_TYPE_TINY}),
-    "smallint": frozenset({T.MYSQL_TYPE_SHORT}),
-    "mediumint": frozenset({T.MYSQL_TYPE_INT24}),
-    "int": frozenset({T.MYSQL_TYPE_LONG}),
-    "bigint": frozenset({T.MYSQL_TYPE_LONGLONG}),
-    "float": frozenset({T.MYSQL_TYPE_FLOAT}),
-    "double": frozenset({T.MYSQL_TYPE_DOUBLE}),
-    "decimal": frozenset({T.MYSQL_TYPE_NEWDECIMAL, T.MYSQL_TYPE_DECIMAL}),
-    "date": frozenset({T.MYSQL_TYPE_DATE, T.MYSQL_TYPE_NEWDATE}),
-    "time": frozenset({T.MYSQL_TYPE_TIME, T.MYSQL_TYPE_TIME2}),
-    "datetime": frozenset({T.MYSQL_TYPE_DATETIME, T.MYSQL_TYPE_DATETIME2}),
-    "timestamp": frozenset({T.MYSQL_TYPE_TIMESTAMP, T.MYSQL_TYPE_TIMESTAMP2}),
-    "year": frozenset({T.MYSQL_TYPE_YEAR}),
-    "bit": frozenset({T.MYSQL_TYPE_BIT}),
-    "char": frozenset({T.MYSQL_TYPE_STRING}),
-    "binary": frozenset({T.MYSQL_TYPE_STRING}),
-    "varchar": frozenset({T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING}),
-    "varbinary": frozenset({T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING}),
-    "enum": frozenset({T.MYSQL_TYPE_ENUM}),
-    "set": frozenset({T.MYSQL_TYPE_SET}),
-    "json": frozenset({T.MYSQL_TYPE_JSON}) | _BLOBS,  # MariaDB's JSON is LONGTEXT
-    "vector": frozenset({T.MYSQL_TYPE_VECTOR, T.MYSQL_TYPE_VARCHAR}),
-    **dict.fromkeys(("tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext"), _BLOBS),
-    "longtext": _BLOBS,
-    **dict.fromkeys(GEOMETRY_TYPES, _GEOMETRY),
-}  # fmt: skip
+def _binlog_types() -> dict[str, frozenset[int]]:
+    """Declared type -> the binlog real types a column of it may be logged as (coltypes.TYPES)."""
+    types: dict[str, set[int]] = {}
+    for kind in TYPES.values():
+        for word in (kind.sql, *kind.words):
+            types.setdefault(word, set()).add(kind.code)
+    types.update({word: {T.MYSQL_TYPE_GEOMETRY} for word in GEOMETRY_TYPES})
+    return {word: frozenset(codes) for word, codes in types.items()}
+
+
+BINLOG_TYPES = _binlog_types()
 # MariaDB's INET4/INET6/UUID are plugin types logged as fixed binary strings.
 _PLUGIN_TYPES = {"inet4": T.MYSQL_TYPE_STRING, "inet6": T.MYSQL_TYPE_STRING, "uuid": T.MYSQL_TYPE_STRING}
 

@@ -20,11 +20,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from connector.binlog.charsets import charset_of
+from connector.binlog.coltypes import mysql_type
 from connector.binlog.events import QueryStatus
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import SchemaMismatchError
 from connector.filters import TableFilter
-from connector.flat import mysql_type
 from connector.position import Cursor, Position
 from connector.schema.binlogmatch import disagreements, named
 from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl

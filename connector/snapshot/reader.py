@@ -29,8 +29,8 @@ import pymysql.cursors
 
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import UNKNOWN, collation_id_of_charset, text_codec
+from connector.binlog.coltypes import float32_text
 from connector.errors import SluiceError, SnapshotReadError
-from connector.flat import float32_text
 from connector.position import Position
 from connector.replica.client import SourceSettings, open_connection
 from connector.replica.server import is_mariadb, master_position
