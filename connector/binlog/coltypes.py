@@ -105,6 +105,10 @@ def _decimal(kind: BinlogType, col: ColumnMeta) -> str:
     return f"decimal({col.meta >> 8},{col.meta & 0xFF})" + (" unsigned" if col.unsigned else "")
 
 
+def _blob(kind: BinlogType, col: ColumnMeta) -> str:
+    return _BLOB_NAMES.get(col.meta, "") + ("blob" if is_binary(col) else "text")
+
+
 def _labelled(kind: BinlogType, col: ColumnMeta) -> str:
     labels = col.enum_values if kind.code == T.MYSQL_TYPE_ENUM else col.set_values
     return f"{kind.sql}({','.join(_sql_quote(v) for v in labels)})" if labels is not None else kind.sql
@@ -248,14 +252,26 @@ TYPES: dict[int, BinlogType] = {kind.code: kind for kind in (
     BinlogType(T.MYSQL_TYPE_VARCHAR, "varchar", _string, 2, ("varbinary", "vector")),  # MariaDB's VECTOR
     BinlogType(T.MYSQL_TYPE_VAR_STRING, "varchar", _string, 2, ("varbinary",)),
     BinlogType(T.MYSQL_TYPE_STRING, "char", _string, 2, ("binary",)),
-    *(BinlogType(code, "blob", lambda kind, col: _BLOB_NAMES.get(col.meta, "") + ("blob" if is_binary(col) else "text"),
-                 1, _BLOB_WORDS) for code in sorted(BLOB_TYPES)),  # MariaDB's JSON is a LONGTEXT
+    *(BinlogType(code, "blob", _blob, 1, _BLOB_WORDS) for code in sorted(BLOB_TYPES)),  # MariaDB's JSON: a LONGTEXT
     BinlogType(T.MYSQL_TYPE_JSON, "json", meta_bytes=1),
     BinlogType(T.MYSQL_TYPE_GEOMETRY, "geometry", meta_bytes=1, render=lambda v: None if v is None else v.hex()),
     BinlogType(T.MYSQL_TYPE_VECTOR, "vector",
                lambda kind, col: f"vector({col.dimensions})" if col.dimensions else "vector", 1,
                render=lambda v: None if v is None else "[" + ",".join("%.5e" % x for x in v) + "]"),
 )}  # fmt: skip
+# Length-prefixed strings and BLOBs: text in their collation's charset, or binary bytes.
+STRING_TYPES = frozenset(code for code, kind in TYPES.items() if kind.named in (_string, _blob))
+# Types whose SIGNEDNESS bit is logged (Table_map_log_event::is_numeric_type): those that can be UNSIGNED.
+NUMERIC_TYPES = frozenset(code for code, kind in TYPES.items() if kind.named in (_signed, _decimal))
+# Types that carry a character set in optional metadata (COLUMN_CHARSET / DEFAULT_CHARSET),
+# judged on the real type, so ENUM and SET are excluded here. The servers differ, as seen in
+# their TABLE_MAPs of one table (GEOMETRY, POINT, VECTOR beside text columns): MySQL counts
+# VECTOR (a blob underneath, collation 63) and not GEOMETRY (is_character_type in
+# libs/mysql/binlog/event/rows_event.h; `mysqlbinlog --print-table-metadata` agrees);
+# MariaDB counts GEOMETRY (Field_geom is a Field_blob there, logged as binary) and has no
+# VECTOR type in the versions that log this metadata.
+CHARACTER_TYPES = STRING_TYPES | {T.MYSQL_TYPE_VECTOR}
+MARIADB_CHARACTER_TYPES = STRING_TYPES | {T.MYSQL_TYPE_GEOMETRY}
 # The two-byte metadata VARCHAR's length is, little-endian; the other types' is two separate
 # bytes, folded as (first << 8) | second.
 LITTLE_ENDIAN_META = frozenset({T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING})

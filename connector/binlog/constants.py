@@ -170,44 +170,6 @@ class OptionalMetadataType(IntEnum):
     VECTOR_DIMENSIONALITY = 13
 
 
-# Types whose SIGNEDNESS bit is logged (Table_map_log_event::is_numeric_type).
-NUMERIC_TYPES = frozenset(
-    {
-        ColumnType.MYSQL_TYPE_TINY,
-        ColumnType.MYSQL_TYPE_SHORT,
-        ColumnType.MYSQL_TYPE_INT24,
-        ColumnType.MYSQL_TYPE_LONG,
-        ColumnType.MYSQL_TYPE_LONGLONG,
-        ColumnType.MYSQL_TYPE_NEWDECIMAL,
-        ColumnType.MYSQL_TYPE_FLOAT,
-        ColumnType.MYSQL_TYPE_DOUBLE,
-        ColumnType.MYSQL_TYPE_DECIMAL,
-    }
-)
-
-# Types that carry a character set in optional metadata (COLUMN_CHARSET / DEFAULT_CHARSET),
-# judged on the real type, so ENUM and SET are excluded here. The servers differ, as seen in
-# their TABLE_MAPs of one table (GEOMETRY, POINT, VECTOR beside text columns): MySQL counts
-# VECTOR (a blob underneath, collation 63) and not GEOMETRY (is_character_type in
-# libs/mysql/binlog/event/rows_event.h; `mysqlbinlog --print-table-metadata` agrees);
-# MariaDB counts GEOMETRY (Field_geom is a Field_blob there, logged as binary) and has no
-# VECTOR type in the versions that log this metadata.
-CHARACTER_TYPES = frozenset(
-    {
-        ColumnType.MYSQL_TYPE_STRING,
-        ColumnType.MYSQL_TYPE_VAR_STRING,
-        ColumnType.MYSQL_TYPE_VARCHAR,
-        ColumnType.MYSQL_TYPE_BLOB,
-        ColumnType.MYSQL_TYPE_TINY_BLOB,
-        ColumnType.MYSQL_TYPE_MEDIUM_BLOB,
-        ColumnType.MYSQL_TYPE_LONG_BLOB,
-        ColumnType.MYSQL_TYPE_VECTOR,
-    }
-)
-MARIADB_CHARACTER_TYPES = (CHARACTER_TYPES - {ColumnType.MYSQL_TYPE_VECTOR}) | {ColumnType.MYSQL_TYPE_GEOMETRY}
-
-ENUM_SET_TYPES = frozenset({ColumnType.MYSQL_TYPE_ENUM, ColumnType.MYSQL_TYPE_SET})
-
 # QUERY_EVENT status variable codes (Query_event::Query_event_status_vars).
 Q_FLAGS2_CODE = 0
 Q_SQL_MODE_CODE = 1

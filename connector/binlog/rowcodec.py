@@ -15,7 +15,7 @@ from typing import Any
 from connector.binlog import jsonb, values
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import BINARY_COLLATION, decoder, text_codec
-from connector.binlog.coltypes import TYPES, fixed
+from connector.binlog.coltypes import STRING_TYPES, TYPES, fixed
 from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
@@ -187,13 +187,7 @@ def _column(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) 
             gen.emit(ind, f"{v} = {gen.const(_unsupported(col.type_code))}(None)")
 
 
-_VARIABLE_TYPES = frozenset(
-    {
-        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING,
-        T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB,
-        T.MYSQL_TYPE_LONG_BLOB, T.MYSQL_TYPE_GEOMETRY, T.MYSQL_TYPE_JSON, T.MYSQL_TYPE_VECTOR,
-    }
-)  # fmt: skip
+_VARIABLE_TYPES = STRING_TYPES | {T.MYSQL_TYPE_GEOMETRY, T.MYSQL_TYPE_JSON, T.MYSQL_TYPE_VECTOR}
 
 
 def _struct(col: ColumnMeta) -> str:
@@ -347,12 +341,3 @@ def _compile(gen: _Gen, label: str) -> Any:
     decoder = namespace["decode_rows"]
     decoder.__doc__ = source  # kept for debugging: `print(decoder.__doc__)`
     return decoder
-
-
-# Length-prefixed strings and BLOBs: text in their collation's charset, or binary bytes.
-PREFIXED_STRING_TYPES = frozenset(
-    {
-        T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_VAR_STRING, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_BLOB,
-        T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB,
-    }
-)  # fmt: skip

@@ -23,10 +23,10 @@ from connector import native
 from connector.binlog import charmaps
 from connector.binlog.charmaps import FLAVOURS
 from connector.binlog.charsets import BINARY_COLLATION, UTF8_CHARSETS, charset_of, flavour, single_byte_texts
-from connector.binlog.coltypes import Op, fixed
+from connector.binlog.coltypes import STRING_TYPES, Op, fixed
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.constants import RowsKind
-from connector.binlog.rowcodec import PREFIXED_STRING_TYPES, length_prefix
+from connector.binlog.rowcodec import length_prefix
 from connector.binlog.tablemap import ColumnMeta
 from connector.native_spec import CODE_TABLES, COLUMN_FLAGS, NUMBERS, OPS, WALK_CHECKS, WIDE_FORMS, record
 from connector.native_spec import KINDS as SPEC_KINDS
@@ -107,7 +107,7 @@ def column_op(meta: ColumnMeta, strings: Strings) -> Op | None:
     if kind in _AS_STORED:  # MySQL's binary JSON (MariaDB's JSON is a LONGTEXT), GEOMETRY, VECTOR
         prefix = length_prefix(meta)
         return (_AS_STORED[kind], 0, prefix, 0) if 1 <= prefix <= 4 else None
-    if kind in PREFIXED_STRING_TYPES and meta.collation is not None:
+    if kind in STRING_TYPES and meta.collation is not None:
         return _text(meta, meta.collation, strings)
     return None
 

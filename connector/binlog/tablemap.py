@@ -13,12 +13,14 @@ from dataclasses import dataclass, field, replace
 
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import text_codec
-from connector.binlog.coltypes import LITTLE_ENDIAN_META, TYPES
-from connector.binlog.constants import (
+from connector.binlog.coltypes import (
     CHARACTER_TYPES,
-    ENUM_SET_TYPES,
+    LITTLE_ENDIAN_META,
     MARIADB_CHARACTER_TYPES,
     NUMERIC_TYPES,
+    TYPES,
+)
+from connector.binlog.constants import (
     TYPED_ARRAY_CODES,
 )
 from connector.binlog.constants import (
@@ -268,7 +270,7 @@ def _is_character(col: ColumnMeta, character: frozenset[int]) -> bool:
 
 
 def _is_enum_set(col: ColumnMeta) -> bool:
-    return col.real_type in ENUM_SET_TYPES
+    return col.real_type in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET)
 
 
 def _signedness(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:
