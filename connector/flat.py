@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from connector.binlog.coltypes import (
-    BLOB_TYPES,
+    STRING_TYPES,
     TYPES,
     Renderer,
     is_binary,
@@ -84,7 +84,7 @@ def _renderer(col: ColumnMeta, name: str) -> Renderer:
     kind = col.real_type
     if kind == T.MYSQL_TYPE_JSON:
         return lambda v: v.to_sql(name) if isinstance(v, JsonPartial) else render_plain(v)
-    if kind in (T.MYSQL_TYPE_VARCHAR, T.MYSQL_TYPE_STRING, T.MYSQL_TYPE_VAR_STRING) or kind in BLOB_TYPES:
+    if kind in STRING_TYPES:
         return render_plain if is_binary(col) else render_text
     entry = TYPES.get(kind)
     return render_plain if entry is None else entry.render

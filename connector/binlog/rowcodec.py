@@ -176,8 +176,7 @@ def _column(gen: _Gen, col: ColumnMeta, v: str, ind: int, json_bit: int | None) 
     kind = col.real_type
     if col.element_type is not None or col.type_code in TYPED_ARRAY_CODES:
         gen.emit(ind, f"{v} = _typed_array(None)")
-    elif _struct(col):
-        fmt = _struct(col)
+    elif fmt := _struct(col):
         s = gen.const(struct.Struct("<" + fmt))
         gen.emit(ind, f"{v} = {s}.unpack_from(b, p)[0]; p += {struct.calcsize(fmt)}")
     elif not _fixed(gen, col, v, ind):
