@@ -80,6 +80,7 @@ class SchemaDirectory:
         self._known: dict[tuple[str, str, str, tuple[str, ...]], SchemaVersion] = {}
         self._current: dict[str, tuple[int, tuple[str, int, int]]] = {}  # what set_current last wrote
         self._read: tuple[tuple[int, int, int], dict[str, Any]] | None = None  # the index as last read, by stamp
+        self._index_path = os.path.join(self.root, "index.json")  # a str: readers stat it per message
 
     def claim(self, connector: str) -> None:
         """The directory is this connector's: two connectors writing one directory would number
@@ -164,7 +165,7 @@ class SchemaDirectory:
         """For readers that keep what they read: changes whenever index.json is written (each
         write replaces the file); None while there is none."""
         try:
-            found = os.stat(self.root / "index.json")
+            found = os.stat(self._index_path)
         except OSError:
             return None
         return found.st_ino, found.st_mtime_ns, found.st_size
