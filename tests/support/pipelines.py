@@ -277,22 +277,17 @@ def caught_up(config: Config, timeout_s: float = 120) -> None:
     wait_until(reached, timeout_s, f"the connector to reach {target}", every_s=0.2)
 
 
-def assert_in_order(config: Config, messages: Messages | None = None) -> int:
-    """In every partition, the messages (less duplicates re-sent after a crash, dropped by their
-    source position as a consumer does) follow the binlog's order; returns how many."""
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir))
+def assert_in_order(replay: Replay) -> int:
+    """In every partition, the messages the replay applied (less duplicates re-sent after a
+    crash, dropped by their source position as a consumer does) follow the binlog's order;
+    returns how many."""
     seen: set[tuple[str, int, int, str]] = set()
     last: dict[tuple[str, int], tuple[tuple[str, int, int], int]] = {}
-    for topic, partition, offset, _, value in consume(config.kafka.topic_prefix) if messages is None else messages:
-        if topic.endswith(("._ddl", "._positions")):
-            continue
-        record = reader.read(value)[1]
-        source = record["source"]
-        mark = (source["file"], source["pos"], source["row"], record["type"])
+    for topic, partition, offset, mark in replay.order:
         if mark in seen:
             continue
         seen.add(mark)
-        order = (binlog_sort_key(source["file"], source["pos"]), source["row"])
+        order = (binlog_sort_key(mark[0], mark[1]), mark[2])
         before = last.get((topic, partition))
         assert before is None or before <= order, f"{topic}[{partition}]@{offset}: {mark} after {before}"
         last[(topic, partition)] = order

@@ -93,28 +93,32 @@ class Replay:
         self.seen: set[tuple[str, int, int, str]] = set()
         self.table_of: dict[tuple[str, int, int, str], str] = {}
         self.duplicates: list[tuple[str, int, int, str]] = []
+        # (topic, partition, offset, change) of each row message applied, in the order applied:
+        # what an order check reads instead of decoding every message again
+        self.order: list[tuple[str, int, int, tuple[str, int, int, str]]] = []
 
     def apply_all(self, messages: list[tuple[str, int, int, bytes | None, bytes]]) -> None:
-        for topic, _, _, _, value in messages:
+        for topic, partition, offset, _, value in messages:
             if topic.endswith(("._ddl", "._positions")):
                 continue
-            self.apply(value)
+            self.order.append((topic, partition, offset, self.apply(value)))
 
-    def apply(self, value: bytes) -> None:
+    def apply(self, value: bytes) -> tuple[str, int, int, str]:
+        """Applies one row message; returns its change (source file, pos, row, type)."""
         schema, record = self.reader.read_newest(value)
         database, table = schema["sluice.database"], schema["sluice.table"]
         source = record["source"]
         mark = (source["file"], source["pos"], source["row"], record["type"])
         if mark in self.seen:
             self.duplicates.append(mark)
-            return
+            return mark
         self.seen.add(mark)
         self.table_of[mark] = table
         keys = [field_of(schema, k) for k in record["pkNames"] or ()]  # as written: maybe renamed since
         state = self.tables.setdefault((database, table), {} if keys else Bag())
         if record["type"] == "TRUNCATE":  # a keyless table's READ pass begins: it replaces the table
             state.clear()
-            return
+            return mark
         row = record["data"][0]
         if isinstance(state, dict):
             key = tuple(row[k] for k in keys)
@@ -129,6 +133,7 @@ class Replay:
         else:
             state.remove(record["old"][0])
             state.add(row)
+        return mark
 
 
 def field_of(schema: dict[str, Any], column: str) -> str:
