@@ -96,6 +96,7 @@ class Replay:
         # (topic, partition, offset, change) of each row message applied, in the order applied:
         # what an order check reads instead of decoding every message again
         self.order: list[tuple[str, int, int, tuple[str, int, int, str]]] = []
+        self._fields: dict[tuple[str, str, Any, tuple[str, ...]], list[str]] = {}  # field_of, per version and key
 
     def apply_all(self, messages: list[tuple[str, int, int, bytes | None, bytes]]) -> None:
         for topic, partition, offset, _, value in messages:
@@ -114,7 +115,10 @@ class Replay:
             return mark
         self.seen.add(mark)
         self.table_of[mark] = table
-        keys = [field_of(schema, k) for k in record["pkNames"] or ()]  # as written: maybe renamed since
+        names = (database, table, schema.get("sluice.version"), tuple(record["pkNames"] or ()))
+        keys = self._fields.get(names)
+        if keys is None:  # as written: maybe renamed since
+            keys = self._fields[names] = [field_of(schema, k) for k in names[3]]
         state = self.tables.setdefault((database, table), {} if keys else Bag())
         if record["type"] == "TRUNCATE":  # a keyless table's READ pass begins: it replaces the table
             state.clear()
