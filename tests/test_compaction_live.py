@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._resource import ResourceType
@@ -22,6 +22,7 @@ from connector.avro.registry import SchemaDirectory
 from connector.config import AvroSection
 from connector.runner import Connector
 from tests.support.live import KAFKA, connect, fresh_database, live_config, wait_until
+from tests.support.replay import read_to_end
 
 pytestmark = pytest.mark.live
 
@@ -33,15 +34,7 @@ COMPACT = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirt
 def _topic(topic: str) -> list[tuple[bytes | None, bytes | None]]:
     admin = AdminClient({"bootstrap.servers": KAFKA})
     partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
-    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"c-{uuid.uuid4()}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out, idle = [], 0
-    while idle < 2:
-        batch = consumer.consume(1000, 1.0)
-        idle = idle + 1 if not batch else 0
-        out += [(m.key(), m.value()) for m in batch if m.error() is None]
-    consumer.close()
-    return out
+    return [(m.key(), m.value()) for m in read_to_end({}, [TopicPartition(topic, p, 0) for p in partitions])]
 
 
 def test_compacted_topic_holds_exactly_the_live_rows(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.cimpl import NewTopic
 
 from connector.checkpoint import (
@@ -29,6 +29,7 @@ from connector.sink.partitioning import partition_for, route_python
 from tests.support import live
 from tests.support.live import KAFKA, live_config, wait_until
 from tests.support.live import REDIS_URL as REDIS
+from tests.support.replay import read_to_end
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.live)])
@@ -43,15 +44,8 @@ def read_back(sink: Sink, topic: str) -> list[tuple[int, int, bytes | None, byte
     """(partition, offset, key, value) of everything in the topic."""
     if isinstance(sink, MemorySink):
         return [(m.partition, m.offset, m.key, m.value) for m in sink.messages(topic)]
-    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"t-{uuid.uuid4()}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(sink.partitions(topic))])
-    out = []
-    idle = 0
-    while idle < 3:
-        batch = consumer.consume(500, 1.0)
-        idle = idle + 1 if not batch else 0
-        out += [(m.partition(), m.offset(), m.key(), m.value()) for m in batch if m.error() is None]
-    consumer.close()
+    read = read_to_end({}, [TopicPartition(topic, p, 0) for p in range(sink.partitions(topic))])
+    out = [(m.partition(), m.offset(), m.key(), m.value()) for m in read]
     return sorted(out, key=lambda r: (r[0], r[1]))  # type: ignore[arg-type]
 
 
