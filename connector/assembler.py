@@ -181,7 +181,13 @@ class TransactionAssembler:
         return iter((self._commit(event),))
 
     def _heartbeat(self, event: Event) -> Iterator[StreamItem]:
-        if not self.offset.in_txn:
+        body = event.body
+        assert isinstance(body, HeartbeatEvent)
+        # A heartbeat names the file its position is in. MariaDB sends one naming the file a
+        # ROTATE just closed, with that file's end, while it opens the next: read as a position
+        # in the file being read, it was a position past that file's end, which every restart
+        # from it met as "impossible position".
+        if not self.offset.in_txn and (not body.log_file or body.log_file == self.cursor.file):
             yield Heartbeat(self._position(event.header.log_pos, event))
 
     def _payload(self, event: Event) -> Iterator[StreamItem]:

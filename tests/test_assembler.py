@@ -6,7 +6,7 @@ import pytest
 
 from connector.assembler import TransactionAssembler, statement_logged_change
 from connector.binlog import constants as c
-from connector.binlog.events import Event, EventHeader, QueryEvent, QueryStatus
+from connector.binlog.events import Event, EventHeader, HeartbeatEvent, QueryEvent, QueryStatus, RotateEvent
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
 from connector.filters import TableFilter
@@ -126,3 +126,26 @@ def test_a_rotate_moves_the_file_for_the_builder_the_tracker_and_the_parser_at_o
     assert isinstance(last, Heartbeat) and last.position.file != path.name
     rotated = last.position.file
     assert (assembler.file, tracker.cursor.file, parser.cursor.file, assembler.builder.cursor.file) == (rotated,) * 4
+
+
+def test_a_heartbeat_naming_the_file_a_rotate_closed_moves_no_position() -> None:
+    """MariaDB sends a heartbeat naming the file a ROTATE just closed, with that file's end, while
+    it opens the next (seen live: mariadb-bin.000097's 1,073,770,887 bytes, after the ROTATE to
+    000098). Read as a position in the file being read, it became 000098:1073770887, the
+    checkpoint saved it, and every restart from it met "impossible position"."""
+    included = TableFilter.of(None, None)
+    assembler = TransactionAssembler(Position("mariadb-bin.000097", 4), SchemaTracker(MemoryHistoryStore(), included),
+                                     included, mariadb=True)  # fmt: skip
+    end = 1_073_770_887
+
+    def event(type_code: int, body: object, log_pos: int, flags: int = 0) -> Event:
+        return Event(log_pos, EventHeader(0, type_code, 1, 19, log_pos, flags), body)  # type: ignore[arg-type]
+
+    rotated = list(assembler.feed(event(c.EventType.ROTATE_EVENT, RotateEvent(4, "mariadb-bin.000098"), end)))
+    assert [i.position.file for i in rotated if isinstance(i, Heartbeat)] == ["mariadb-bin.000098"]
+    stale = HeartbeatEvent("mariadb-bin.000097", None)
+    assert list(assembler.feed(event(c.EventType.HEARTBEAT_LOG_EVENT, stale, end))) == []
+    current = HeartbeatEvent("mariadb-bin.000098", None)
+    beats = list(assembler.feed(event(c.EventType.HEARTBEAT_LOG_EVENT, current, 2_000)))
+    assert [(b.position.file, b.position.pos) for b in beats if isinstance(b, Heartbeat)] == [("mariadb-bin.000098",
+                                                                                              2_000)]  # fmt: skip
