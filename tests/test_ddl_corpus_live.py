@@ -5,7 +5,7 @@ Every statement a server accepts must be read (none unreadable: the connector wo
 that table's next row), leave every tracked table equal to what information_schema reports
 (names, order, types, ENUM/SET labels, charsets, nullability, primary key, MariaDB's hidden
 columns), and the row written after it must be published with the server's names and values.
-The full corpus runs here (about four minutes for both servers); each run's figures are kept
+The full corpus runs here (about five minutes for both servers); each run's figures are kept
 in .run/ddl-corpus/ and `bench/ddl_corpus.py` prints them for one server.
 """
 
