@@ -88,7 +88,7 @@ class MessageReader:
         newest, key, itself = self._latest(database, table)
         try:
             if itself is not None and data[2:10] == itself and data[:2] == SINGLE_OBJECT_MARKER:
-                return newest, self._read(data, None, b"")[1]
+                return newest, self.read(data)[1]
             return newest, self._read(data, newest, key)[1]
         except SchemaResolutionError:
             return self.read(data)
