@@ -10,9 +10,10 @@ A statement's rows events are handed to Kafka together, once it ends (STMT_END_F
 acknowledgement per partition for the lot, not per 8 KiB event. Anything else that
 produces, and every transaction end, hands the gathered rows on first, so order holds.
 
-Back-pressure: with `max_in_flight` messages unacknowledged (Kafka slow or down) the
-reader stops pulling events until acknowledgements make room; memory stays bounded by
-that number. Kafka acknowledging nothing for `delivery_timeout_s` while messages wait:
+Back-pressure: with `max_in_flight` messages unacknowledged (Kafka slow or down) `take`
+says there is no room, and `run` pulls no further item until acknowledgements make some
+(`wait_for_room`; a snapshot reading a table does the same): memory stays bounded by that
+number. Kafka acknowledging nothing for `delivery_timeout_s` while messages wait:
 `DeliveryError`, the checkpoint before them (the producer itself never times a message
 out: see connector/sink/kafka.py). Checkpoint stores both down: the reader waits,
 retrying the commit.
@@ -45,7 +46,7 @@ from connector.schema.model import Table
 from connector.sink.kafka import Sink
 from connector.sink.partitioning import TopicRouter
 from connector.snapshot.coordinator import Snapshotter
-from connector.steps import CommitPositions, Counters, Encode, Encoder, GatherStatement, Produce, paused
+from connector.steps import CommitPositions, Counters, Encode, Encoder, GatherStatement, Produce, Side, paused
 
 log = logging.getLogger("sluice.pipeline")
 
@@ -100,7 +101,7 @@ class Pipeline:
         self.produce = Produce(
             sink, self.inflight,
             oversize or OversizePolicy("fail", MessageReader(encoder.directory, encoder.registry()), router.prefix),
-            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, self.exactly,
+            self.counters, lambda: self.commit.last, clock, delivery_timeout_s, metrics, self.exactly, max_in_flight,
         )  # fmt: skip
         self.gather = GatherStatement(self.produce, group_limit)
         self.routes = Routes(router, sink, options.tombstones)
@@ -116,7 +117,8 @@ class Pipeline:
             if start is not None and self.snapshot is not None:
                 self.snapshot.turn(start, self, self.stop.is_set)
             for item in items:
-                self.take(item)
+                if not self.take(item):
+                    self.wait_for_room()
                 if self.stop.is_set():
                     break
         except StoppedWaitingError as exc:
@@ -127,49 +129,52 @@ class Pipeline:
             self.drain()
         self.produce.check()  # a failure Kafka reported after the last poll stops it as one before would
 
-    def take(self, item: StreamItem) -> None:
+    def take(self, item: StreamItem) -> bool:
+        """One item through the steps. False: Kafka is behind (`max_in_flight` unacknowledged), and
+        the caller hands on nothing more until `wait_for_room` returns."""
         if self.metrics is not None:
             self.metrics.tick()
         if isinstance(item, Burst):
-            self._burst(item)
-            return
+            return self._burst(item)
         if isinstance(item, Changes):
             if self.snapshot is not None:
                 self.snapshot.saw(item)
                 if self.snapshot.holds(item):
-                    return  # a keyless table waiting for its READ, which carries this change
+                    return True  # a keyless table waiting for its READ, which carries this change
             if self.transactions is not None and item.table is not None:
                 self._transaction_change(item)
             self.encode.submit(item)
-            if not self.gather.open:  # a statement still gathering breathes when it is handed on
-                self.breathe()
-            return
-        self._close(item, item.position, 1 if isinstance(item, Commit) else 0)
+            # a statement still gathering breathes when it is handed on
+            return self.gather.open or self.breathe()
+        return self._close(item, item.position, 1 if isinstance(item, Commit) else 0)
 
-    def _burst(self, burst: Burst) -> None:
+    def _burst(self, burst: Burst) -> bool:
         """The compiled kernel's messages, then the position of the last transaction it committed.
         With transaction records, each transaction's BEGIN and END go first (`_burst_records`)."""
         if self.transactions is not None:
             self._burst_records(burst)
-        self.gather.burst(burst)
+        self.gather.submit(burst)
         if self.metrics is not None:
             self.metrics.burst(burst)
         if burst.position is None:
-            self.breathe()  # a transaction still open: its end comes in a later item
-        else:
-            self.counters.kernel_transactions += burst.transactions
-            self._close(burst, burst.position, burst.transactions)
+            return self.breathe()  # a transaction still open: its end comes in a later item
+        self.counters.kernel_transactions += burst.transactions
+        return self._close(burst, burst.position, burst.transactions)
 
-    def _close(self, item: StreamItem, position: Position, transactions: int) -> None:
+    def _close(self, item: StreamItem, position: Position, transactions: int) -> bool:
         """A position closes, after side records; a snapshot's turn."""
         if self.snapshot is not None and position.snapshot != self.snapshot.state_text:
             position = replace(position, snapshot=self.snapshot.state_text)  # saved with every position
         self._side_records(item, position)
-        self.gather.close(position)
+        self.gather.submit(position)
         self.counters.transactions += transactions
-        self.breathe()
-        if self.snapshot is not None:
-            self.snapshot.turn(position, self, self.stop.is_set)
+        room = self.breathe()
+        if self.snapshot is None:
+            return room
+        if not room:
+            self.wait_for_room()  # before the snapshot reads a chunk (it waits between its rows too)
+        self.snapshot.turn(position, self, self.stop.is_set)
+        return True
 
     # -- what the stream's lane uses (connector/lane.Lanes) ------------------------------------
 
@@ -193,13 +198,13 @@ class Pipeline:
         self.encode.message(message, table)
 
     def close_position(self, position: Position) -> None:
-        self.gather.close(position)
+        self.gather.submit(position)
 
-    def breathe(self) -> None:
-        """Serve Kafka's callbacks, commit, and wait while too much is unacknowledged."""
-        self.produce.poll()
+    def breathe(self) -> bool:
+        """Serve Kafka's callbacks and commit; False while too much is unacknowledged."""
+        room = self.produce.poll()
         self.commit.poll()
-        self._backpressure()
+        return room
 
     # -- side records ----------------------------------------------------------------------
 
@@ -227,7 +232,7 @@ class Pipeline:
             if committed and (end := topic.end()) is not None:
                 records.append(end)
         if records:  # one hand-off, one acknowledgement for them all
-            self.gather.side(topic.topic, records)
+            self.gather.submit(Side(topic.topic, records))
 
     def _transaction_change(self, item: Changes) -> None:
         assert self.transactions is not None and item.table is not None
@@ -241,13 +246,13 @@ class Pipeline:
     def _side(self, topic: str, record: tuple[bytes, bytes] | None) -> None:
         """A heartbeat or transaction record on its one-partition topic, tracked like any message."""
         if record is not None:
-            self.gather.side(topic, [record])
+            self.gather.submit(Side(topic, [record]))
 
     # -- waiting ---------------------------------------------------------------------------
 
-    def _backpressure(self) -> None:
-        if self.inflight.outstanding < self.max_in_flight:
-            return
+    def wait_for_room(self) -> None:
+        """Kafka is behind: serve its acknowledgements and commit until what is unacknowledged is
+        down to 80% of `max_in_flight` (or a stop), counted as a pause."""
         started = self.clock.now()
         paused(self.metrics, "kafka", True)
         self.counters.pauses += 1

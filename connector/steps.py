@@ -1,14 +1,16 @@
 """The pipeline's steps: encode a change, gather a statement, produce to Kafka, commit positions.
 
 Each step is one duty and holds the next: Encode -> GatherStatement -> Produce, wired once in
-the Pipeline's constructor. Work is handed to a step (Encode.submit and .message;
-GatherStatement.submit, and what else is bound for Kafka), `poll` does what is due now, and
-`join` finishes what it holds. GatherStatement is the one door to Produce: whatever passes it
-(a row, a DDL, side records, a kernel burst, a position closing) hands the gathered statement on
-first, so order holds by construction. Produce tracks every message in the in-flight FIFO
-(connector/inflight.py) and closes positions in it (or in the open Kafka transaction);
-CommitPositions reads the FIFO and hands the newest fully acknowledged position to the
-checkpoint policy (connector/checkpoint.Checkpointer).
+the Pipeline's constructor. They share one protocol: `submit` hands a step an item (Encode a
+stream's `Changes`; GatherStatement and Produce an `Outgoing`: rows, other messages, side
+records, a kernel burst, or a position that closes), `poll` does what is due now, `join`
+finishes what the step holds. GatherStatement is the one door to Produce: whatever passes it
+hands the gathered statement on first, so order holds by construction. Produce tracks every
+message in the in-flight FIFO (connector/inflight.py) and closes positions in it (or in the
+open Kafka transaction); its `poll` says whether there is room for more, a value the caller
+acts on (connector/pipeline.py waits; nothing here blocks for room). CommitPositions reads the
+FIFO and hands the newest fully acknowledged position to the checkpoint policy
+(connector/checkpoint.Checkpointer).
 """
 
 from __future__ import annotations
@@ -60,6 +62,47 @@ class Counters:
     commits: int = 0  # positions written to the checkpoint stores
     pauses: int = 0  # times the reader waited for Kafka or the checkpoint stores
     paused_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Rows:
+    """Row changes of one table and kind (INSERT, UPDATE, DELETE, READ), in order; `ends`: their
+    statement ends with them (a change encoded on its own always does)."""
+
+    route: TableRoute
+    kind: str
+    encoded: list[Encoded]  # never empty; the encoder's own list, which a gathered statement grows
+    ends: bool = True
+
+    def goes_on_with(self, other: Rows) -> bool:
+        """Whether `other` can join these in one hand-off: the same route and kind, keyed alike."""
+        keyless = self.encoded[0][0] is None
+        return other.route is self.route and other.kind == self.kind and (other.encoded[0][0] is None) == keyless
+
+
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """Messages other than rows (a DDL statement's) to one topic and partition, under its size limit."""
+
+    topic: str
+    database: str
+    table: str
+    encoded: list[Encoded]
+    partition: int | None
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """Heartbeat or transaction records to their one-partition topic."""
+
+    topic: str
+    records: list[tuple[bytes, bytes]]
+
+
+# What GatherStatement and Produce are handed, in order: a Position is a transaction's (or a
+# heartbeat's) end closing behind what came before it.
+Outgoing = Rows | Messages | Side | Burst | Position
 
 
 def paused(metrics: Metrics | None, reason: str, on: bool) -> None:
@@ -136,7 +179,8 @@ class Encode:
             # One partition (0 also on a topic made before with more): statements stay in order.
             topic = self.router.ddl_topic(database)
             self.sink.ensure_topic(topic, single=True)
-            self.gather.messages(topic, database, name, [self.encoder.ddl(message, topic)], 0, self.sink.limit(topic))
+            encoded: list[Encoded] = [self.encoder.ddl(message, topic)]
+            self.gather.submit(Messages(topic, database, name, encoded, 0, self.sink.limit(topic)))
             self.counters.statements += 1
             return
         if table is None:
@@ -156,7 +200,7 @@ class Encode:
             self._row({**message, "type": "INSERT", "old": None}, table)
             return
         route = self.routes.of(database, name)
-        self.gather.rows(route, message["type"], [self.encoder.row(message, table, route.topic)])
+        self.gather.submit(Rows(route, message["type"], [self.encoder.row(message, table, route.topic)]))
 
     def _rows(self, item: Changes) -> bool:
         """A rows event's changes from their decoded images, gathered with the rest of its statement;
@@ -169,8 +213,7 @@ class Encode:
         encoded = self.encoder.rows(batch, table, route.topic, shaping)
         if encoded is None:
             return False
-        ends = bool(batch.rows.flags & STMT_END_F)
-        self.gather.submit(route, batch.head["type"], encoded, ends)
+        self.gather.submit(Rows(route, batch.head["type"], encoded, bool(batch.rows.flags & STMT_END_F)))
         return True
 
     def plan(self, table_map: TableMapEvent, table: Table) -> KernelPlan | None:
@@ -204,70 +247,43 @@ class Encode:
                      database, name, reason)  # fmt: skip
 
 
-@dataclass
-class _Run:
-    route: TableRoute
-    kind: str
-    encoded: list[Encoded]  # never empty: a run starts with a rows event's changes
-
-
 class GatherStatement:
     """Gather: a statement's rows events, handed to Produce together once the statement ends
     (STMT_END_F) or `limit` messages are gathered, whichever comes first: one partition lookup
     and one acknowledgement per partition for the lot, not per 8 KiB event. It is the one way to
-    Produce: whatever else is produced, and every position that closes, hands the gathered rows on
-    first, so order holds."""
+    Produce: whatever else is handed on (other messages, side records, a kernel burst, a position
+    that closes) hands the gathered rows on first, so order holds."""
 
     def __init__(self, produce: Produce, limit: int) -> None:
         self.produce = produce  # the next step
         self.limit = limit
-        self._open: _Run | None = None
+        self._open: Rows | None = None  # the statement gathering: the first Rows, grown
 
     @property
     def open(self) -> bool:
         return self._open is not None
 
-    def submit(self, route: TableRoute, kind: str, encoded: list[Encoded], ends: bool) -> None:
-        """One rows event's changes (`encoded`, the encoder's own list); `ends`: its statement ends here."""
-        run = self._open
-        keyless = encoded[0][0] is None
-        if run is None or run.route is not route or run.kind != kind or (run.encoded[0][0] is None) != keyless:
+    def submit(self, item: Outgoing) -> None:
+        """Rows that continue the open statement (the same route, kind, and key or none) join it;
+        anything else hands it on first."""
+        if type(item) is not Rows:
             self.join()
-            run = self._open = _Run(route, kind, encoded)
+            self.produce.submit(item)
+            return
+        run = self._open
+        if run is None or not run.goes_on_with(item):
+            self.join()
+            run = self._open = item
         else:
-            run.encoded += encoded
-        if ends or len(run.encoded) >= self.limit:
+            run.encoded += item.encoded
+        if item.ends or len(run.encoded) >= self.limit:
             self.join()
 
     def join(self) -> None:
         """The gathered rows of the open statement to Produce."""
         run, self._open = self._open, None
         if run is not None:
-            self.produce.rows(run.route, run.kind, run.encoded)
-
-    # What passes on at once, after the gathered rows (Produce's methods of the same names).
-
-    def rows(self, route: TableRoute, kind: str, encoded: list[Encoded]) -> None:
-        self.join()
-        self.produce.rows(route, kind, encoded)
-
-    def messages(
-        self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None, limit: int
-    ) -> None:
-        self.join()
-        self.produce.messages(topic, database, name, encoded, partition, limit)
-
-    def side(self, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-        self.join()
-        self.produce.side(topic, records)
-
-    def burst(self, burst: Burst) -> None:
-        self.join()
-        self.produce.burst(burst)
-
-    def close(self, position: Position) -> None:
-        self.join()
-        self.produce.close(position)
+            self.produce.submit(run)
 
 
 class Produce:
@@ -282,9 +298,10 @@ class Produce:
     def __init__(
         self, sink: Sink, inflight: InFlight, oversize: OversizePolicy, counters: Counters,
         committed: Callable[[], Position | None], clock: Clock, delivery_timeout_s: float,
-        metrics: Metrics | None, exactly: KafkaTransactions | None,
+        metrics: Metrics | None, exactly: KafkaTransactions | None, max_in_flight: int,
     ) -> None:  # fmt: skip
         self.sink = sink
+        self.max_in_flight = max_in_flight  # `poll` says there is no room from this many unacknowledged
         self.inflight = inflight
         self.exactly = exactly  # exactly once: positions close in the open Kafka transaction
         self.oversize = oversize
@@ -296,10 +313,24 @@ class Produce:
         self._unpolled = 0  # items since Kafka was last polled
         self._polled_at = clock.now()
 
-    def rows(self, route: TableRoute, kind: str, encoded: list[Encoded]) -> None:
-        """Row changes of one table and operation, in order."""
+    def submit(self, item: Outgoing) -> None:
+        match item:
+            case Rows():
+                self._rows(item)
+            case Burst():
+                self._burst(item)
+            case Position():
+                self._close(item)
+            case Messages():
+                self._messages(item.topic, item.database, item.table, item.encoded, item.partition, item.limit)
+            case Side():
+                self.sink.ensure_topic(item.topic, single=True)
+                self.sink.produce_many(item.topic, item.records, 0, self.inflight.track(len(item.records)))
+
+    def _rows(self, rows: Rows) -> None:
+        route, kind, encoded = rows.route, rows.kind, rows.encoded
         keyed = encoded[0][0] is not None  # no primary key: one partition per table keeps its order
-        self.messages(route.topic, route.database, route.table, encoded, route.partition(keyed), route.limit)
+        self._messages(route.topic, route.database, route.table, encoded, route.partition(keyed), route.limit)
         if route.follows_with_tombstones(kind, keyed):
             # Log compaction then drops the key: a tombstone after each DELETE, on its key's partition.
             keys = [key for key, _ in encoded if key is not None]
@@ -309,7 +340,7 @@ class Produce:
             self.metrics.row(route.database, route.table, kind, len(encoded),
                              "snapshot" if kind == "READ" else "python")  # fmt: skip
 
-    def burst(self, burst: Burst) -> None:
+    def _burst(self, burst: Burst) -> None:
         """A kernel run's messages, routed and measured already (connector/lane.py)."""
         for topic, plain, tails, count in burst.topics:
             self.sink.produce_routed(topic, plain, tails, self.inflight.track(count))
@@ -319,7 +350,7 @@ class Produce:
             if self.metrics is not None:
                 self.metrics.row(database, name, kind, count, "kernel")
 
-    def close(self, position: Position) -> None:
+    def _close(self, position: Position) -> None:
         """A position closes: in the in-flight FIFO, or (exactly once) in the open Kafka transaction,
         which reaches the FIFO when it commits."""
         if self.exactly is None:
@@ -327,12 +358,7 @@ class Produce:
         else:
             self.exactly.close(position)
 
-    def side(self, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-        """Heartbeat or transaction records on their one-partition topic, in order."""
-        self.sink.ensure_topic(topic, single=True)
-        self.sink.produce_many(topic, records, 0, self.inflight.track(len(records)))
-
-    def messages(
+    def _messages(
         self, topic: str, database: str, name: str, encoded: list[Encoded], partition: int | None, limit: int
     ) -> None:
         """Messages to Kafka in order, each measured against its topic's limit first (max.message.bytes)."""
@@ -363,14 +389,17 @@ class Produce:
         self.sink.produce_many(replacement.topic, [(replacement.key, replacement.value)], partition,
                                self.inflight.track(1), replacement.headers)  # fmt: skip
 
-    def poll(self) -> None:
-        """Kafka's delivery reports, when enough items or time have passed; then what it reported."""
+    def poll(self) -> bool:
+        """Kafka's delivery reports, when enough items or time have passed; then what it reported
+        (DeliveryError). True while there is room for more: fewer than `max_in_flight`
+        unacknowledged; the caller stops handing items on until there is (Pipeline.wait_for_room)."""
         self._unpolled += 1
         now = self.clock.now()
         if self._unpolled >= _POLL_EVERY_ITEMS or now - self._polled_at >= _POLL_EVERY_S:
             self.sink.poll(0)
             self._unpolled, self._polled_at = 0, now
         self.check()
+        return self.inflight.outstanding < self.max_in_flight
 
     def check(self) -> None:
         """Raise DeliveryError when Kafka gave up on a message, or acknowledged nothing for too long."""

@@ -54,8 +54,11 @@ class Emitter(Protocol):
 
     def close_position(self, position: Position) -> None: ...
 
-    def breathe(self) -> None:
-        """Serve Kafka's callbacks, commit, and wait while too much is unacknowledged."""
+    def breathe(self) -> bool:
+        """Serve Kafka's callbacks and commit; False while too much is unacknowledged."""
+
+    def wait_for_room(self) -> None:
+        """Until Kafka has acknowledged enough of what is in flight."""
 
 
 @dataclass
@@ -155,7 +158,8 @@ class Snapshotter:
                 log.warning("%s; the chunk is read again later", exc)
                 self._close()
                 return
-            out.breathe()
+            if not out.breathe():
+                out.wait_for_room()
 
     def close(self) -> None:
         self._close()
@@ -212,8 +216,8 @@ class Snapshotter:
             count, last = count + 1, key
             if key not in read.touched or not keyed:
                 out.publish(self._message(table, data, read.window.high, count), table)
-            if count % 1000 == 0:
-                out.breathe()
+            if count % 1000 == 0 and not out.breathe():
+                out.wait_for_room()
         self._finish(at, out, last, not keyed or count < self.chunk_size, count)
 
     def _finish(self, at: Position, out: Emitter, last: Key | None, finished: bool, count: int) -> None:
