@@ -31,7 +31,7 @@ from connector.checkpointdb import checkpoint_connector
 from connector.clock import SYSTEM_CLOCK, Clock
 from connector.config import Config
 from connector.errors import CheckpointUnavailableError, FencedError, ServerConfigError, SourceError
-from connector.position import Position
+from connector.position import Position, newer
 from connector.secrets import shown_url
 
 log = logging.getLogger("sluice.checkpoint")
@@ -321,7 +321,8 @@ class Checkpointer:
 
         Each can be ahead of the other: Redis after a crash between flushes, the database after a
         spell with Redis down (positions then went to the database alone). Resuming from the older
-        would send everything between them again."""
+        would send everything between them again. Newer by their GTID states where both carry one
+        (position.newer), by binlog file and offset where they cannot say."""
         fast = None
         if self.fast is not None:
             try:
@@ -333,11 +334,11 @@ class Checkpointer:
             found = fast or durable
             return found, (self.fast.name if fast is not None and self.fast is not None else self.durable.name)
         assert self.fast is not None
-        newer_is_fast = fast.sort_key() >= durable.sort_key()
-        chosen, name = (fast, self.fast.name) if newer_is_fast else (durable, self.durable.name)
+        chosen, by = newer(fast, durable)
+        name = self.fast.name if chosen is fast else self.durable.name
         if fast != durable:
-            log.info("saved positions: %s %s, %s %s; resuming from the newer (%s)", self.fast.name, fast,
-                     self.durable.name, durable, name)  # fmt: skip
+            log.info("saved positions: %s %s, %s %s; resuming from the newer by %s (%s)", self.fast.name, fast,
+                     self.durable.name, durable, by, name)  # fmt: skip
         return chosen, name
 
     def commit(self, position: Position) -> None:

@@ -111,6 +111,11 @@ class MariadbGtidState:
         kept = [g for g in self.domains if g[0] != new[0]]
         return MariadbGtidState(tuple(sorted([*kept, new])))
 
+    def covers(self, other: MariadbGtidState) -> bool:
+        """Whether this state is at or past `other` in each of its domains."""
+        mine = {d: n for d, _, n in self.domains}
+        return all(mine.get(d, -1) >= n for d, _, n in other.domains)
+
     def contains(self, gtid: str) -> bool:
         """In a strict-mode stream, a domain's state covers every sequence number up to it."""
         domain, _, seq = parse_mariadb_gtid(gtid)
@@ -280,3 +285,30 @@ def gtid_state(text: str) -> MariadbGtidState | MysqlGtidSet:
     if _MARIADB_GTID.match(text.split(",", maxsplit=1)[0].strip()):
         return MariadbGtidState.parse(text)
     return MysqlGtidSet.parse(text)
+
+
+def gtid_order(a: str, b: str) -> int | None:
+    """How two GTID states of one source order: 1 when `a` holds all of `b` and more, -1 the other
+    way, 0 when they are the same; None when neither holds the other, or they are not states of the
+    same kind (then the GTIDs cannot say which is newer)."""
+    try:
+        first, second = gtid_state(a), gtid_state(b)
+    except PositionError:
+        return None
+    if isinstance(first, MariadbGtidState) and isinstance(second, MariadbGtidState):
+        ahead, behind = first.covers(second), second.covers(first)
+    elif isinstance(first, MysqlGtidSet) and isinstance(second, MysqlGtidSet):
+        ahead, behind = second.issubset(first), first.issubset(second)
+    else:
+        return None
+    return 0 if ahead and behind else 1 if ahead else -1 if behind else None
+
+
+def newer(a: Position, b: Position) -> tuple[Position, str]:
+    """The newer of two saved positions, and by what: their GTID states where both carry one and
+    one holds the other (binlog file names differ between servers after a failover, and a position
+    in a file says nothing of another server's), else their binlog file and offset."""
+    order = gtid_order(a.gtid_set, b.gtid_set) if a.gtid_set and b.gtid_set else None
+    if order:
+        return (a if order > 0 else b), "GTID state"
+    return (a if a.sort_key() >= b.sort_key() else b), "binlog position"

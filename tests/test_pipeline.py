@@ -23,7 +23,7 @@ from connector.errors import (
 from connector.inflight import InFlight
 from connector.items import Changes, Commit, Heartbeat, StreamItem
 from connector.oversize import TRUNCATED_HEADER
-from connector.position import Position
+from connector.position import Position, gtid_order
 from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import partition_for
 from tests.support.live import wait_until
@@ -507,3 +507,41 @@ def test_dead_letter_records_the_message_and_the_stream_goes_on(tmp_path: Path) 
     assert record["source"]["pos"] == 200 and record["limit"] == 100_000 and record["size"] > 210_000
     assert letter.key is not None and MessageReader(rig.directory).read(letter.key)[1] == {"id": 3}  # the row's key
     assert rig.fast.value == pos(300)
+
+
+def test_checkpointer_resumes_from_the_newer_gtid_state_when_file_names_disagree() -> None:
+    # A failover: the database's position is in the old primary's file 000120, Redis's in the new
+    # one's 000003; only the GTIDs say which is newer. Seen too: a position past a file's end
+    # (a misread heartbeat) sorted after a sound one whose GTID state was further on.
+    fast, durable = MemoryCheckpointStore("redis"), MemoryCheckpointStore("database")
+    checkpointer = Checkpointer(fast, durable)
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    durable.value = Position("bin.000120", 4000, f"{uuid}:1-90")
+    fast.value = Position("bin.000003", 500, f"{uuid}:1-95")
+    assert checkpointer.load() == (fast.value, "redis")
+    fast.value, durable.value = durable.value, fast.value
+    assert checkpointer.load() == (durable.value, "database")
+    durable.value = Position("mariadb-bin.000098", 1073770887, "0-1-130700")
+    fast.value = Position("mariadb-bin.000098", 14639814, "0-1-130869")
+    assert checkpointer.load() == (fast.value, "redis")
+    fast.value = Position("mariadb-bin.000099", 400, "0-1-130700,1-1-5")  # a second domain: still ahead
+    assert checkpointer.load() == (fast.value, "redis")
+    # The same GTIDs (a heartbeat moved one on), or states neither of which holds the other: the file's order.
+    durable.value, fast.value = Position("bin.000004", 900, f"{uuid}:1-95"), Position("bin.000004", 700, f"{uuid}:1-95")
+    assert checkpointer.load() == (durable.value, "database")
+    fast.value = Position("bin.000005", 4, f"{uuid}:1-94:96")
+    assert checkpointer.load() == (fast.value, "redis")
+
+
+def test_gtid_order_of_both_servers_states() -> None:
+    a = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    b = "4e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert gtid_order(f"{a}:1-10,{b}:1-3", f"{a}:1-10") == 1
+    assert gtid_order(f"{a}:1-10", f"{a}:1-10,{b}:1-3") == -1
+    assert gtid_order(f"{a}:1-10", f"{a}:1-10") == 0
+    assert gtid_order(f"{a}:1-10", f"{b}:1-10") is None
+    assert gtid_order("0-1-5,1-2-7", "0-2-4") == 1  # a domain's sequence, whichever server wrote it
+    assert gtid_order("0-1-5", "0-1-5,1-2-7") == -1
+    assert gtid_order("0-1-5,1-1-2", "0-1-4,1-1-3") is None
+    assert gtid_order("0-1-5", f"{a}:1-5") is None  # not one source's states
+    assert gtid_order("0-1-5", "not a gtid") is None
