@@ -259,6 +259,22 @@ def test_backpressure_bounds_what_is_in_flight(tmp_path: Path) -> None:
     assert len(rig.sink.messages("cdc.db.t")) == 500
 
 
+def test_take_says_when_kafka_is_behind_and_waits_for_nothing_itself(tmp_path: Path) -> None:
+    slow = SlowSink(stalls=10**9)  # Kafka acknowledges nothing
+    rig = Rig(tmp_path, max_in_flight=100, sink=slow)
+    rooms = []
+    for n in range(1, 101):
+        rooms.append(rig.pipeline.take(changes(row("INSERT", n, "x", n * 10))))
+        rooms.append(rig.pipeline.take(Commit(pos(n * 10 + 5), None, 1)))
+    # From the 100th unacknowledged message on there is no room, and take said so and returned.
+    assert rooms == [True] * 198 + [False, False]
+    assert slow.waiting == 100 and rig.pipeline.counters.pauses == 0
+    slow.stalls = 0  # Kafka catches up: the driver's wait ends, counted as a pause
+    rig.pipeline.wait_for_room()
+    assert slow.waiting == 0 and rig.pipeline.counters.pauses == 1
+    assert rig.pipeline.take(changes(row("INSERT", 101, "x", 1010))) is True
+
+
 def test_redis_down_goes_to_the_database_and_both_down_pauses(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.fast.down = True
