@@ -87,7 +87,6 @@ class Pipeline:
     ) -> None:
         self.encoder = encoder
         self.sink = sink
-        self.max_in_flight = max_in_flight
         self.clock = clock
         self.inflight = InFlight(clock)
         self.stop = stop or threading.Event()
@@ -257,7 +256,7 @@ class Pipeline:
         paused(self.metrics, "kafka", True)
         self.counters.pauses += 1
         log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
-        while self.inflight.outstanding >= self.max_in_flight * 0.8 and not self.stop.is_set():
+        while self.inflight.outstanding >= self.produce.max_in_flight * 0.8 and not self.stop.is_set():
             self.sink.poll(0.1)
             self.produce.check()
             self.commit.poll()
