@@ -220,6 +220,7 @@ def _doubles() -> list[float]:
         two = 2.0**e
         values += [two, math.nextafter(two, 0), math.nextafter(two, math.inf), two * 1.5, two + 0.5]
     values += [0.5, 2.5, 0.125, 1e-5 / 2, 4503599627370495.5, 9007199254740991.0, 5.421010862427522e-20]
+    values += [i + f for i in (0, 1, 7, 1234, 10**9, 2**40, 2**51) for f in (0.5, 0.25, 0.75, 0.125, 0.0625, 2.0**-20)]
     for _ in range(4000):
         bits = rng.getrandbits(52) | rng.randrange(0x3B0, 0x450) << 52
         values.append(struct.unpack("<d", struct.pack("<Q", bits))[0])

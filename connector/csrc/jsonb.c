@@ -37,51 +37,68 @@ enum {
 
 typedef struct {
     const unsigned char *doc;
-    buf_t *out;         /* NULL: the text is only measured (jsonb_ok) */
-    Py_ssize_t written; /* the text's bytes so far */
-    Py_ssize_t limit;   /* `written` past which the text is declined */
+    buf_t *out;
+    char *at;         /* where the text goes on in out's data */
+    char *stop;       /* the end of the room reserved for it: out's capacity, never past `limit` */
+    Py_ssize_t limit; /* the length of out past which the text is declined */
 } json_t;
 
 static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int depth);
 
+/* Room for n more bytes (out grown as buf_grow grows it), or DECLINE where they would take the
+ * text past its limit. The limit's one check: no write passes `stop`, so a text that would pass
+ * the limit meets it here. */
+static int make_room(json_t *j, Py_ssize_t n) {
+    buf_t *b = j->out;
+    Py_ssize_t len = j->at - b->data;
+    if (n > j->limit - len)
+        return DECLINE;
+    b->len = len;
+    if (buf_reserve(b, n) < 0)
+        return FAIL;
+    j->at = b->data + len;
+    j->stop = b->data + (b->cap < j->limit ? b->cap : j->limit);
+    return DONE;
+}
+
 static inline __attribute__((always_inline)) int put(json_t *j, const char *s, Py_ssize_t n) {
-    j->written += n;
-    return j->out == NULL || buf_put(j->out, s, n) == 0 ? DONE : FAIL;
+    int r;
+    if (j->stop - j->at < n && (r = make_room(j, n)) != DONE)
+        return r;
+    memcpy(j->at, s, (size_t)n);
+    j->at += n;
+    return DONE;
 }
 
 /* A string or key: quoted and escaped as jsonb.quote does (put_escaped's escapes are the same).
  * Most are printable ASCII, which is UTF-8 and needs no escape: copied as they are checked. */
 static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
-    if (j->out != NULL) {
-        if (buf_reserve(j->out, n + 2) < 0)
-            return FAIL;
-        unsigned char *d = (unsigned char *)j->out->data + j->out->len + 1;
-        Py_ssize_t i = 0;
-        for (; i < n; i++) {
-            unsigned char c = s[i];
-            if (c >= 0x80 || !plain(c))
-                break;
-            d[i] = c;
-        }
-        if (i == n) {
-            d[-1] = '"', d[n] = '"';
-            j->out->len += n + 2;
-            j->written += n + 2;
-            return DONE;
-        }
+    int r;
+    if (j->stop - j->at < n + 2 && (r = make_room(j, n + 2)) != DONE)
+        return r; /* the text, escaped or not, takes at least n + 2 bytes */
+    unsigned char *d = (unsigned char *)j->at + 1;
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        unsigned char c = s[i];
+        if (c >= 0x80 || !plain(c))
+            break;
+        d[i] = c;
+    }
+    if (i == n) {
+        d[-1] = '"', d[n] = '"';
+        j->at += n + 2;
+        return DONE;
     }
     if (!utf8_valid(s, n))
         return DECLINE;
-    if (j->out == NULL) { /* measured: the escapes' lengths */
-        for (Py_ssize_t i = 0; i < n; i++)
-            j->written += escaped_length(s[i]);
-        j->written += 2;
-        return DONE;
-    }
-    Py_ssize_t before = j->out->len;
-    if (put(j, "\"", 1) != DONE || put_escaped(j->out, s, n) != 0 || put(j, "\"", 1) != DONE)
+    buf_t *b = j->out;
+    b->len = j->at - b->data;
+    if (buf_put(b, "\"", 1) < 0 || put_escaped(b, s, n) < 0 || buf_put(b, "\"", 1) < 0)
         return FAIL;
-    j->written += j->out->len - before - 2; /* the escaped text (the quotes counted by put) */
+    if (b->len > j->limit)
+        return DECLINE;
+    j->at = b->data + b->len;
+    j->stop = b->data + (b->cap < j->limit ? b->cap : j->limit);
     return DONE;
 }
 
@@ -106,9 +123,10 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
 /* The shortest decimal that reads back as d, found exactly (integer arithmetic, no rounding):
  * the first k in 0..17 whose nearest k-place decimal m / 10^k is nearer d than half the gap to
  * either neighbouring double is the shortest, and, being the nearest, repr's choice too. Taken for
- * normal doubles below 2^52 and at least 2^-64 with no tie (an exact half place, or a distance
- * exactly half the gap) and away from a power of two (whose gap below is half the gap above); 0
- * for the others, which PyOS_double_to_string prints. d = M / 2^s, so d * 10^k = M * 10^k / 2^s
+ * normal doubles below 2^52 and at least 2^-64 with no tie (an exact half place within half the
+ * gap, or a distance exactly half the gap) and away from a power of two (whose gap below is half
+ * the gap above); 0 for the others, which PyOS_double_to_string prints. An exact half place
+ * farther than half the gap (1.5 at k = 0) only says k places are too few. d = M / 2^s, so d * 10^k = M * 10^k / 2^s
  * and every quantity below is a 128-bit integer scaled by 2^s. */
 static int shortest_exactly(double d, char *digits, int *count, int *point) {
     uint64_t bits;
@@ -121,8 +139,8 @@ static int shortest_exactly(double d, char *digits, int *count, int *point) {
     unsigned __int128 M = fraction | UINT64_C(1) << 52, one = (unsigned __int128)1 << s, P = 1;
     for (int k = 0; k <= 17; k++, P *= 10) {
         unsigned __int128 N = M * P, m = N >> s, rest = N & (one - 1), distance = rest;
-        if (2 * rest == one)
-            return 0;
+        if (2 * rest == one && one <= P)
+            return 0; /* m and m + 1 both read back as d: left to repr */
         if (2 * rest > one)
             m += 1, distance = one - rest;
         if (2 * distance == P)
@@ -262,17 +280,17 @@ static int container(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int de
     const unsigned char *doc = j->doc;
     uint64_t count = field(doc + pos, large), size = field(doc + pos + width, large);
     Py_ssize_t at = pos + 2 * width;
-    if (size > (uint64_t)(end - pos) || count > (uint64_t)((end - at) / (entry + key_entry)))
+    if (size > (uint64_t)(end - pos) || count * (uint64_t)(entry + key_entry) > (uint64_t)(end - at))
         return DECLINE;
     Py_ssize_t stop = pos + (Py_ssize_t)size, values = at + (Py_ssize_t)count * key_entry;
     const unsigned char *last_key = NULL;
     uint64_t last_length = 0;
     int r;
-    if (put(j, object ? "{" : "[", 1) != DONE)
-        return FAIL;
+    if ((r = put(j, object ? "{" : "[", 1)) != DONE)
+        return r;
     for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
-        if (i > 0 && put(j, ", ", 2) != DONE)
-            return FAIL;
+        if (i > 0 && (r = put(j, ", ", 2)) != DONE)
+            return r;
         if (object) {
             const unsigned char *k = doc + at + i * key_entry;
             uint64_t offset = field(k, large), length = le(k + width, 2);
@@ -285,8 +303,8 @@ static int container(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int de
             last_key = key, last_length = length;
             if ((r = quoted(j, key, (Py_ssize_t)length)) != DONE)
                 return r;
-            if (put(j, ": ", 2) != DONE)
-                return FAIL;
+            if ((r = put(j, ": ", 2)) != DONE)
+                return r;
         }
         Py_ssize_t e = values + i * entry;
         int type = doc[e];
@@ -302,8 +320,6 @@ static int container(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int de
         }
         if (r != DONE)
             return r;
-        if (j->written > j->limit)
-            return DECLINE;
     }
     return put(j, object ? "}" : "]", 1);
 }
@@ -346,15 +362,22 @@ static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int dep
 
 int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out) {
     if (n == 0) /* an empty document is the null literal */
-        return out == NULL || buf_put(out, "null", 4) == 0 ? DONE : FAIL;
-    json_t j = {doc, out, 0, JSON_GROWTH * n + 64};
+        return buf_put(out, "null", 4) == 0 ? DONE : FAIL;
+    /* room for a text twice the document's size at first: most are less */
+    Py_ssize_t start = out->len, limit = start + JSON_GROWTH * n + 64;
+    if (buf_reserve(out, 2 * n + 64) < 0)
+        return FAIL;
+    json_t j = {doc, out, out->data + start, out->data + (out->cap < limit ? out->cap : limit), limit};
     int r = value_at(&j, doc[0], 1, n, 0);
-    return r == DONE && j.written > j.limit ? DECLINE : r;
+    out->len = r == DONE ? j.at - out->data : start;
+    return r;
 }
 
 int jsonb_ok(const unsigned char *doc, Py_ssize_t n) {
-    int r = jsonb_text(doc, n, NULL);
-    if (r == FAIL) /* no memory for a double's digits: not taken, and Python's decoding meets it too */
+    buf_t text = {NULL, 0, 0}; /* the text made and dropped: the Python path decodes what is taken */
+    int r = jsonb_text(doc, n, &text);
+    PyMem_Free(text.data);
+    if (r == FAIL) /* no memory: not taken, and Python's decoding meets it too */
         PyErr_Clear();
     return r == DONE;
 }

@@ -357,7 +357,8 @@ SL_INTERNAL int salted_digest(const column_t *c, const strings_t *strings, const
 /* A MySQL binary JSON document's text as jsonb.to_text(jsonb.parse(doc)) gives it, appended to
  * out: DONE, DECLINE (what it appended is not to be used) or FAIL (jsonb.c). */
 SL_INTERNAL int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out);
-/* Whether jsonb_text takes the document (writing nothing): what it takes, the Python path decodes. */
+/* Whether jsonb_text takes the document (its text made aside and dropped): what it takes, the Python
+ * path decodes. */
 SL_INTERNAL int jsonb_ok(const unsigned char *doc, Py_ssize_t n);
 SL_INTERNAL int decimal_width(int precision, int scale);
 /* The code table learnt as `number`, or NULL (rowimage.c). */
