@@ -27,6 +27,7 @@ from connector.binlog.events import (
     XidEvent,
 )
 from connector.binlog.rows import RowsEvent
+from connector.control import Txn, control
 from connector.filters import TableFilter
 from connector.flat import FlatMessage, FlatMessageBuilder, RowBatch
 from connector.items import Changes, Commit, Heartbeat, StreamItem
@@ -40,9 +41,6 @@ from connector.schema.tracker import SchemaTracker
 log = logging.getLogger("sluice.stream")  # one logger name for the stream and its assembler
 
 
-_TXN_END = ("COMMIT", "ROLLBACK")
-_IN_TXN_CONTROL = re.compile(r"^(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+TO|XA\s+END)\b", re.IGNORECASE)
-_XA_DECISION = re.compile(r"^XA\s+(COMMIT|ROLLBACK)\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 # A row change the server logged as its statement (binlog_format STATEMENT or MIXED in the
 # writing session; MariaDB's emptying of a MEMORY table at a restart): no rows event follows.
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
@@ -225,20 +223,19 @@ class TransactionAssembler:
     def _query(self, event: Event) -> Iterator[StreamItem]:
         body = event.body
         assert isinstance(body, QueryEvent)
-        sql = body.query.strip()
-        upper = sql[:16].upper()
-        if upper == "BEGIN" or upper.startswith("XA START"):
-            self.offset.began_explicitly(event.pos, upper.startswith("XA START"))
+        meaning = control(body.query)
+        if meaning is not None and meaning.txn is Txn.BEGIN:
+            self.offset.began_explicitly(event.pos, meaning.xa)
             return
-        decision = _XA_DECISION.match(sql) if upper.startswith("XA ") else None
-        if decision is not None:
-            yield from self._xa_decided(event, decision[1].upper() == "COMMIT", decision[2])
+        if meaning is not None and meaning.txn is Txn.DECIDED:
+            yield from self._xa_decided(event, meaning.commit, meaning.xid)
             return
-        if upper in _TXN_END:
+        if meaning is not None and meaning.txn is Txn.END:
             yield self._commit(event)
             return
-        if self.offset.began and _IN_TXN_CONTROL.match(sql):
+        if meaning is not None and self.offset.began:
             return  # SAVEPOINT, XA END and the like
+        sql = body.query.strip()
         # Inside a transaction a statement is part of it: CREATE TABLE ... SELECT logs
         # its CREATE between the GTID and the rows. Outside one, DDL commits on its own.
         end = self._position(event.header.log_pos, event, self.offset.gtid_after())
@@ -313,7 +310,7 @@ class TransactionAssembler:
         commit = Commit(self._position(event.header.log_pos, event), offset.gtid, offset.rows)
         offset.end()
         if feed_builder:
-            _drain(self.builder.feed(event))  # the builder forgets the transaction's GTID and SQL
+            self.builder.end_transaction()  # the builder forgets the transaction's GTID and SQL
         return commit
 
     def _position(self, pos: int, event: Event, gtids: GtidState | None = None) -> Position:

@@ -43,6 +43,7 @@ from connector.binlog.jsonb import JsonPartial
 from connector.binlog.rowplan import KINDS, TYPE_NAMES, Program, json_program
 from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
+from connector.control import Txn, control
 from connector.ddlkind import DdlKind, ddl_kind
 from connector.native import transcoder
 from connector.querytext import NO_QUERIES, QueryText
@@ -201,7 +202,6 @@ _DDL = re.compile(
     r"(?!\s+(?:USER|ROLE|SERVER|RESOURCE|LOGFILE|TABLESPACE|UNDO|SPATIAL\s+REFERENCE)\b)",
     re.IGNORECASE | re.DOTALL,
 )
-_TXN = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE\s+SAVEPOINT|XA\s)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +253,7 @@ class FlatMessageBuilder:
         elif isinstance(body, (RowsQueryEvent, AnnotateRowsEvent)):
             self.offset.sql = self._query_text.of(body.query)
         elif isinstance(body, XidEvent):
-            self._end_transaction()
+            self.end_transaction()
         elif isinstance(body, QueryEvent):
             yield from self._query(event, body)
         elif isinstance(body, TransactionPayloadEvent):
@@ -273,7 +273,8 @@ class FlatMessageBuilder:
         else:
             yield from self.feed(event)
 
-    def _end_transaction(self) -> None:
+    def end_transaction(self) -> None:
+        """The transaction's GTID, statement text and row numbering forgotten (at its end)."""
         offset = self.offset
         offset.rows_gtid, offset.sql, offset.last_rows_pos = None, "", -1  # rows are numbered within a payload
 
@@ -333,9 +334,10 @@ class FlatMessageBuilder:
 
     def _query(self, event: Event, query: QueryEvent) -> Iterator[FlatMessage]:
         sql = query.query
-        if _TXN.match(sql):
-            if sql.strip().upper() in ("COMMIT", "ROLLBACK") or sql.lstrip().upper().startswith("XA "):
-                self._end_transaction()
+        meaning = control(sql)
+        if meaning is not None:  # transaction control: no message
+            if meaning.txn is Txn.END or meaning.xa:
+                self.end_transaction()
             return
         ddl = _DDL.match(sql)
         kind = ddl_kind(sql, query.schema) if ddl else DdlKind("QUERY", query.schema, "")

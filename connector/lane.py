@@ -40,6 +40,7 @@ from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, T
 from connector.binlog.parser import BinlogParser, inflater, parse_header, status_spans
 from connector.binlog.rowplan import KIND_TYPES
 from connector.binlog.tablemap import TableMapEvent
+from connector.control import BEGIN, control
 from connector.errors import BinlogDecodeError
 from connector.items import Burst
 from connector.native import CanalParts, EventKernel, KernelRun, transcoder
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 _CONTROL, _FULL, _UNTAUGHT = REASONS["STOP_CONTROL"], REASONS["STOP_FULL"], REASONS["STOP_UNTAUGHT"]
 _HEADER = NUMBERS["LOG_EVENT_HEADER_LEN"]
 _CRC = NUMBERS["BINLOG_CHECKSUM_LEN"]
-_TXN_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
 MAX_MESSAGES = 4096  # messages in one burst: one hand-off to Kafka, as a statement's gathered rows
 # A compressed transaction inflated by the system's libzstd from C, where there is one (a call into
 # the parser's decompressor costs a single-row transaction about 1 us); the tests turn it off.
@@ -206,7 +206,7 @@ class Lane:
             event = self.parser.decode(raw, header.log_pos - header.event_length, header)
         except BinlogDecodeError:
             return False  # the Python path reads it again, and says what is wrong with it
-        if isinstance(event.body, QueryEvent) and event.body.query.strip().upper() != "BEGIN":
+        if isinstance(event.body, QueryEvent) and control(event.body.query) is not BEGIN:
             return False
         self.learn(event, raw)
         return True
@@ -294,11 +294,11 @@ class Lane:
         self.kernel.table(table_id, body, plan, topic, metric)
 
     def _query(self, query: QueryEvent, body: bytes) -> None:
-        text = query.query.strip().upper()
-        if text == "BEGIN" and len(body) > 11:
+        meaning = control(query.query)
+        if meaning is BEGIN and len(body) > 11:
             shape, free = begin_shape(body, self._query_post)
             self.kernel.begin(shape, free)
-        elif text not in _TXN_CONTROL:
+        elif meaning is None:
             self._forget()  # a statement may change a table: its rows are planned again
 
     def _configure(self, fde: FormatDescriptionEvent) -> None:
