@@ -669,7 +669,8 @@ static int take_event(Kernel *k, const plan_t *plan) {
     if (grow((void **)&o->items, &o->cap, o->len + k->event_len, sizeof(out_t)) < 0 ||
         note_undo(k, UNDO_OUT, plan->topic, k->event_len) < 0)
         return -1;
-    memcpy(o->items + o->len, k->event_outs, (size_t)k->event_len * sizeof(out_t));
+    if (k->event_len > 0) /* none: a topic's outputs not grown yet have no items (NULL + 0 is undefined) */
+        memcpy(o->items + o->len, k->event_outs, (size_t)k->event_len * sizeof(out_t));
     o->len += k->event_len;
     k->out_total += k->event_len;
     k->event_len = 0;
