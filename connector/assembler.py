@@ -224,17 +224,18 @@ class TransactionAssembler:
         body = event.body
         assert isinstance(body, QueryEvent)
         meaning = control(body.query)
-        if meaning is not None and meaning.txn is Txn.BEGIN:
-            self.offset.began_explicitly(event.pos, meaning.xa)
-            return
-        if meaning is not None and meaning.txn is Txn.DECIDED:
-            yield from self._xa_decided(event, meaning.commit, meaning.xid)
-            return
-        if meaning is not None and meaning.txn is Txn.END:
-            yield self._commit(event)
-            return
-        if meaning is not None and self.offset.began:
-            return  # SAVEPOINT, XA END and the like
+        if meaning is not None:
+            if meaning.txn is Txn.BEGIN:
+                self.offset.began_explicitly(event.pos, meaning.xa)
+                return
+            if meaning.txn is Txn.DECIDED:
+                yield from self._xa_decided(event, meaning.commit, meaning.xid)
+                return
+            if meaning.txn is Txn.END:
+                yield self._commit(event)
+                return
+            if self.offset.began:
+                return  # SAVEPOINT, XA END and the like
         sql = body.query.strip()
         # Inside a transaction a statement is part of it: CREATE TABLE ... SELECT logs
         # its CREATE between the GTID and the rows. Outside one, DDL commits on its own.

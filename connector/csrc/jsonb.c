@@ -45,6 +45,13 @@ typedef struct {
 
 static int value_at(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end, int depth);
 
+/* Where the text goes on and where its room ends, from out's length and capacity (after out grew). */
+static void follow(json_t *j) {
+    buf_t *b = j->out;
+    j->at = b->data + b->len;
+    j->stop = b->data + (b->cap < j->limit ? b->cap : j->limit);
+}
+
 /* Room for n more bytes (out grown as buf_grow grows it), or DECLINE where they would take the
  * text past its limit. The limit's one check: no write passes `stop`, so a text that would pass
  * the limit meets it here. */
@@ -56,8 +63,7 @@ static int make_room(json_t *j, Py_ssize_t n) {
     b->len = len;
     if (buf_reserve(b, n) < 0)
         return FAIL;
-    j->at = b->data + len;
-    j->stop = b->data + (b->cap < j->limit ? b->cap : j->limit);
+    follow(j);
     return DONE;
 }
 
@@ -97,8 +103,7 @@ static int quoted(json_t *j, const unsigned char *s, Py_ssize_t n) {
         return FAIL;
     if (b->len > j->limit)
         return DECLINE;
-    j->at = b->data + b->len;
-    j->stop = b->data + (b->cap < j->limit ? b->cap : j->limit);
+    follow(j);
     return DONE;
 }
 
@@ -126,8 +131,8 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
  * normal doubles below 2^52 and at least 2^-64 with no tie (an exact half place within half the
  * gap, or a distance exactly half the gap) and away from a power of two (whose gap below is half
  * the gap above); 0 for the others, which PyOS_double_to_string prints. An exact half place
- * farther than half the gap (1.5 at k = 0) only says k places are too few. d = M / 2^s, so d * 10^k = M * 10^k / 2^s
- * and every quantity below is a 128-bit integer scaled by 2^s. */
+ * farther than half the gap (1.5 at k = 0) only says k places are too few. d = M / 2^s, so
+ * d * 10^k = M * 10^k / 2^s and every quantity below is a 128-bit integer scaled by 2^s. */
 static int shortest_exactly(double d, char *digits, int *count, int *point) {
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
@@ -367,7 +372,8 @@ int jsonb_text(const unsigned char *doc, Py_ssize_t n, buf_t *out) {
     Py_ssize_t start = out->len, limit = start + JSON_GROWTH * n + 64;
     if (buf_reserve(out, 2 * n + 64) < 0)
         return FAIL;
-    json_t j = {doc, out, out->data + start, out->data + (out->cap < limit ? out->cap : limit), limit};
+    json_t j = {doc, out, NULL, NULL, limit};
+    follow(&j);
     int r = value_at(&j, doc[0], 1, n, 0);
     out->len = r == DONE ? j.at - out->data : start;
     return r;
