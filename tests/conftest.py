@@ -11,12 +11,22 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fuzz.campaigns import CAMPAIGNS, selected
 from tests.support import live
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "servers(*names): run this live test only on these servers")
     config.addinivalue_line("markers", "no_source: a live test of Kafka or Redis alone: run once, on no server")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The fuzz runs the session selected start now, beside the tests (tests/fuzz/campaigns.py)."""
+    CAMPAIGNS.start(selected([item.nodeid for item in session.items]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    CAMPAIGNS.stop()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -8,7 +8,9 @@ A finding is any exception but the project's typed errors, any sanitizer report,
 Planted bugs prove that the harness reports each kind, with the input that found it; the walks
 that once could not move are called directly, in a child process, so a hang fails the test.
 
-No services: this runs in `make unit` too.
+No services: this runs in `make unit` too. The three long runs start in the background as soon as
+the session is collected, at a lower priority (tests/fuzz/campaigns.py), and their tests here judge
+what they found.
 """
 
 from __future__ import annotations
@@ -21,19 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.build import ROOT, Build, atheris_dir, build, compiler, environment
-from tests.fuzz.native_fuzz import MODULE
-
-# How many inputs each run executes: libFuzzer's runs of the seeds (up to its INITED line, about
-# twice as many runs as seeds here), then mutated inputs. A count, not a time:
-# a busy machine takes longer, it does not test less. About 160-220 inputs a second here on the
-# production path, 15-20 a second for whole sessions (two reads each, the connector's Python under
-# atheris' instrumentation), 15,000 for the direct calls.
-RUNS = {"events": 10_000, "session": 1_000}
-BOUNDARY_RUNS = 150_000
-PER_INPUT_TIMEOUT = 10  # libFuzzer's -timeout: an input that runs longer is a hang
-MALLOC_LIMIT_MB = 1024  # one allocation larger than this is a finding (an input asking for GiBs)
-HANG_S = 1800  # the whole run's limit: only a harness that stopped making progress meets it
+from tests.fuzz.build import ROOT, Build, atheris_dir, build, compiler
+from tests.fuzz.campaigns import CAMPAIGNS, RUNS, fuzz
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +35,7 @@ def sanitized() -> Build:
             pytest.fail("no C compiler on CI: deploy/toolchain.sh installs clang")
         pytest.skip("no C compiler (clang or gcc): deploy/toolchain.sh installs one")
     atheris_dir()  # a dev dependency: missing, it fails (pip install -e '.[dev]')
-    return build()
-
-
-def fuzz(made: Build, work: Path, *args: str, limit: float) -> tuple[int, str, list[Path]]:
-    """Run the harness on `made`: its exit status, libFuzzer's report, and the artifacts it wrote."""
-    artifacts = work / "artifacts"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    env = {**environment(made), MODULE: str(made.module)}
-    # No RSS limit, a limit per allocation instead: libFuzzer reads the peak RSS, which Linux
-    # carries over from the parent at exec, and a full run's pytest is GiBs by this test
-    # (the whole suite failed with "out-of-memory (used: 5274Mb)" before a single input ran).
-    command = [sys.executable, "-m", "tests.fuzz.native_fuzz", f"--work={work / 'schemas'}",
-               f"-artifact_prefix={artifacts}/", "-print_final_stats=1", "-rss_limit_mb=0",
-               f"-malloc_limit_mb={MALLOC_LIMIT_MB}", *args]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit, check=False)
-    return done.returncode, done.stdout + done.stderr, sorted(artifacts.iterdir())
+    return CAMPAIGNS.build()
 
 
 def executed(report: str, asked: int) -> int:
@@ -74,38 +50,29 @@ def executed(report: str, asked: int) -> int:
     return asked
 
 
-@pytest.mark.parametrize("target", sorted(RUNS))
+@pytest.mark.parametrize("target", ["events", "session"])
 def test_sluice_run_s_path_survives_the_fuzzer(sanitized: Build, tmp_path: Path, target: str) -> None:
     """events: a TABLE_MAP and rows event through the parser, assembler and pipeline; session: two
-    transactions as a dump sends them, read with the compiled kernel and without (alike)."""
-    seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
-    corpus.mkdir()
-    status, report, artifacts = fuzz(
-        sanitized, tmp_path, f"--target={target}", f"--seeds={seeds}", f"-runs={RUNS[target]}",
-        f"-timeout={PER_INPUT_TIMEOUT}", "-max_len=16384", str(corpus), str(seeds), limit=HANG_S,
-    )  # fmt: skip
-    assert status == 0 and not artifacts, f"finding, reproducer {artifacts}:\n{report[-6000:]}"
-    cases = re.search(r"native_fuzz: (\d+) cases", report)
-    assert cases is not None and int(cases[1]) >= 10, report[-3000:]
-    runs = executed(report, RUNS[target])
-    done = re.search(rf"#{runs}\s+DONE\s+(cov: \d+)?", report)
-    assert done is not None, report[-3000:]
+    transactions as a dump sends them, read with the compiled kernel and without (alike). The run
+    started in the background when the session was collected (tests/fuzz/campaigns.py)."""
+    run = CAMPAIGNS.outcome(target, tmp_path)
+    assert run.status == 0 and not run.artifacts, f"finding, reproducer {run.artifacts}:\n{run.report[-6000:]}"
+    cases = re.search(r"native_fuzz: (\d+) cases", run.report)
+    assert cases is not None and int(cases[1]) >= 10, run.report[-3000:]
+    runs = executed(run.report, RUNS[target])
+    done = re.search(rf"#{runs}\s+DONE\s+(cov: \d+)?", run.report)
+    assert done is not None, run.report[-3000:]
     assert done[1], "no coverage guided the fuzzer: a gcc build is blind (tests/fuzz/build.py); install clang"
     if sanitized.coverage:  # clang: the C module's own edges guide the fuzzer too
-        assert re.search(r"Loaded 1 modules\s+\(\d+ inline 8-bit counters\)", report), report[:3000]
-    speed = re.search(r"stat::average_exec_per_sec:\s+(\d+)", report)
+        assert re.search(r"Loaded 1 modules\s+\(\d+ inline 8-bit counters\)", run.report), run.report[:3000]
+    speed = re.search(r"stat::average_exec_per_sec:\s+(\d+)", run.report)
     print(f"{target}: {runs} inputs through sluice run's path, {speed[1] if speed else '?'} a second")
 
 
 def test_the_module_s_boundary_survives_the_fuzzer(sanitized: Build, tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    status, report, artifacts = fuzz(
-        sanitized, tmp_path, "--target=boundary", f"-runs={BOUNDARY_RUNS}",
-        f"-timeout={PER_INPUT_TIMEOUT}", str(corpus), limit=HANG_S,
-    )  # fmt: skip
-    assert status == 0 and not artifacts, f"finding, reproducer {artifacts}:\n{report[-6000:]}"
-    executed(report, BOUNDARY_RUNS)
+    run = CAMPAIGNS.outcome("boundary", tmp_path)
+    assert run.status == 0 and not run.artifacts, f"finding, reproducer {run.artifacts}:\n{run.report[-6000:]}"
+    executed(run.report, RUNS["boundary"])
 
 
 # Bugs planted in a copy of a source: (which, what is replaced, by what, the target that runs the
@@ -156,14 +123,14 @@ def test_a_planted_bug_is_reported_with_its_input(sanitized: Build, tmp_path: Pa
     broken = build(tmp_path / "build", {name: source.replace(old, new)})
     seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
     corpus.mkdir()
-    status, report, artifacts = fuzz(
+    run = fuzz(
         broken, tmp_path, f"--target={target}", f"--seeds={seeds}", "--python-coverage=off", "-runs=0", "-timeout=5",
         str(corpus), str(seeds), limit=300,
     )  # fmt: skip
-    assert status != 0 and says in report, report[-6000:]
-    assert len(artifacts) == 1, (artifacts, report[-3000:])
-    assert artifacts[0].name.startswith("timeout-" if plant == "hang" else "crash-")
-    assert artifacts[0].read_bytes() in {seed.read_bytes() for seed in seeds.iterdir()}
+    assert run.status != 0 and says in run.report, run.report[-6000:]
+    assert len(run.artifacts) == 1, (run.artifacts, run.report[-3000:])
+    assert run.artifacts[0].name.startswith("timeout-" if plant == "hang" else "crash-")
+    assert run.artifacts[0].read_bytes() in {seed.read_bytes() for seed in seeds.iterdir()}
 
 
 # The cases the fix of issue 17 made the module refuse, called directly. Each ran for ever

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"][0]["sources"])
 HEADERS = tuple(str(p.relative_to(ROOT)) for p in sorted((ROOT / "connector" / "csrc").glob("*.h")))
 DEFAULT_OUT = ROOT / ".run" / "fuzz" / "build"
+MODULE = "SLUICE_FUZZ_MODULE"  # the environment variable that names the build to tests/fuzz/native_fuzz.py
 OBJECTS = ROOT / ".run" / "fuzz" / "objects"  # every build's objects, kept by what they are built from
 
 SANITIZE = (
@@ -123,9 +124,10 @@ def atheris_dir() -> Path:
 
 
 def environment(made: Build) -> dict[str, str]:
-    """The environment a process running the sanitizer build needs."""
+    """The environment a process running the sanitizer build needs, MODULE naming the build."""
     return {
         **os.environ,
+        MODULE: str(made.module),
         "LD_PRELOAD": ":".join(made.preload),
         # CPython keeps objects alive until exit by design: leaks are not findings here.
         "ASAN_OPTIONS": "detect_leaks=0",

@@ -45,8 +45,7 @@ from types import ModuleType, SimpleNamespace
 import atheris
 
 import connector
-
-MODULE = "SLUICE_FUZZ_MODULE"
+from tests.fuzz.build import MODULE
 
 
 def load_sanitized(path: Path) -> ModuleType:
