@@ -24,9 +24,9 @@ from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_
 from connector.avro.schemas import column_type, field_names, nullable
 from connector.avro.transcode import program, shaped_program, shaped_uncovered, uncovered
 from connector.avro.values import Converter, converter, zero_date_key
-from connector.binlog.coltypes import TYPES, Renderer
+from connector.binlog.coltypes import TYPES, Renderer, typed_number
 from connector.binlog.constants import ColumnType, RowsKind
-from connector.binlog.rowcodec import RowChange, reads_typed
+from connector.binlog.rowcodec import RowChange
 from connector.binlog.rowplan import KIND_TYPES, KINDS
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.columns import DROP, Shaping
@@ -144,7 +144,7 @@ class _RowsPlan:
         converts = [_typed(convert, render) for (_, _, convert), render in zip(codec.columns, renderers)]
         unscaled: set[int] = set()
         for i, meta in enumerate(numbers or () if shaped is None else ()):
-            if reads_typed(meta):
+            if typed_number(meta) is not None:
                 converts[i] = (None, None)  # the decoder's number is the Avro value
                 if meta.real_type == ColumnType.MYSQL_TYPE_NEWDECIMAL:
                     unscaled.add(i)
@@ -190,7 +190,7 @@ class _RowsPlan:
         if shape.names != tuple(col.name for col in table.columns):
             return False
         for meta, col in zip(numbers or (), table.columns):  # same length: the names matched
-            if not reads_typed(meta):
+            if typed_number(meta) is None:
                 continue
             if TYPES[meta.real_type].sql != col.data_type:  # the tracked type the number is the Avro value of
                 return False

@@ -199,11 +199,25 @@ class BinlogType:
     width: Callable[[int], int] | None = None  # a fixed-width value's bytes, from the metadata
     struct: str = ""  # the struct character that reads it as it is (signed; unsigned: its upper case)
     value: Callable[[ColumnMeta], Decode] | None = None  # the rows decoder's value, where not `struct`
-    number: Callable[[int], Decode] | None = None  # the typed decoder's number (rowcodec.reads_typed)
+    number: Callable[[int], Decode | None] | None = None  # the typed decoder's number (typed_number)
     op: Callable[[ColumnMeta, int, Strings], Op | None] | None = None  # the compiled module's (rowplan.column_op)
 
     def struct_of(self, unsigned: bool) -> str:
         return self.struct.upper() if unsigned and self.struct not in "fd" else self.struct
+
+
+def _micros(decoder: Callable[[int], Decode]) -> Callable[[int], Decode | None]:
+    """A temporal number of fsp 0-6; any other fsp is read as text, which refuses it."""
+    return lambda fsp: decoder(fsp) if fsp <= 6 else None
+
+
+def typed_number(col: ColumnMeta) -> Decode | None:
+    """How a typed decoder reads `col` as a number that is its Avro value as it is (DATE as days
+    since 1970-01-01, DATETIME2 and TIMESTAMP2 as microseconds, None for zero dates, NEWDECIMAL as its
+    unscaled integer), or None: read as text. Each raises values.NotTyped where the number and
+    the text's Avro value could differ; the caller then decodes the text (values.py)."""
+    kind = TYPES.get(col.real_type)
+    return None if kind is None or kind.number is None else kind.number(col.meta)
 
 
 BLOB_TYPES = frozenset({T.MYSQL_TYPE_BLOB, T.MYSQL_TYPE_TINY_BLOB, T.MYSQL_TYPE_MEDIUM_BLOB, T.MYSQL_TYPE_LONG_BLOB})
@@ -236,10 +250,10 @@ TYPES: dict[int, BinlogType] = {kind.code: kind for kind in (
     BinlogType(T.MYSQL_TYPE_TIME2, "time", _fsp, 1, render=render_text, width=_plus_fraction(3),
                value=lambda col: values.time2_decoder(col.meta), op=_op("OP_TIME2", fsp=True)),
     BinlogType(T.MYSQL_TYPE_DATETIME2, "datetime", _fsp, 1, render=render_text, width=_plus_fraction(5),
-               value=lambda col: values.datetime2_decoder(col.meta), number=values.datetime2_micros_decoder,
+               value=lambda col: values.datetime2_decoder(col.meta), number=_micros(values.datetime2_micros_decoder),
                op=_op("OP_DATETIME2", fsp=True)),
     BinlogType(T.MYSQL_TYPE_TIMESTAMP2, "timestamp", _fsp, 1, render=render_text, width=_plus_fraction(4),
-               value=lambda col: values.timestamp2_decoder(col.meta), number=values.timestamp2_micros_decoder,
+               value=lambda col: values.timestamp2_decoder(col.meta), number=_micros(values.timestamp2_micros_decoder),
                op=_op("OP_TIMESTAMP2", fsp=True)),
     BinlogType(T.MYSQL_TYPE_BIT, "bit", lambda kind, col: f"bit({(col.meta & 0xFF) * 8 + (col.meta >> 8)})", 2,
                width=bit_bytes, value=lambda col: functools.partial(int.from_bytes, byteorder="big"), op=_bit_op),

@@ -15,7 +15,7 @@ from typing import Any
 from connector.binlog import jsonb, values
 from connector.binlog.charmaps.decoding import REPLACE
 from connector.binlog.charsets import BINARY_COLLATION, decoder, text_codec
-from connector.binlog.coltypes import STRING_TYPES, TYPES, fixed
+from connector.binlog.coltypes import STRING_TYPES, TYPES, fixed, typed_number
 from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
@@ -73,18 +73,6 @@ _HELPERS: dict[str, object] = {
     "_ifb": int.from_bytes,
     "_unz": values.decompress_column,
 }
-
-
-# Types a typed decoder reads as numbers, not text: DATE as days since 1970-01-01,
-# DATETIME2 and TIMESTAMP2 as microseconds since then (None for zero dates), NEWDECIMAL as
-# its unscaled integer. Each raises values.NotTyped where the number and the text's
-# Avro value could differ; the caller then decodes the text (connector/binlog/values.py).
-TYPED_TYPES = frozenset(kind.code for kind in TYPES.values() if kind.number is not None)
-
-
-def reads_typed(col: ColumnMeta) -> bool:
-    """Does a typed decoder read this column as a number?"""
-    return col.real_type in TYPED_TYPES and (col.meta <= 6 or col.real_type == T.MYSQL_TYPE_NEWDECIMAL)
 
 
 class _Gen:
@@ -167,7 +155,8 @@ def _fixed(gen: _Gen, col: ColumnMeta, v: str, ind: int) -> bool:
         return False
     assert kind.width is not None
     width = kind.width(col.meta)
-    read = kind.number(col.meta) if gen.typed and reads_typed(col) and kind.number else kind.value(col)
+    number = typed_number(col) if gen.typed else None
+    read = kind.value(col) if number is None else number
     gen.emit(ind, f"{v} = {gen.const(read)}(b[p:p + {width}]); p += {width}")
     return True
 
@@ -268,7 +257,7 @@ def build_rows_decoder(
 ) -> RowsDecoder:
     """Compile the decoder of every row of one rows event shape for this table.
 
-    `typed`: TYPED_TYPES columns as numbers (what the Avro path writes), not text. A text value
+    `typed`: coltypes.typed_number's columns as numbers (what the Avro path writes), not text. A text value
     that is not exact raises UnicodeDecodeError (`build_lenient_decoder` decodes it then)."""
     gen = _Gen(typed, table.mariadb)
     _rows_function(gen, table, kind, present, present_after, partial)

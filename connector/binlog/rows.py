@@ -61,7 +61,7 @@ class RowsEvent(NamedTuple):  # a tuple, as Event: made per rows event, a frozen
     present_after: tuple[int, ...]  # column indexes of the after image (UPDATE)
     rows: Sequence[RowChange]  # values as text renders them (Lazy when typed images were asked for)
     decoded: bool = True  # False: a filtered-out table, whose row images were not read
-    typed: tuple[RowChange, ...] | None = None  # rowcodec.TYPED_TYPES as numbers, when asked for
+    typed: tuple[RowChange, ...] | None = None  # coltypes.typed_number's columns as numbers, when asked for
     # Typed images whose decoding waits until someone asks (`typed_images`), and the images'
     # bytes: the compiled transcoder (connector/avro/transcode.py) reads those instead.
     deferred: Callable[[], tuple[RowChange, ...] | None] | None = None
