@@ -12,8 +12,9 @@ from connector.binlog.coltypes import TYPES, mysql_type
 from connector.binlog.constants import TYPED_ARRAY_CODES, RowsKind
 from connector.binlog.constants import ColumnType as T
 from connector.binlog.rowcodec import build_rows_decoder
-from connector.binlog.rowplan import Strings, column_op
+from connector.binlog.rowplan import Strings, column_op, walk_layout
 from connector.binlog.tablemap import COMPRESSED_TYPES, ColumnMeta, TableMapEvent
+from connector.native import transcoder
 from connector.schema.binlogmatch import BINLOG_TYPES
 from connector.schema.model import GEOMETRY_TYPES
 
@@ -63,7 +64,8 @@ def _column(code: int, meta: int, unsigned: bool) -> ColumnMeta:
 
 @pytest.mark.parametrize("code", sorted(STORAGE))
 def test_the_compiled_op_and_the_python_decoder_step_over_the_documented_width(code: int) -> None:
-    """Two values back to back decode as two rows; the compiled op, where there is one, is as wide."""
+    """Two values back to back decode as two rows; the compiled op, where there is one, is as wide,
+    and so is the walk that defers their decoding (none for ENUM: its index is checked at once)."""
     for (meta, width), unsigned in itertools.product(STORAGE[code], (False, True)):
         col = _column(code, meta, unsigned)
         op = column_op(col, Strings())
@@ -73,6 +75,10 @@ def test_the_compiled_op_and_the_python_decoder_step_over_the_documented_width(c
         body = (b"\x00" + value) * 2  # no NULLs, then the value; twice
         rows = decode(body, 0, len(body))
         assert [len(after or ()) for _, after in rows] == [1, 1], (T(code).name, meta)
+        layout = walk_layout((col,))
+        assert (layout is not None) == (op is not None and code != T.MYSQL_TYPE_ENUM), (T(code).name, meta)
+        if layout is not None and transcoder is not None:
+            assert transcoder.count_rows(body, layout, 1) == 2, (T(code).name, meta)
 
 
 # Declared type -> what a server logs a column of it as (MariaDB's JSON is a LONGTEXT, its VECTOR

@@ -6,11 +6,11 @@ column of it (`mysql_type`; canal's sqlType follows from that text: connector/sq
 declared types a tracked column of it may have (connector/schema/binlogmatch.py), and how a
 value is rendered as text. A fixed-width type also says a value's width from the metadata, how
 the Python rows decoder reads one (`value`; `number`: the typed decoder's Avro number,
-connector/binlog/rowcodec.py) and the compiled module's operation for it (`op`, native_spec.OPS:
-connector/binlog/rowplan.py). The length-prefixed types (strings, BLOBs, JSON, GEOMETRY,
-VECTOR) are read by their length prefix and charset, which rowcodec and rowplan work out from
-the same metadata. A new type is an entry here, and its op in native_spec and connector/csrc/
-where the compiled module is to read it.
+connector/binlog/rowcodec.py), the compiled module's operation for it (`op`, native_spec.OPS:
+connector/binlog/rowplan.py) and whether a walk may defer its decoding (`deferrable`). The
+length-prefixed types (strings, BLOBs, JSON, GEOMETRY, VECTOR) are read by their length prefix
+and charset, which rowcodec and rowplan work out from the same metadata. A new type is an entry
+here, and its op in native_spec and connector/csrc/ where the compiled module is to read it.
 """
 
 from __future__ import annotations
@@ -201,6 +201,10 @@ class BinlogType:
     value: Callable[[ColumnMeta], Decode] | None = None  # the rows decoder's value, where not `struct`
     number: Callable[[int], Decode | None] | None = None  # the typed decoder's number (typed_number)
     op: Callable[[ColumnMeta, int, Strings], Op | None] | None = None  # the compiled module's (rowplan.column_op)
+    # A fixed-width value whose Python decoding cannot fail once its width is there, so a rows
+    # event's images may be walked now and decoded later (rowplan.walk_layout). Not ENUM: an index
+    # beyond the labels is an error, said at once while the event can still be named.
+    deferrable: bool = True
 
     def struct_of(self, unsigned: bool) -> str:
         return self.struct.upper() if unsigned and self.struct not in "fd" else self.struct
@@ -258,7 +262,7 @@ TYPES: dict[int, BinlogType] = {kind.code: kind for kind in (
     BinlogType(T.MYSQL_TYPE_BIT, "bit", lambda kind, col: f"bit({(col.meta & 0xFF) * 8 + (col.meta >> 8)})", 2,
                width=bit_bytes, value=lambda col: functools.partial(int.from_bytes, byteorder="big"), op=_bit_op),
     BinlogType(T.MYSQL_TYPE_ENUM, "enum", _labelled, 2, width=lambda m: m & 0xFF, value=_labels_decoder(True),
-               op=_labels),
+               op=_labels, deferrable=False),
     BinlogType(T.MYSQL_TYPE_SET, "set", _labelled, 2, width=lambda m: m & 0xFF, value=_labels_decoder(False),
                op=_labels),
     BinlogType(T.MYSQL_TYPE_NULL, "null", width=lambda m: 0, value=lambda col: lambda raw: None),

@@ -280,25 +280,16 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
     return Program(b"".join(ops), b"", strings.packed()) if ops else None
 
 
-# The ops whose Python decoding cannot fail once a walk accepted their bytes: fixed widths, and
-# length-prefixed bytes or strict UTF-8; TEXT8 too where its server stores every byte (latin1:
-# every byte is a character), TEXTMB, whose codes the walk looks up, and WIDE, whose characters it
-# reads. Not ENUM (an index beyond the labels is an error) nor TEXT8 with bytes its server does not
-# store: their images are decoded at once, where a replacement can still say which event it is in.
-_WALKS_FIXED = frozenset(
-    {OP_INT, OP_UINT, OP_UINT64, OP_FLOAT, OP_DOUBLE, OP_DECIMAL, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2,
-     OP_YEAR, OP_TIME2, OP_BIT, OP_BIT64, OP_SET}
-)  # fmt: skip
-
-
 # What the walk checks of each length-prefixed op's bytes (native_spec.WALK_CHECKS).
 _WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_GEOMETRY: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON,
                OP_VECTOR: WALK_FLOATS}  # fmt: skip
 
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
-    """How `count_rows` steps over each column of a row image (WALK per column); None unless
-    column_op describes every column with an op in _WALKS_FIXED, OP_BYTES, OP_UTF8, OP_TEXT8
+    """How `count_rows` steps over each column of a row image (WALK per column), for images whose
+    Python decoding is deferred until it cannot fail (length-prefixed bytes or strict UTF-8,
+    TEXT8 where its server stores every byte: latin1, ...). None unless column_op describes every
+    column: a fixed-width one whose entry is `deferrable` (coltypes.TYPES), OP_BYTES, OP_UTF8, OP_TEXT8
     of a charset whose every byte is a character, OP_TEXTMB (each value codes of its code table),
     OP_WIDE (each value characters of its form), OP_GEOMETRY (bytes as they are), OP_VECTOR
     (whole floats) or OP_JSON (checked by the compiled printer, which takes only documents the Python decoding
@@ -309,7 +300,10 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
         if op is None:
             return None
         code, width, prefix, b = op
-        if code in _WALKS_FIXED:
+        entry = fixed(meta)
+        if entry is not None:
+            if not entry.deferrable:
+                return None
             out.append(WALK.pack(width, 0, 0, 0))
         elif code in _WALK_CHECK:
             out.append(WALK.pack(0, prefix, _WALK_CHECK[code], 0))
