@@ -61,6 +61,12 @@ class Metrics:
             "sluice_kafka_transactions", "Kafka transactions ([kafka] exactly_once), by how they ended",
             ["outcome"], registry=r,
         )  # fmt: skip
+        self.paused_seconds = Counter(
+            "sluice_paused_seconds", "Seconds the reader waited, by what for: kafka (max_in_flight messages "
+            "unacknowledged) or checkpoint stores (both refused the position)", ["reason"], registry=r,
+        )  # fmt: skip
+        for reason in ("kafka", "checkpoint stores"):  # shown from the start, at 0
+            self.paused_seconds.labels(reason)
         self.checkpoint_age = Gauge("sluice_checkpoint_age_seconds", "Seconds since the position was saved",
                                     ["store"], registry=r)  # fmt: skip
         self.bytes_total = 0.0

@@ -46,7 +46,7 @@ from connector.schema.model import Table
 from connector.sink.kafka import Sink
 from connector.sink.partitioning import TopicRouter
 from connector.snapshot.coordinator import Snapshotter
-from connector.steps import CommitPositions, Counters, Encode, Encoder, GatherStatement, Produce, Side, paused
+from connector.steps import CommitPositions, Counters, Encode, Encoder, GatherStatement, Produce, Side, paused, waited
 
 log = logging.getLogger("sluice.pipeline")
 
@@ -254,14 +254,13 @@ class Pipeline:
         down to 80% of `max_in_flight` (or a stop), counted as a pause."""
         started = self.clock.now()
         paused(self.metrics, "kafka", True)
-        self.counters.pauses += 1
         log.info("%d messages unacknowledged: pausing the reader", self.inflight.outstanding)
         while self.inflight.outstanding >= self.produce.max_in_flight * 0.8 and not self.stop.is_set():
             self.sink.poll(0.1)
             self.produce.check()
             self.commit.poll()
         paused(self.metrics, "kafka", False)
-        self.counters.paused_s += self.clock.now() - started
+        waited(self.counters, self.metrics, "kafka", self.clock.now() - started)
 
     def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for Kafka to acknowledge what is in flight, then commit what it did."""

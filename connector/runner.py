@@ -512,6 +512,7 @@ class Connector:
                 self.http.shutdown()
                 self.http.server_close()
             counters = self.pipeline.counters
-            log.info("stopped: %d rows (%d by the compiled kernel), %d statements, %d transactions; position %s",
+            log.info("stopped: %d rows (%d by the compiled kernel), %d statements, %d transactions; "
+                     "paused %d times for %.1f s (Kafka or the checkpoint stores behind); position %s",
                      counters.rows, counters.kernel_rows, counters.statements, counters.transactions,
-                     self.checkpointer.committed)  # fmt: skip
+                     counters.pauses, counters.paused_s, self.checkpointer.committed)  # fmt: skip

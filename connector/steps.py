@@ -106,12 +106,20 @@ Outgoing = Rows | Messages | Side | Burst | Position
 
 
 def paused(metrics: Metrics | None, reason: str, on: bool) -> None:
-    """What the reader waits for, as the metrics show it."""
+    """What the reader waits for, as the metrics show it (/ready)."""
     if metrics is not None:
         if on:
             metrics.paused_for.add(reason)
         else:
             metrics.paused_for.discard(reason)
+
+
+def waited(counters: Counters, metrics: Metrics | None, reason: str, seconds: float) -> None:
+    """A pause of the reader, counted: the stop line's and sluice_paused_seconds_total's."""
+    counters.pauses += 1
+    counters.paused_s += seconds
+    if metrics is not None:
+        metrics.paused_seconds.labels(reason).inc(seconds)
 
 
 class Encoder(Protocol):
@@ -475,8 +483,7 @@ class CommitPositions:
                 paused(self.metrics, "checkpoint stores", True)
                 log.warning("cannot save position %s (%s); pausing %.1f s", self.last, exc, delay)
                 self.clock.sleep(delay)
-                self.counters.pauses += 1
-                self.counters.paused_s += delay
+                waited(self.counters, self.metrics, "checkpoint stores", delay)
                 delay = min(delay * 2, 5.0)
                 if self.stop.is_set():
                     raise

@@ -95,6 +95,7 @@ def test_metrics_follow_the_workload(tmp_path: Path, caplog: pytest.LogCaptureFi
         assert metric(text, "sluice_binlog_lag_bytes") == 0
         assert 0 <= metric(text, "sluice_checkpoint_age_seconds", store="redis") < 30
         assert metric(text, "sluice_inflight_messages") == 0
+        assert 'sluice_paused_seconds_total{reason="kafka"} 0.0' in text.splitlines()  # shown, no pause
         assert scrape(port, "/health") == (200, "ok\n")
         assert scrape(port, "/ready") == (200, "ready\n")
         connector.stop.set()

@@ -22,6 +22,7 @@ from connector.errors import (
 )
 from connector.inflight import InFlight
 from connector.items import Changes, Commit, Heartbeat, StreamItem
+from connector.metrics import Metrics
 from connector.oversize import TRUNCATED_HEADER
 from connector.position import Position, gtid_order
 from connector.sink.kafka import MemorySink
@@ -228,7 +229,8 @@ def test_a_stop_while_kafka_is_unreachable_is_a_stop_with_what_kafka_confirmed(t
 
 
 class SlowSink(MemorySink):
-    """Acknowledges nothing for the first `stalls` polls (a broker that is down), then everything."""
+    """Acknowledges nothing for the first `stalls` polls (a broker that is down: each waits its
+    timeout on the rig's clock), then everything."""
 
     def __init__(self, stalls: int) -> None:
         super().__init__()
@@ -242,6 +244,7 @@ class SlowSink(MemorySink):
     def poll(self, timeout: float) -> int:
         if self.stalls > 0:
             self.stalls -= 1
+            self.clock.sleep(timeout)
             return 0
         return super().poll(timeout)
 
@@ -261,7 +264,7 @@ def test_backpressure_bounds_what_is_in_flight(tmp_path: Path) -> None:
 
 def test_take_says_when_kafka_is_behind_and_waits_for_nothing_itself(tmp_path: Path) -> None:
     slow = SlowSink(stalls=10**9)  # Kafka acknowledges nothing
-    rig = Rig(tmp_path, max_in_flight=100, sink=slow)
+    rig = Rig(tmp_path, max_in_flight=100, sink=slow, metrics=Metrics())
     rooms = []
     for n in range(1, 101):
         rooms.append(rig.pipeline.take(changes(row("INSERT", n, "x", n * 10))))
@@ -269,9 +272,11 @@ def test_take_says_when_kafka_is_behind_and_waits_for_nothing_itself(tmp_path: P
     # From the 100th unacknowledged message on there is no room, and take said so and returned.
     assert rooms == [True] * 198 + [False, False]
     assert slow.waiting == 100 and rig.pipeline.counters.pauses == 0
-    slow.stalls = 0  # Kafka catches up: the driver's wait ends, counted as a pause
+    slow.stalls = 3  # Kafka catches up after three polls: the driver's wait ends, counted as a pause
     rig.pipeline.wait_for_room()
     assert slow.waiting == 0 and rig.pipeline.counters.pauses == 1
+    assert rig.pipeline.counters.paused_s == pytest.approx(0.3)  # three polls of 0.1 s
+    assert _paused_seconds(rig, "kafka") == pytest.approx(0.3)
     assert rig.pipeline.take(changes(row("INSERT", 101, "x", 1010))) is True
 
 
@@ -442,8 +447,15 @@ def test_an_idle_writer_sleeps_until_a_position_or_its_next_flush() -> None:
     assert durable.value == pos(20)
 
 
+def _paused_seconds(rig: Rig, reason: str) -> float:
+    assert rig.pipeline.metrics is not None
+    found = rig.pipeline.metrics.registry.get_sample_value("sluice_paused_seconds_total", {"reason": reason})
+    assert found is not None
+    return found
+
+
 def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
+    rig = Rig(tmp_path, metrics=Metrics())
     rig.checkpointer.start()
     rig.fast.down = rig.durable.down = True
 
@@ -459,6 +471,10 @@ def test_when_the_writer_cannot_save_the_loop_takes_over_and_pauses(tmp_path: Pa
         rig.checkpointer.stop()
     assert len(rig.sleeps) >= 3 and rig.pipeline.counters.pauses >= 3
     assert rig.durable.value == pos(200) and rig.checkpointer.failing is None
+    # each wait counted once, for what it took: the stop line's figures and the metric
+    assert rig.pipeline.counters.pauses == len(rig.sleeps)
+    assert rig.pipeline.counters.paused_s == pytest.approx(sum(rig.sleeps))
+    assert _paused_seconds(rig, "checkpoint stores") == pytest.approx(sum(rig.sleeps))
 
 
 # -- messages over their topic's limit ([kafka] oversized) -----------------------------------
