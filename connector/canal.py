@@ -412,12 +412,14 @@ class CanalJsonEncoder:
         self, batch: RowBatch, table: Table, topic: str, shaping: Shaping | None = None
     ) -> list[tuple[bytes | None, bytes]] | None:
         """A rows event's messages; None where the pipeline takes them one by one (a row whose key
-        changes; a table a [[kafka.columns]] rule shapes, where the compiled code declines)."""
-        if len(batch.rows.present) != len(table.columns):
-            return None  # MINIMAL/NOBLOB images: flat.py fills them per message
-        compiled = self.compiled(batch, table, shaping)
-        if compiled is not None or (shaping is not None and not self.per_event):
-            return compiled
+        changes; MINIMAL or NOBLOB images, which flat.py fills per message; a table a [[kafka.columns]]
+        rule shapes, where the compiled code declines). Per event, every rows event is one message."""
+        if len(batch.rows.present) == len(table.columns):
+            compiled = self.compiled(batch, table, shaping)
+            if compiled is not None or (shaping is not None and not self.per_event):
+                return compiled
+        elif not self.per_event:
+            return None
         messages = list(batch.messages())
         if self.per_event:
             if shaping is not None:

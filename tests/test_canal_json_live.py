@@ -27,12 +27,17 @@ from typing import Any
 
 import pytest
 
-from connector.config import AvroSection, Config
+from connector.avro.registry import SchemaDirectory
+from connector.canal import CanalJsonEncoder
+from connector.config import AvroSection, Config, SnapshotSection
+from connector.items import Changes
 from connector.replica.server import master_position
 from connector.runner import Connector
+from connector.startup import prepare
+from connector.stream import ChangeStream
 from tests.support import live
 from tests.support.canal_readers import canal_own, read
-from tests.support.live import connect, live_config
+from tests.support.live import connect, fresh_database, live_config
 from tests.support.replay import consume
 from tests.support.specs import SPEC_DIR, parse_spec
 
@@ -223,3 +228,35 @@ def test_canal_and_flink_read_every_column_type(tmp_path: Path, server: live.Liv
     assert not problems, "\n".join(problems)
     checked: dict[str, Any] = {"messages": len(seen), "columns": len(columns), "flink_rows": len(rows)}
     print(f"canal-json on {server.name}: {checked}")
+
+
+def test_a_rows_event_of_minimal_images_is_one_message_per_event(tmp_path: Path) -> None:
+    """`message_rows = "event"` with binlog_row_image=MINIMAL: each rows event is one message, its
+    rows those the per-row messages carry (images filled by flat.py); it was a message per row."""
+    db = "canal_minimal"
+    fresh_database(db, "CREATE TABLE {db}.m (id INT PRIMARY KEY, v VARCHAR(10), n INT, b BLOB)")
+    config = replace(live_config([rf"{db}\..*"]), snapshot=SnapshotSection(mode="never"))
+    prepared = prepare(config)
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.m VALUES (1, 'a', 1, 'x'), (2, 'b', 2, 'y'), (3, 'c', 3, 'z')")
+        cur.execute("SET SESSION binlog_row_image = 'MINIMAL'")
+        cur.execute(f"UPDATE {db}.m SET n = n + 10")  # before images: the key; after images: n
+        cur.execute(f"DELETE FROM {db}.m WHERE id < 3")  # the key only
+    conn.close()
+    per_event = CanalJsonEncoder(SchemaDirectory(tmp_path), "event")
+    per_row = CanalJsonEncoder(SchemaDirectory(tmp_path), "row")
+    stream = ChangeStream(config.source.settings(), prepared.tracker, config.table_filter())
+    seen = []
+    for item in stream.items(prepared.start, blocking=False):
+        if not isinstance(item, Changes) or item.batch is None:
+            continue
+        assert item.table is not None
+        encoded = per_event.rows(item.batch, item.table, f"cdc.{db}.m")
+        assert encoded is not None and len(encoded) == 1 and encoded[0][0] is None
+        doc = json.loads(encoded[0][1])
+        rows = [json.loads(per_row.row(m, item.table, f"cdc.{db}.m")[1]) for m in item.batch.messages()]
+        assert doc["data"] == [r["data"][0] for r in rows]
+        assert doc["old"] == (None if doc["type"] != "UPDATE" else [r["old"][0] for r in rows])
+        seen.append((doc["type"], len(item.batch.rows.present), [d["id"] for d in doc["data"]]))
+    assert seen == [("INSERT", 4, ["1", "2", "3"]), ("UPDATE", 1, ["1", "2", "3"]), ("DELETE", 1, ["1", "2"])]

@@ -174,6 +174,22 @@ def test_a_rule_s_table_in_messages_of_a_rows_event_is_shaped_in_one_message() -
     assert doc["sqlType"] == {"id": 4, "v": 12, "h": 12}
 
 
+def test_a_rows_event_of_partial_images_is_one_message_per_event() -> None:
+    """`message_rows = "event"` with MINIMAL or NOBLOB images (flat.py fills each row's message from
+    both images): one message for the rows event, as with whole images; per row, one each."""
+    t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
+    messages = [{**row("UPDATE", i, "new", 10, old={"v": "old"}), "data": [{"id": str(i), "v": "new"}]}
+                for i in (1, 2, 3)]  # fmt: skip
+    images = SimpleNamespace(present=range(2), kind=RowsKind.UPDATE, raw=None)  # two of the four columns
+    batch = SimpleNamespace(rows=images, messages=lambda: iter(messages))
+    encoded = CanalJsonEncoder(None, rows="event").rows(batch, t, "cdc.db.t")  # type: ignore[arg-type]
+    assert encoded is not None and len(encoded) == 1 and encoded[0][0] is None
+    doc = json.loads(encoded[0][1])
+    assert doc["data"] == [{"id": str(i), "v": "new"} for i in (1, 2, 3)]
+    assert doc["old"] == [{"v": "old"}] * 3
+    assert CanalJsonEncoder(None, rows="row").rows(batch, t, "cdc.db.t") is None  # type: ignore[arg-type]
+
+
 def test_subject_names_follow_the_strategy() -> None:
     schema = {"type": "record", "name": "orders", "namespace": "sluice.shop"}
     assert subject_name("topic", "cdc.all", "value", schema) == "cdc.all-value"
