@@ -242,9 +242,11 @@ class Encode:
         keyed = bool(rows.keys)
         fixed = route.partition(keyed)
         return KernelPlan(
-            route.topic, database, name, rows.columns, rows.keys, rows.strings, rows.value_prefix, rows.key_prefix,
-            rows.heads, rows.data_open, rows.old_null, rows.old_open, route.partitions,
-            -1 if fixed is None else fixed, route.key_skip, route.kernel_kinds(keyed), route.room, rows.canal,
+            topic=route.topic, database=database, table=name, columns=rows.columns, keys=rows.keys,
+            strings=rows.strings, value_prefix=rows.value_prefix, key_prefix=rows.key_prefix, heads=rows.heads,
+            data_open=rows.data_open, old_null=rows.old_null, old_open=rows.old_open, partitions=route.partitions,
+            fixed=-1 if fixed is None else fixed, key_skip=route.key_skip, kinds=route.kernel_kinds(keyed),
+            limit=route.room, canal=rows.canal,
         )  # fmt: skip
 
     def _python_path(self, database: str, name: str, reason: str) -> None:
