@@ -45,6 +45,7 @@ from connector.binlog.rowplan import (
 from connector.binlog.tablemap import TableMapEvent
 from connector.columns import DROP, HASH, KEEP, MASK, Shaping
 from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
+from connector.identity import ByIdentity
 from connector.native import CanalParts, transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.labels import as_printed
@@ -316,7 +317,7 @@ class CanalJsonEncoder:
         self.directory = directory  # unused by JSON; OversizePolicy and readers expect it
         self.per_event = rows == "event"
         self.full_old = old == "full"
-        self._shapes: dict[int, tuple[Table, CanalShape]] = {}
+        self._shapes = ByIdentity(canal_shape)
         # by the flat shape: its program and table parts (the head's database, table and pkNames are
         # its TABLE_MAP's)
         self._programs: dict[
@@ -371,14 +372,7 @@ class CanalJsonEncoder:
         return self.shape(table if shaping is None else shaping.table)
 
     def shape(self, table: Table) -> CanalShape:
-        hit = self._shapes.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
-        if len(self._shapes) > 4096:
-            self._shapes.clear()
-        shape = canal_shape(table)
-        self._shapes[id(table)] = (table, shape)
-        return shape
+        return self._shapes(table)
 
     def document(self, messages: list[FlatMessage], table: Table | None) -> dict[str, Any]:
         """One FlatMessage of one or more row messages of a rows event (or one statement)."""

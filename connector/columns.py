@@ -23,6 +23,7 @@ from functools import lru_cache
 from connector.config import ColumnRule as Configured
 from connector.errors import ConfigError
 from connector.flat import FlatMessage
+from connector.identity import ByIdentity
 from connector.schema.model import Column, Table
 
 KEEP, DROP, MASK, HASH = 0, 1, 2, 3  # what a rule does to a column (Shaping.treatment)
@@ -84,8 +85,8 @@ def _lower(names: list[str]) -> frozenset[str]:
 class ColumnRules:
     def __init__(self, rules: list[ColumnRule]) -> None:
         self.rules = rules
-        self._tables: dict[int, tuple[Table, Table | None]] = {}
-        self._shapings: dict[int, tuple[Table, Shaping | None]] = {}
+        self.table = ByIdentity(self._table)
+        self.shaping = ByIdentity(self._shaping)
 
     @classmethod
     def of(cls, configured: list[Configured]) -> ColumnRules:
@@ -102,33 +103,19 @@ class ColumnRules:
     def rule(self, database: str, table: str) -> ColumnRule | None:
         return _first(tuple(self.rules), f"{database}.{table}") if self.rules else None
 
-    def table(self, table: Table) -> Table | None:
-        """The table as its messages carry it under its rule; None when no rule applies."""
-        hit = self._tables.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
+    def _table(self, table: Table) -> Table | None:
+        """`table(t)`: the table as its messages carry it under its rule; None when no rule applies."""
         rule = self.rule(table.database, table.name)
-        shaped = None if rule is None else _shaped(table, rule)
-        if len(self._tables) > 4096:
-            self._tables.clear()
-        self._tables[id(table)] = (table, shaped)
-        return shaped
+        return None if rule is None else _shaped(table, rule)
 
-    def shaping(self, table: Table) -> Shaping | None:
-        """How the compiled code writes the table under its rule; None without a rule."""
-        hit = self._shapings.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
+    def _shaping(self, table: Table) -> Shaping | None:
+        """`shaping(t)`: how the compiled code writes the table under its rule; None without a rule."""
         shaped, rule = self.table(table), self.rule(table.database, table.name)
-        found = None
-        if shaped is not None and rule is not None:
-            treatment = tuple(_treatment(rule, c.name) for c in table.columns)
-            by_name = {c.name: treat for c, treat in zip(table.columns, treatment)}
-            found = Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt, by_name)
-        if len(self._shapings) > 4096:
-            self._shapings.clear()
-        self._shapings[id(table)] = (table, found)
-        return found
+        if shaped is None or rule is None:
+            return None
+        treatment = tuple(_treatment(rule, c.name) for c in table.columns)
+        by_name = {c.name: treat for c, treat in zip(table.columns, treatment)}
+        return Shaping(shaped, treatment, "*" * rule.mask_chars, rule.hash_salt, by_name)
 
     def message(self, message: FlatMessage, table: Table) -> FlatMessage:
         shaping = self.shaping(table)

@@ -45,6 +45,7 @@ from connector.binlog.rows import RowsEvent
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.control import Txn, control
 from connector.ddlkind import DdlKind, ddl_kind
+from connector.identity import ByIdentity
 from connector.native import transcoder
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.model import Table
@@ -239,7 +240,10 @@ class FlatMessageBuilder:
         self.cursor = self.offset.cursor  # the file named in `source`
         self._clock = clock
         self._query_text = query
-        self._by_identity: dict[int, tuple[TableMapEvent, Table | None, TableShape]] = {}
+        # by TABLE_MAP, then by its definition (a DDL makes a new one)
+        self._shapes: ByIdentity[TableMapEvent, ByIdentity[Table | None, TableShape]] = ByIdentity(
+            lambda table: ByIdentity(lambda definition: shape_of(table, definition), most=8)
+        )
         # The schema history's definition of a (resolved) TABLE_MAP, where there is one
         # (SchemaTracker.definition): mysqlType and sqlType as canal-json gives them.
         self.definitions: Definitions | None = None
@@ -281,15 +285,7 @@ class FlatMessageBuilder:
     def _shape(self, table: TableMapEvent) -> TableShape:
         # The same TABLE_MAP object comes back for every transaction (the parser decodes each
         # body once): look it up by identity before hashing its columns.
-        definition = self.definitions(table) if self.definitions is not None else None
-        hit = self._by_identity.get(id(table))
-        if hit is not None and hit[0] is table and hit[1] is definition:
-            return hit[2]
-        shape = shape_of(table, definition)
-        if len(self._by_identity) > 4096:
-            self._by_identity.clear()
-        self._by_identity[id(table)] = (table, definition, shape)
-        return shape
+        return self._shapes(table)(self.definitions(table) if self.definitions is not None else None)
 
     def _base(self, event: Event, rows: RowsEvent, shape: TableShape) -> FlatMessage:
         assert rows.table is not None
@@ -423,7 +419,7 @@ class JsonLineEncoder:
     def __init__(self) -> None:
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self._c_encode = _c_encoder()
-        self._cache: dict[int, tuple[object, str]] = {}
+        self._shared = ByIdentity(self._dumps)  # pkNames, sqlType, mysqlType: a table's objects
         self._programs: dict[int, tuple[TableShape, Program | None, tuple[bytes, ...]]] = {}  # by shape
         self.compiled_rows = 0  # rows the compiled renderer wrote
 
@@ -502,16 +498,6 @@ class JsonLineEncoder:
 
     def _text(self, value: object) -> str:
         return "".join(self._c_encode(value, 0)) if self._c_encode else self._dumps(value)
-
-    def _shared(self, value: object) -> str:
-        hit = self._cache.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        if len(self._cache) > 4096:
-            self._cache.clear()
-        text = self._dumps(value)
-        self._cache[id(value)] = (value, text)
-        return text
 
 
 def _c_encoder() -> Callable[[object, int], list[str]] | None:

@@ -32,6 +32,7 @@ from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError
 from connector.flat import VERBATIM, FlatMessage, RowBatch, TableShape, shape_of
+from connector.identity import ByIdentity
 from connector.native import CanalParts, transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
@@ -242,7 +243,7 @@ class MessageEncoder:
     def __init__(self, directory: SchemaDirectory, framing: Framing) -> None:
         self.directory = directory
         self.framing = framing
-        self._codecs: dict[int, tuple[Table, _TableCodec]] = {}
+        self._codec: ByIdentity[Table, _TableCodec] = ByIdentity(lambda t: _TableCodec(self.directory.version_of(t), t))
         self._ddl = directory.ddl()
         self._ddl_fps = (fingerprint_of(self._ddl[0]), fingerprint_of(self._ddl[1]))
         self.compiled_rows = 0  # rows the compiled transcoder wrote (connector/avro/transcode.py)
@@ -254,16 +255,6 @@ class MessageEncoder:
     def registry(self) -> Any:
         """The schema registry client Confluent framing writes through (readers need it); None otherwise."""
         return getattr(self.framing, "client", None)
-
-    def _codec(self, table: Table) -> _TableCodec:
-        hit = self._codecs.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
-        if len(self._codecs) > 4096:
-            self._codecs.clear()
-        codec = _TableCodec(self.directory.version_of(table), table)
-        self._codecs[id(table)] = (table, codec)
-        return codec
 
     def rows(
         self, batch: RowBatch, table: Table, topic: str, shaping: Shaping | None = None

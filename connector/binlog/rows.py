@@ -18,6 +18,7 @@ from connector.binlog.rowplan import walk_layout
 from connector.binlog.tablemap import TableMapEvent
 from connector.binlog.values import NotTyped
 from connector.errors import FormatError
+from connector.identity import ByIdentity
 from connector.lazy import Lazy
 from connector.native import transcoder
 
@@ -101,7 +102,7 @@ class RowsDecoderCache:
         self._limit = limit
         self._decoders: dict[tuple[Any, ...], RowsDecoder] = {}
         self._by_identity: dict[tuple[Any, ...], tuple[TableMapEvent, RowsDecoder]] = {}
-        self._layouts: dict[int, tuple[TableMapEvent, bytes | None]] = {}
+        self._layouts: ByIdentity[TableMapEvent, bytes | None] = ByIdentity(lambda t: walk_layout(t.columns), limit)
         self._lenient: dict[tuple[Any, ...], LenientDecoder] = {}
 
     def get(
@@ -150,14 +151,7 @@ class RowsDecoderCache:
 
     def layout(self, table: TableMapEvent) -> bytes | None:
         """rowplan.walk_layout of every column of the table, by TABLE_MAP identity."""
-        hit = self._layouts.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
-        if len(self._layouts) >= self._limit:
-            self._layouts.clear()
-        layout = walk_layout(table.columns)
-        self._layouts[id(table)] = (table, layout)
-        return layout
+        return self._layouts(table)
 
 
 def decode_rows(

@@ -25,6 +25,7 @@ from connector.binlog.events import QueryStatus
 from connector.binlog.tablemap import TableMapEvent
 from connector.errors import SchemaMismatchError
 from connector.filters import TableFilter
+from connector.identity import ByIdentity
 from connector.position import Cursor, Position
 from connector.schema.binlogmatch import disagreements, named
 from connector.schema.ddl import DdlChange, Unreadable, apply_ddl, read_ddl
@@ -94,7 +95,7 @@ class SchemaTracker:
         self._defined: dict[int, tuple[TableMapEvent, Table | None, Table]] = {}
         # [[source.key_columns]]: the key of tables without a primary key, by (database, table).
         self.keys: dict[tuple[str, str], tuple[str, ...]] = {}
-        self._keyed: dict[int, tuple[Table, Table]] = {}
+        self._keyed = ByIdentity(self._with_key)
         # Databases whose every table the history follows (`tracks`), published or not.
         self._databases: set[str] = set()
         # What the last statement did to captured tables' rows (on_statement).
@@ -478,23 +479,17 @@ class SchemaTracker:
         The history keeps the table as the server defines it; the key is laid over it where
         rows are named, encoded and snapshotted. A configured column the table no longer has
         leaves it keyless (said once per definition)."""
-        columns = self.keys.get(table.key) if self.keys and not table.primary_key else None
-        if columns is None:
-            return table
-        hit = self._keyed.get(id(table))
-        if hit is not None and hit[0] is table:
-            return hit[1]
+        configured = self.keys and not table.primary_key and table.key in self.keys
+        return self._keyed(table) if configured else table
+
+    def _with_key(self, table: Table) -> Table:
+        columns = self.keys[table.key]
         indexes = [table.index_of(c) for c in columns]
         if min(indexes) < 0:
             log.warning("`%s`.`%s` has no column %s of its key_columns: its rows go without a key", *table.key,
                         ", ".join(c for c, i in zip(columns, indexes) if i < 0))  # fmt: skip
-            result = table
-        else:
-            result = replace(table, primary_key=tuple(table.columns[i].name for i in indexes))
-        if len(self._keyed) >= 4096:
-            self._keyed.clear()
-        self._keyed[id(table)] = (table, result)
-        return result
+            return table
+        return replace(table, primary_key=tuple(table.columns[i].name for i in indexes))
 
     def before_seed(self, pos: int) -> bool:
         return self.seeded_at is not None and Position(self.cursor.file, pos).sort_key() < self.seeded_at.sort_key()
