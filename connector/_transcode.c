@@ -31,6 +31,27 @@ static int emit_pair(void *ctx, const char *key, Py_ssize_t key_len, const char 
 
 static bytes_t span(const Py_buffer *b) { return (bytes_t){(const unsigned char *)b->buf, b->len}; }
 
+/* A program's columns, keys and strings as Python handed them, into prog: 0 if they are malformed
+ * (rowimage.c's program_ok and keys_ok; `keys` NULL: a program without a key). */
+static int program_of(const Py_buffer *columns, const Py_buffer *keys, const Py_buffer *strings, int kind,
+                      program_t *prog) {
+    prog->cols = columns->buf, prog->ncols = columns->len / (Py_ssize_t)sizeof(column_t);
+    prog->keys = keys != NULL ? keys->buf : NULL;
+    prog->nkeys = keys != NULL ? keys->len / (Py_ssize_t)sizeof(key_t_) : 0;
+    return columns->len % (Py_ssize_t)sizeof(column_t) == 0 &&
+           (keys == NULL || keys->len % (Py_ssize_t)sizeof(key_t_) == 0) && kind >= 0 && kind <= 2 &&
+           strings_of(strings->buf, strings->len, &prog->strings) &&
+           program_ok(prog->cols, prog->ncols, &prog->strings) && keys_ok(prog->keys, prog->nkeys, prog->ncols);
+}
+
+/* What an entry point returns of a run that wrote into `list` (whose reference it takes): the list
+ * when it is DONE, None when it was DECLINEd, NULL with the Python error on FAIL. */
+static PyObject *outcome(int r, PyObject *list) {
+    PyObject *result = r == DONE ? Py_NewRef(list) : r == DECLINE ? Py_NewRef(Py_None) : NULL;
+    Py_XDECREF(list);
+    return result;
+}
+
 PyDoc_STRVAR(transcode_doc,
              "transcode(body, program, kind, keys, strings, key_prefix, first, rest, old_null, old_open, tail, base)\n"
              "--\n\n"
@@ -45,27 +66,16 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
                           &first, &rest, &old_null, &old_open, &tail, &base))
         return NULL;
     PyObject *result = NULL;
-    const column_t *cols = program.buf;
-    const key_t_ *key_cols = keys.buf;
-    Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t), nkeys = keys.len / (Py_ssize_t)sizeof(key_t_);
-    strings_t table;
-    if (program.len % (Py_ssize_t)sizeof(column_t) || keys.len % (Py_ssize_t)sizeof(key_t_) || kind < 0 ||
-        kind > 2 || !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table)) {
-        PyErr_SetString(PyExc_ValueError, "malformed transcode program");
-    } else if (!keys_ok(key_cols, nkeys, ncols)) {
-        PyErr_SetString(PyExc_ValueError, "key column outside the program");
+    program_t prog = {.key_prefix = span(&key_prefix), .first = span(&first), .rest = span(&rest),
+                      .old_null = span(&old_null), .old_open = span(&old_open), .tail = span(&tail)};
+    if (!program_of(&program, &keys, &strings, kind, &prog)) {
+        PyErr_SetString(PyExc_ValueError, "malformed transcode program (or a key column outside it)");
     } else if (base < 0 || base > LLONG_MAX - body.len) { /* a row's number, base + i, must not overflow */
         PyErr_SetString(PyExc_ValueError, "row number base out of range");
     } else {
-        program_t prog = {cols, ncols, key_cols, nkeys, table, span(&key_prefix), span(&first), span(&rest),
-                          span(&old_null), span(&old_open), span(&tail)};
         list_ctx ctx = {PyList_New(0)};
         int r = ctx.list == NULL ? FAIL : transcode_rows(&prog, body.buf, body.len, kind, base, emit_pair, &ctx);
-        if (r == DONE)
-            result = Py_NewRef(ctx.list);
-        else if (r == DECLINE)
-            result = Py_NewRef(Py_None);
-        Py_XDECREF(ctx.list);
+        result = outcome(r, ctx.list);
     }
     Py_buffer *all[] = {&body, &program, &keys, &strings, &key_prefix, &first, &rest, &old_null, &old_open, &tail};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -85,25 +95,16 @@ static PyObject *render_json(PyObject *self, PyObject *args) {
     PyObject *names, *result = NULL;
     if (!PyArg_ParseTuple(args, "y*y*iy*O!", &body, &program, &kind, &strings, &PyTuple_Type, &names))
         return NULL;
-    const column_t *cols = program.buf;
-    Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t);
-    strings_t table;
-    int names_ok = PyTuple_GET_SIZE(names) == ncols;
-    for (Py_ssize_t i = 0; names_ok && i < ncols; i++)
-        names_ok = PyBytes_Check(PyTuple_GET_ITEM(names, i));
-    if (program.len % (Py_ssize_t)sizeof(column_t) || kind < 0 || kind > 2 ||
-        !strings_of(strings.buf, strings.len, &table) || !program_ok(cols, ncols, &table) || !names_ok ||
-        program_shapes(cols, ncols)) {
+    program_t prog = {0};
+    int ok = program_of(&program, NULL, &strings, kind, &prog) && PyTuple_GET_SIZE(names) == prog.ncols &&
+             !program_shapes(prog.cols, prog.ncols);
+    for (Py_ssize_t i = 0; ok && i < prog.ncols; i++)
+        ok = PyBytes_Check(PyTuple_GET_ITEM(names, i));
+    if (!ok) {
         PyErr_SetString(PyExc_ValueError, "malformed JSON program (or not a name, as bytes, per column)");
     } else {
-        program_t prog = {cols, ncols, NULL, 0, table, {0}, {0}, {0}, {0}, {0}, {0}};
         PyObject *list = PyList_New(0);
-        int r = list == NULL ? FAIL : json_rows(&prog, names, body.buf, body.len, kind, list);
-        if (r == DONE)
-            result = Py_NewRef(list);
-        else if (r == DECLINE)
-            result = Py_NewRef(Py_None);
-        Py_XDECREF(list);
+        result = outcome(list == NULL ? FAIL : json_rows(&prog, names, body.buf, body.len, kind, list), list);
     }
     PyBuffer_Release(&body);
     PyBuffer_Release(&program);
@@ -128,29 +129,19 @@ static PyObject *canal_json(PyObject *self, PyObject *args) {
                           &full_old, &middle, &first_sql, &rest_sql, &tail, &per_event))
         return NULL;
     PyObject *result = NULL;
-    const column_t *cols = program.buf;
-    const key_t_ *key_cols = keys.buf;
+    program_t prog = {0};
     const sqltype_t *codes = types.buf;
-    Py_ssize_t ncols = program.len / (Py_ssize_t)sizeof(column_t), nkeys = keys.len / (Py_ssize_t)sizeof(key_t_);
-    strings_t table, name_table;
-    int ok = program.len % (Py_ssize_t)sizeof(column_t) == 0 && keys.len % (Py_ssize_t)sizeof(key_t_) == 0 &&
-             kind >= 0 && kind <= 2 && strings_of(strings.buf, strings.len, &table) &&
-             program_ok(cols, ncols, &table) && keys_ok(key_cols, nkeys, ncols) &&
-             strings_of(names.buf, names.len, &name_table) && canal_ok(cols, ncols, &name_table, codes, types.len);
-    if (!ok) {
+    strings_t name_table;
+    if (!program_of(&program, &keys, &strings, kind, &prog) || !strings_of(names.buf, names.len, &name_table) ||
+        !canal_ok(prog.cols, prog.ncols, &name_table, codes, types.len)) {
         PyErr_SetString(PyExc_ValueError, "malformed canal-json program");
     } else {
-        program_t prog = {cols, ncols, key_cols, nkeys, table, {0}, {0}, {0}, {0}, {0}, {0}};
         canal_t canal = {name_table,    codes,            full_old,         per_event,
                          span(&middle), span(&first_sql), span(&rest_sql), span(&tail)};
         list_ctx ctx = {PyList_New(0)};
         Py_ssize_t rows;
         int r = ctx.list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, &ctx, &rows);
-        if (r == DONE)
-            result = Py_NewRef(ctx.list);
-        else if (r == DECLINE)
-            result = Py_NewRef(Py_None);
-        Py_XDECREF(ctx.list);
+        result = outcome(r, ctx.list);
     }
     Py_buffer *all[] = {&body, &program, &keys, &strings, &names, &types, &middle, &first_sql, &rest_sql, &tail};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -1472,33 +1472,34 @@ done:
     return result;
 }
 
+/* list with item appended, whose reference it takes; NULL (list released) if item is NULL (it was not
+ * made) or the append fails. */
+static PyObject *appended(PyObject *list, PyObject *item) {
+    if (item == NULL || PyList_Append(list, item) < 0)
+        Py_CLEAR(list);
+    Py_XDECREF(item);
+    return list;
+}
+
 static PyObject *topics_result(const Kernel *k) {
     PyObject *list = PyList_New(0);
     for (Py_ssize_t t = 0; list != NULL && t < k->nouts; t++) {
-        if (k->outs[t].len == 0)
-            continue;
-        PyObject *r = routed(&k->outs[t]), *item = r ? Py_BuildValue("(nN)", t, r) : NULL;
-        if (item == NULL || PyList_Append(list, item) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(item);
+        if (k->outs[t].len) {
+            PyObject *r = routed(&k->outs[t]);
+            list = appended(list, r ? Py_BuildValue("(nN)", t, r) : NULL);
+        }
     }
     return list;
 }
 
 static PyObject *counts_result(const Kernel *k) {
     PyObject *rows = PyList_New(0), *events = PyList_New(0);
-    for (Py_ssize_t i = 0; rows && i < k->nrow_counts; i++) {
-        PyObject *item = k->row_counts[i] ? Py_BuildValue("(niL)", i / 3, (int)(i % 3), k->row_counts[i]) : NULL;
-        if (k->row_counts[i] && (item == NULL || PyList_Append(rows, item) < 0))
-            Py_CLEAR(rows);
-        Py_XDECREF(item);
-    }
-    for (int i = 0; events && i < 256; i++) {
-        PyObject *item = k->event_counts[i] ? Py_BuildValue("(iL)", i, k->event_counts[i]) : NULL;
-        if (k->event_counts[i] && (item == NULL || PyList_Append(events, item) < 0))
-            Py_CLEAR(events);
-        Py_XDECREF(item);
-    }
+    for (Py_ssize_t i = 0; rows && i < k->nrow_counts; i++)
+        if (k->row_counts[i])
+            rows = appended(rows, Py_BuildValue("(niL)", i / 3, (int)(i % 3), k->row_counts[i]));
+    for (int i = 0; events && i < 256; i++)
+        if (k->event_counts[i])
+            events = appended(events, Py_BuildValue("(iL)", i, k->event_counts[i]));
     if (rows == NULL || events == NULL) {
         Py_XDECREF(rows);
         Py_XDECREF(events);
@@ -1510,16 +1511,14 @@ static PyObject *counts_result(const Kernel *k) {
 static PyObject *gtids_result(const Kernel *k) {
     PyObject *list = PyList_New(0);
     for (Py_ssize_t i = 0; list != NULL && i < (k->mariadb ? k->ndomains : k->nruns); i++) {
-        PyObject *item;
-        if (k->mariadb)
-            item = Py_BuildValue("(IIK)", k->domains[i].domain, k->domains[i].server,
-                                 (unsigned long long)k->domains[i].seq);
-        else
-            item = Py_BuildValue("(y#KK)", (const char *)k->runs[i].sid, (Py_ssize_t)16,
-                                 (unsigned long long)k->runs[i].first, (unsigned long long)k->runs[i].last);
-        if (item == NULL || PyList_Append(list, item) < 0)
-            Py_CLEAR(list);
-        Py_XDECREF(item);
+        if (k->mariadb) {
+            const domain_t *d = &k->domains[i];
+            list = appended(list, Py_BuildValue("(IIK)", d->domain, d->server, (unsigned long long)d->seq));
+        } else {
+            const run_t *run = &k->runs[i];
+            list = appended(list, Py_BuildValue("(y#KK)", (const char *)run->sid, (Py_ssize_t)16,
+                                                (unsigned long long)run->first, (unsigned long long)run->last));
+        }
     }
     return list;
 }
