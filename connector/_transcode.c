@@ -31,17 +31,13 @@ static int emit_pair(void *ctx, const char *key, Py_ssize_t key_len, const char 
 
 static bytes_t span(const Py_buffer *b) { return (bytes_t){(const unsigned char *)b->buf, b->len}; }
 
-/* A program's columns, keys and strings as Python handed them, into prog: 0 if they are malformed
- * (rowimage.c's program_ok and keys_ok; `keys` NULL: a program without a key). */
+/* A program's buffers, and the rows kind, read into prog (rowimage.c, program_read): 0 if malformed;
+ * `keys` NULL: a program without a key. */
 static int program_of(const Py_buffer *columns, const Py_buffer *keys, const Py_buffer *strings, int kind,
                       program_t *prog) {
-    prog->cols = columns->buf, prog->ncols = columns->len / (Py_ssize_t)sizeof(column_t);
-    prog->keys = keys != NULL ? keys->buf : NULL;
-    prog->nkeys = keys != NULL ? keys->len / (Py_ssize_t)sizeof(key_t_) : 0;
-    return columns->len % (Py_ssize_t)sizeof(column_t) == 0 &&
-           (keys == NULL || keys->len % (Py_ssize_t)sizeof(key_t_) == 0) && kind >= 0 && kind <= 2 &&
-           strings_of(strings->buf, strings->len, &prog->strings) &&
-           program_ok(prog->cols, prog->ncols, &prog->strings) && keys_ok(prog->keys, prog->nkeys, prog->ncols);
+    return kind >= 0 && kind <= 2 &&
+           program_read(columns->buf, columns->len, keys != NULL ? keys->buf : NULL, keys != NULL ? keys->len : 0,
+                        strings->buf, strings->len, prog);
 }
 
 /* What an entry point returns of a run that wrote into `list` (whose reference it takes): the list

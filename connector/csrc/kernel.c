@@ -323,14 +323,12 @@ static plan_t *plan_read(PyObject *a[PLAN_FIELD_COUNT], int topic, int metric) {
         !int_in(a[PLAN_KEY_SKIP], "key_skip", 0, INT_MAX, &skip) || !int_in(a[PLAN_KINDS], "kinds", 0, 7, &kinds) ||
         !int_in(a[PLAN_LIMIT], "limit", 0, PY_SSIZE_T_MAX, &limit))
         return NULL;
-    Py_ssize_t ncols = PyBytes_GET_SIZE(cols) / (Py_ssize_t)sizeof(column_t);
-    Py_ssize_t nkeys = PyBytes_GET_SIZE(keys) / (Py_ssize_t)sizeof(key_t_);
-    strings_t table;
-    int ok = PyBytes_GET_SIZE(cols) % (Py_ssize_t)sizeof(column_t) == 0 &&
-             PyBytes_GET_SIZE(keys) % (Py_ssize_t)sizeof(key_t_) == 0 && ncols <= MAX_COLUMNS &&
-             strings_of((const unsigned char *)PyBytes_AS_STRING(strings), PyBytes_GET_SIZE(strings), &table);
-    ok = ok && program_ok((const column_t *)PyBytes_AS_STRING(cols), ncols, &table) &&
-         keys_ok((const key_t_ *)PyBytes_AS_STRING(keys), nkeys, ncols);
+    program_t given;
+    int ok = program_read(PyBytes_AS_STRING(cols), PyBytes_GET_SIZE(cols), PyBytes_AS_STRING(keys),
+                          PyBytes_GET_SIZE(keys), (const unsigned char *)PyBytes_AS_STRING(strings),
+                          PyBytes_GET_SIZE(strings), &given) &&
+             given.ncols <= MAX_COLUMNS;
+    Py_ssize_t ncols = given.ncols, nkeys = given.nkeys;
     ok = ok && topic >= 0 && topic < 4096 && metric >= 0 && metric < (1 << 20) && (fixed >= 0) == (nkeys == 0);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "malformed kernel plan");

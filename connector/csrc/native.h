@@ -375,6 +375,11 @@ SL_INTERNAL int program_shapes(const column_t *cols, Py_ssize_t ncols);
  * packed (little-endian): DONE, DECLINE (a NaN) or FAIL (rowimage.c). */
 SL_INTERNAL int vector_float(const unsigned char *v, unsigned char packed[4]);
 SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
+/* A program as Python hands it over (its columns, keys and strings as bytes) read into prog's cols,
+ * keys and strings: 0 if it is malformed (not whole records, program_ok, keys_ok). The
+ * transcoder's entry points and the kernel's plans read theirs through it. */
+SL_INTERNAL int program_read(const void *cols, Py_ssize_t cols_len, const void *keys, Py_ssize_t keys_len,
+                             const unsigned char *strings, Py_ssize_t strings_len, program_t *prog);
 SL_INTERNAL int walk_ok(const walk_t *c);
 /* Every row of a rows event's images, each emitted as its key and value; DONE only when the
  * images end exactly at `end`. base: the first row's number. */

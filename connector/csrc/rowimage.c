@@ -987,6 +987,15 @@ int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     return 1;
 }
 
+int program_read(const void *cols, Py_ssize_t cols_len, const void *keys, Py_ssize_t keys_len,
+                 const unsigned char *strings, Py_ssize_t strings_len, program_t *prog) {
+    prog->cols = cols, prog->ncols = cols_len / (Py_ssize_t)sizeof(column_t);
+    prog->keys = keys, prog->nkeys = keys_len / (Py_ssize_t)sizeof(key_t_);
+    return cols_len % (Py_ssize_t)sizeof(column_t) == 0 && keys_len % (Py_ssize_t)sizeof(key_t_) == 0 &&
+           strings_of(strings, strings_len, &prog->strings) && program_ok(prog->cols, prog->ncols, &prog->strings) &&
+           keys_ok(prog->keys, prog->nkeys, prog->ncols);
+}
+
 /* A column a [[kafka.columns]] rule shapes (COL_SHAPED) is among them: the JSON lines renderer
    (`sluice decode`, `tail`) writes none; canal-json's messages do (canal_rows). */
 int program_shapes(const column_t *cols, Py_ssize_t ncols) {
