@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
 import pymysql
@@ -70,38 +70,6 @@ class BlockingNotes(Protocol):
     def note_blocked(self, reason: str) -> None: ...
 
     def blocked(self) -> str | None: ...
-
-
-@dataclass
-class MemoryCheckpointStore:
-    name: str = "memory"
-    value: Position | None = None
-    down: bool = False
-    writes: list[Position] = field(default_factory=list)
-    blocked_by: str | None = None
-
-    def note_blocked(self, reason: str) -> None:
-        self.blocked_by = reason
-
-    def blocked(self) -> str | None:
-        return self.blocked_by
-
-    def get(self) -> Position | None:
-        self._check()
-        return self.value
-
-    def put(self, position: Position) -> None:
-        self._check()
-        self.value, self.blocked_by = position, None
-        self.writes.append(position)
-
-    def delete(self) -> None:
-        self._check()
-        self.value = None
-
-    def _check(self) -> None:
-        if self.down:
-            raise CheckpointUnavailableError(f"{self.name} is down")
 
 
 _FENCED_SET = (

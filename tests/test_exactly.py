@@ -12,17 +12,16 @@ from typing import cast
 import pytest
 
 from connector.checkpoint import position_of_json
-from connector.clock import ManualClock
 from connector.errors import SinkError, TransactionAbortedError
 from connector.exactly import IDLE_COMMIT_S, ExactlyOnce, PositionTopic
 from connector.items import Commit, Heartbeat, StreamItem
 from connector.metrics import Metrics
 from connector.pipeline import Options
 from connector.runner import RESTARTS, RESTARTS_WINDOW_S, Connector, Restarts, run_restarting
-from connector.sink.kafka import MemorySink
 from connector.snapshot.reader import Window
 from connector.snapshot.state import SnapshotState
 from tests.support.snapshots import Source, T, snapshotter
+from tests.support.twins import ManualClock, MemorySink
 from tests.support.units import Rig, changes, pos, row
 
 TOPIC = PositionTopic.of("cdc", "conn")

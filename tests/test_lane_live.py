@@ -27,7 +27,7 @@ from connector.avro.encoding import MessageEncoder
 from connector.avro.framing import SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.canal import CanalJsonEncoder
-from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.checkpoint import Checkpointer
 from connector.commands.decode import decode_files
 from connector.config import SnapshotSection
 from connector.extras import HeartbeatTopic, TransactionTopic
@@ -35,12 +35,12 @@ from connector.pipeline import NO_OPTIONS, Options, Pipeline
 from connector.position import Position, position_of_text
 from connector.querytext import NO_QUERIES, QueryText
 from connector.schema.history import MemoryHistoryStore
-from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.startup import Prepared, prepare
 from connector.steps import Encoder
 from connector.stream import ChangeStream, StreamOptions
 from tests.support.live import connect, fresh_database, live_config, server
+from tests.support.twins import MemoryCheckpointStore, MemorySink
 from tests.support.typed import TYPED_DB, typed_workload
 
 pytestmark = pytest.mark.live

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from connector.avro.reader import MessageReader
-from connector.checkpoint import Checkpointer, MemoryCheckpointStore
-from connector.clock import ManualClock, SystemClock
+from connector.checkpoint import Checkpointer
+from connector.clock import SystemClock
 from connector.errors import (
     CheckpointUnavailableError,
     DeliveryError,
@@ -25,9 +25,9 @@ from connector.items import Changes, Commit, Heartbeat, StreamItem
 from connector.metrics import Metrics
 from connector.oversize import TRUNCATED_HEADER
 from connector.position import Position, gtid_order
-from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import partition_for
 from tests.support.live import wait_until
+from tests.support.twins import ManualClock, MemoryCheckpointStore, MemorySink
 from tests.support.units import Rig, assemble, changes, pos, row, table
 
 

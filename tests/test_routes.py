@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from connector.native_spec import KINDS
 from connector.routes import Routes
-from connector.sink.kafka import RECORD_OVERHEAD, MemorySink
+from connector.sink.kafka import RECORD_OVERHEAD
 from connector.sink.partitioning import TopicRouter, table_partition
+from tests.support.twins import MemorySink
 
 DELETE = 1 << KINDS["KIND_DELETE"]
 EVERY = sum(1 << kind for kind in KINDS.values())

@@ -13,23 +13,18 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.cimpl import NewTopic
 
-from connector.checkpoint import (
-    CheckpointStore,
-    DatabaseCheckpointStore,
-    MemoryCheckpointStore,
-    RedisCheckpointStore,
-)
+from connector.checkpoint import CheckpointStore, DatabaseCheckpointStore, RedisCheckpointStore
 from connector.checkpointdb import checkpoint_connector
-from connector.clock import ManualClock
 from connector.errors import FencedError, SinkError, StoppedWaitingError, TransactionAbortedError
 from connector.native import transcoder
 from connector.position import Position
-from connector.sink.kafka import KafkaSettings, KafkaSink, MemorySink, Sink
+from connector.sink.kafka import KafkaSettings, KafkaSink, Sink
 from connector.sink.partitioning import partition_for, route_python
 from tests.support import live
 from tests.support.live import KAFKA, live_config, wait_until
 from tests.support.live import REDIS_URL as REDIS
 from tests.support.replay import read_to_end
+from tests.support.twins import ManualClock, MemoryCheckpointStore, MemorySink
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.live)])

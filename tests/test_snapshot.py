@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from connector.clock import ManualClock
 from connector.errors import SnapshotStateError
 from connector.flat import FlatMessage
 from connector.items import Changes, Commit
@@ -20,9 +19,9 @@ from connector.schema.model import Table
 from connector.snapshot import coordinator
 from connector.snapshot.coordinator import Snapshotter, first_snapshot
 from connector.snapshot.reader import Chunk, Window, after_clause, bound, chunk_query
-from connector.snapshot.requests import MemorySnapshotRequests
 from connector.snapshot.state import Key, SnapshotState
 from tests.support.snapshots import KEYLESS, Source, T, snapshotter, tracker
+from tests.support.twins import ManualClock, MemorySnapshotRequests
 from tests.support.units import Rig, changes, pos, row, table
 
 

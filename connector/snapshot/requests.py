@@ -35,18 +35,6 @@ class SnapshotRequests(Protocol):
         """Requests newer than `request`, oldest first."""
 
 
-class MemorySnapshotRequests:
-    def __init__(self) -> None:
-        self.queue: list[tuple[int, list[TableName]]] = []
-
-    def add(self, tables: list[TableName]) -> int:
-        self.queue.append((len(self.queue) + 1, list(tables)))
-        return len(self.queue)
-
-    def after(self, request: int) -> list[tuple[int, list[TableName]]]:
-        return [r for r in self.queue if r[0] > request]
-
-
 class DatabaseSnapshotRequests:
     def __init__(
         self, connect: Callable[[], pymysql.connections.Connection], connector: str, create: bool = True

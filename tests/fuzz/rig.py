@@ -46,7 +46,7 @@ from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import ROWS_EVENT_TYPES, RowsEvent
 from connector.binlog.tablemap import TableMapEvent
 from connector.canal import CanalJsonEncoder
-from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.checkpoint import Checkpointer
 from connector.errors import AvroWriteError, BinlogDecodeError, EncodingError
 from connector.filters import TableFilter
 from connector.items import Changes, StreamItem
@@ -55,9 +55,9 @@ from connector.position import Position
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Table
 from connector.schema.tracker import SchemaTracker
-from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from tests.support.corpus import CORPUS
+from tests.support.twins import MemoryCheckpointStore, MemorySink
 
 # Corpus files whose rows events the compiled transcoder writes, of many column types between them.
 FILES = [

@@ -41,7 +41,7 @@ from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.canal import CanalJsonEncoder
-from connector.checkpoint import Checkpointer, MemoryCheckpointStore
+from connector.checkpoint import Checkpointer
 from connector.columns import ColumnRules
 from connector.config import ColumnRule
 from connector.errors import SourceError
@@ -53,11 +53,11 @@ from connector.querytext import NO_QUERIES
 from connector.replica.client import DumpStream
 from connector.replica.packets import frame
 from connector.schema.model import Table
-from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.steps import Encoder
 from connector.stream import session_items
 from tests.fuzz import rig
+from tests.support.twins import MemoryCheckpointStore, MemorySink
 
 # How the socket twin cuts the stream: sizes of successive reads, in turn.
 CHUNKS: tuple[tuple[int, ...], ...] = (

@@ -15,8 +15,7 @@ from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.file import iter_file_events
 from connector.binlog.parser import BinlogParser
-from connector.checkpoint import Checkpointer, MemoryCheckpointStore
-from connector.clock import ManualClock
+from connector.checkpoint import Checkpointer
 from connector.filters import TableFilter
 from connector.items import Changes, StreamItem
 from connector.metrics import Metrics
@@ -28,10 +27,10 @@ from connector.schema.ddl import apply_ddl
 from connector.schema.history import MemoryHistoryStore
 from connector.schema.model import Schema, Table
 from connector.schema.tracker import SchemaTracker
-from connector.sink.kafka import MemorySink
 from connector.sink.partitioning import TopicRouter
 from connector.steps import Encoder
 from tests.support.corpus import CORPUS
+from tests.support.twins import ManualClock, MemoryCheckpointStore, MemorySink
 
 # A table with a column of (nearly) every type, for the Avro tests
 TYPES = """CREATE TABLE t (
