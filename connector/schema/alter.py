@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from connector.schema.coldef import CHARACTER_NAMES, PendingColumn, read_column, read_default
-from connector.schema.keys import follow_columns, named, read_index, with_hash_columns
+from connector.schema.keys import follow_columns, key_parts, named, read_index, with_hash_columns
 from connector.schema.model import Column, Index, Table
 from connector.schema.partitions import PartitionCommand, clause_start, read_clause, read_command
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
@@ -154,16 +154,13 @@ class AlterReader:
         if not cur.accept("("):
             self._add_one(if_not_exists, placed=True)
             return
-        while True:  # ADD [COLUMN] (definitions, and indexes: MySQL's grammar allows both)
+        for _ in cur.items():  # ADD [COLUMN] (definitions, and indexes: MySQL's grammar allows both)
             if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and self._constraint_is_primary()):
                 self.plan.add_primary = self._primary_key()
             elif is_element(cur):
                 self._index()
             else:
                 self._add_one(if_not_exists, placed=False)
-            if cur.accept(")"):
-                return
-            cur.expect(",")
 
     def _add_one(self, if_not_exists: bool, placed: bool) -> None:
         pending = read_column(self.cur, self.session)
@@ -364,21 +361,9 @@ def key_columns(cur: Cursor) -> tuple[str, ...]:
     """[name] [USING x] (col [(len)] [ASC|DESC], ...) [options] of a key; the column names."""
     while not cur.is_punct("("):
         cur.next("a key column list")
-    cur.expect("(")
-    names = []
-    while True:
-        if cur.is_punct("("):
-            cur.skip_balanced()  # a functional key part
-        else:
-            names.append(cur.name("a key column"))
-            if cur.is_punct("("):
-                cur.skip_balanced()  # a prefix length: (name(10))
-        cur.accept("ASC") or cur.accept("DESC")
-        if cur.accept(")"):
-            break
-        cur.expect(",")
+    names = tuple(name for name, _ in key_parts(cur) if name)  # a functional key part has none
     cur.skip_to_separator()  # USING ..., COMMENT ..., KEY_BLOCK_SIZE ...
-    return tuple(names)
+    return names
 
 
 def table_option(cur: Cursor) -> tuple[str, str] | None:

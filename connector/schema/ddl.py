@@ -474,7 +474,7 @@ class _TableDefinition:
 
     def _elements(self) -> None:
         cur = self.cur
-        while True:
+        for _ in cur.items():
             if cur.is_at("PRIMARY") or (cur.is_at("CONSTRAINT") and _constraint_is_primary(cur)):
                 if cur.accept("CONSTRAINT") and not cur.is_at("PRIMARY"):
                     cur.name("a constraint name")
@@ -489,9 +489,6 @@ class _TableDefinition:
                 self.pending.append(column)
                 if column.unique:
                     self.indexes.append(Index("", ((column.name, None),), unique=True))
-            if cur.accept(")"):
-                return
-            cur.expect(",")
 
     def _options(self) -> None:
         cur = self.cur

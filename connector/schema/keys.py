@@ -80,7 +80,7 @@ def index_type(cur: Cursor) -> str | None:
 def key_parts(cur: Cursor) -> tuple[tuple[str, int | None], ...]:
     cur.expect("(")
     parts: list[tuple[str, int | None]] = []
-    while True:
+    for _ in cur.items():
         if cur.is_punct("("):
             cur.skip_balanced()  # a functional key part: no column of its own here
             parts.append(("", None))
@@ -93,9 +93,7 @@ def key_parts(cur: Cursor) -> tuple[tuple[str, int | None], ...]:
                 cur.expect(")")
             parts.append((name, prefix))
         cur.accept("ASC") or cur.accept("DESC")
-        if cur.accept(")"):
-            return tuple(parts)
-        cur.expect(",")
+    return tuple(parts)
 
 
 def named(indexes: list[Index], index: Index, primary: bool = False) -> Index:

@@ -172,11 +172,8 @@ _UNITS = frozenset({
 def read_definitions(cur: Cursor) -> None:
     """( PARTITION ..., PARTITION ... ): part_def_list in parentheses."""
     cur.expect("(")
-    while True:
+    for _ in cur.items():
         read_definition(cur)
-        if cur.accept(")"):
-            return
-        cur.expect(",")
 
 
 def read_definition(cur: Cursor) -> None:
@@ -187,13 +184,10 @@ def read_definition(cur: Cursor) -> None:
     _values(cur)
     _options(cur)
     if cur.accept("("):
-        while True:
+        for _ in cur.items():
             cur.expect("SUBPARTITION")
             cur.name("a subpartition name")
             _options(cur)
-            if cur.accept(")"):
-                return
-            cur.expect(",")
 
 
 def _values(cur: Cursor) -> None:

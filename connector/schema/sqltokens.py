@@ -284,6 +284,15 @@ class Cursor:
                 if depth <= 0:
                     return
 
+    def items(self) -> Iterator[None]:
+        """Once per item of a comma-separated list in parentheses, the `(` read already; done when
+        the `)` is read (the caller reads each item where it stops)."""
+        while True:
+            yield
+            if self.accept(")"):
+                return
+            self.expect(",")
+
     def skip_to_separator(self) -> None:
         """Skip to the next `,` or `)` at this nesting level (not consumed)."""
         while not self.at_end() and not self.is_punct(",") and not self.is_punct(")"):

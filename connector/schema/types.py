@@ -234,13 +234,11 @@ def _labels(cur: Cursor, word: str, session: Session) -> DeclaredType:
     cur.expect("(")
     labels: list[str] = []
     hex_labels: list[bool] = []
-    while True:
+    for _ in cur.items():
         token = cur.peek()
         hex_labels.append(token is not None and token.kind == "string" and token.raw in ("x", "b"))
         labels.append(cur.string("a label"))
-        if cur.accept(")"):
-            return DeclaredType(word, tuple(labels), hex_labels=tuple(hex_labels))
-        cur.expect(",")
+    return DeclaredType(word, tuple(labels), hex_labels=tuple(hex_labels))
 
 
 def _temporal(cur: Cursor, word: str, session: Session) -> DeclaredType:
