@@ -191,33 +191,37 @@ class CanalProgram:
 
 def canal_program(
     flat: TableShape, table: Table, metas: tuple[Any, ...], shape: CanalShape, shaping: Shaping | None = None
-) -> CanalProgram | None:
-    """The compiled program of a rows event's table, or None where the Python path's text could differ
-    from what the compiled code knows: names that repeat or are not the tracked table's, ENUM or SET
-    labels the binlog's and the table's do not agree on (an index or bit found under another label), a
-    wider sqlType on a column that is not an unsigned integer of the width its limit says. `shaping`: a
-    [[kafka.columns]] rule's (connector/columns.py), `shape` then the shaped table's: a dropped column
-    is read and left out, a masked one written as its mask, a hashed one as its digest (of the text
-    the flat message holds: None where that text is not compiled)."""
+) -> CanalProgram | str:
+    """The compiled program of a rows event's table; else why there is none, where the Python path's
+    text could differ from what the compiled code knows: names that repeat or are not the tracked
+    table's, ENUM or SET labels the binlog's and the table's do not agree on (an index or bit found
+    under another label), a wider sqlType on a column that is not an unsigned integer of the width its
+    limit says. `shaping`: a [[kafka.columns]] rule's (connector/columns.py), `shape` then the shaped
+    table's: a dropped column is read and left out, a masked one written as its mask, a hashed one as
+    its digest (of the text the flat message holds: none where that text is not compiled)."""
     names = tuple(c.name for c in table.columns)
     treatment = (KEEP,) * len(names) if shaping is None else shaping.treatment
-    if flat.names != names or len(set(names)) != len(names) or not len(metas) == len(names) == len(treatment):
-        return None
+    if flat.names != names or not names or len(set(names)) != len(names):
+        return "the binlog's and the tracked table's column names differ, or repeat"
+    if not len(metas) == len(names) == len(treatment):
+        return "the binlog's columns are not the tracked table's"
     strings, kinds, renders = Strings(), dict(shape.sql_types), dict(shape.renders)
     flags = _rule_flags(shaping, strings)
     columns, types = [], []
-    for meta, name, treat in zip(metas, names, treatment):
-        op = column_op(meta, strings)
-        if op is None or (treat == HASH and op[0] in NO_TEXT_OPS):
-            return None
-        kind = kinds.get(name) if treat != DROP else None
-        if treat == KEEP and (kind is None or not _kept_as_canal(op, meta, kind, renders.get(name))):
-            return None
+    for meta, col, treat in zip(metas, table.columns, treatment):
+        op, named = column_op(meta, strings), f"column `{col.name}` ({col.data_type})"
+        if op is None:
+            return f"{named} is not compiled for canal-json"
+        if treat == HASH and op[0] in NO_TEXT_OPS:
+            return f"{named} is hashed, and the text its digest is of is not compiled"
+        kind = kinds.get(col.name) if treat != DROP else None
+        if treat == KEEP and (kind is None or not _kept_as_canal(op, meta, kind, renders.get(col.name))):
+            return f"{named}: the binlog's and the schema's ENUM or SET labels or sqlTypes differ"
         columns.append(packed_column(op, strings, flags=flags[treat]))
         codes = (0, 0, 0) if kind is None else (kind.value, kind.null, kind.value if kind.wider is None else kind.wider)
         types.append(_SQLTYPE.pack(*codes))
-    if not columns or any(k not in names or treatment[names.index(k)] == DROP for k in shape.key):
-        return None
+    if any(k not in names or treatment[names.index(k)] == DROP for k in shape.key):
+        return "a column of its key is not in its messages"
     quoted = Strings()
     quoted.add([f"{json.encoder.encode_basestring(name)}:".encode() for name in names])
     keys = b"".join(_KEY.pack(names.index(k), -1, -1) for k in shape.key)
@@ -330,15 +334,15 @@ class CanalJsonEncoder:
 
     def kernel_rows(
         self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
-    ) -> KernelRows | None:
+    ) -> KernelRows | str:
         """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
-        (connector/lane.py): the program, and the table's parts of a message; None where `rows`
-        does not compile them (`canal_program`'s cases). `shaping`: a [[kafka.columns]] rule's
+        (connector/lane.py): the program, and the table's parts of a message; else why `rows` does
+        not compile them (`canal_program`'s cases). `shaping`: a [[kafka.columns]] rule's
         (connector/columns.py), whose table the messages carry."""
         flat = shape_of(table_map)
         program = canal_program(flat, table, table_map.columns, self._shape_of(table, shaping), shaping)
-        if program is None:
-            return None
+        if isinstance(program, str):
+            return program
         parts = TableParts.of(table_map.schema, table_map.table, flat.pk_names, program)
         canal = CanalParts(program.names, program.types, self.full_old, self.per_event, parts.database, parts.mysql,
                            parts.pk, parts.table, parts.kinds)  # fmt: skip
@@ -348,21 +352,6 @@ class CanalJsonEncoder:
     def _keys(self, program: CanalProgram) -> bytes:
         """The key's columns the compiled code writes: none for a message of an event's rows."""
         return b"" if self.per_event else program.keys
-
-    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
-        """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
-        if transcoder is None:
-            return "the compiled module is not built"
-        if len(table_map.columns) != len(table.columns):
-            return "the binlog's columns are not the tracked table's"
-        treatment = (KEEP,) * len(table.columns) if shaping is None else shaping.treatment
-        for meta, col, treat in zip(table_map.columns, table.columns, treatment):
-            op = column_op(meta, Strings())
-            if op is None:
-                return f"column `{col.name}` ({col.data_type}) is not compiled for canal-json"
-            if treat == HASH and op[0] in NO_TEXT_OPS:
-                return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
-        return "the binlog's and the schema's names, ENUM or SET labels or sqlTypes of its columns differ"
 
     def check(self) -> None:
         pass
@@ -441,7 +430,7 @@ class CanalJsonEncoder:
                 self._programs.clear()
             program = canal_program(batch.shape, table, rows.table.columns, self._shape_of(table, shaping), shaping)
             made = None
-            if program is not None:
+            if not isinstance(program, str):
                 made = program, TableParts.of(rows.table.schema, rows.table.table, batch.shape.pk_names, program)
             hit = self._programs[id(batch.shape), id(shaping)] = (batch.shape, table, shaping, made)
         if hit[3] is None:

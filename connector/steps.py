@@ -140,11 +140,8 @@ class Encoder(Protocol):
 
     def kernel_rows(
         self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
-    ) -> KernelRows | None:
-        """What the compiled kernel writes this table's rows with; None: the Python path's."""
-
-    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
-        """Why `kernel_rows` gives nothing, in a few words."""
+    ) -> KernelRows | str:
+        """What the compiled kernel writes this table's rows with; else why they take the Python path."""
 
     def check(self) -> None:
         """What the format depends on answers (a schema registry), said at start."""
@@ -233,11 +230,9 @@ class Encode:
         shaping = self.columns.shaping(table)
         route = self.routes.of(database, name)
         rows = self.encoder.kernel_rows(table_map, table, route.topic, shaping)
-        if rows is None:
-            why = self.encoder.python_path(table_map, table, shaping)
-            if shaping is not None:
-                why = f"a [[kafka.columns]] rule shapes its messages: {why}"
-            self._python_path(database, name, why)
+        if isinstance(rows, str):
+            rule = "a [[kafka.columns]] rule shapes its messages: " if shaping is not None else ""
+            self._python_path(database, name, rule + rows)
             return None
         keyed = bool(rows.keys)
         fixed = route.partition(keyed)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from connector.avro.encoding import MessageEncoder
+from connector.avro.encoding import KernelRows, MessageEncoder
 from connector.avro.framing import ConfluentFraming, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
@@ -254,6 +254,23 @@ def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
     # the key change is declined with its key hashed too: its digest changes as well
     assert set(declined) == {("cov", "UPDATE", 1)}, declined
     assert compiled > 200 and keyed > 100, (compiled, keyed)
+
+
+def test_the_kernel_is_given_each_table_s_program_or_why_not(captured: list[tuple[RowBatch, Table]],
+                                                              tmp_path: Path) -> None:  # fmt: skip
+    """Each encoder gives the compiled kernel a table's program, or, in the same walk of its columns,
+    the reason its rows take the Python path (the log line says it): here a rule that hashes a
+    GEOMETRY column, whose text (the digest's input) is not compiled."""
+    encoders = (MessageEncoder(SchemaDirectory(tmp_path), SingleObjectFraming()),
+                CanalJsonEncoder(None, "row", "changed"))  # type: ignore[arg-type]  # fmt: skip
+    batch, table = next((b, t) for b, t in captured if t.name == "cov")
+    assert batch.rows.table is not None
+    hashing = ColumnRules.of([ColumnRule(re.escape(f"{DB}.cov"), hash=["ge"], hash_salt="s")]).shaping(table)
+    for encoder in encoders:
+        rows = encoder.kernel_rows(batch.rows.table, table, f"cdc.{DB}.cov")
+        assert isinstance(rows, KernelRows) and rows.columns, encoder
+        why = encoder.kernel_rows(batch.rows.table, table, f"cdc.{DB}.cov", hashing)
+        assert why == "column `ge` (geometry) is hashed, and the text its digest is of is not compiled", why
 
 
 def _rules_of(table: Table) -> list[ColumnRule]:

@@ -22,12 +22,12 @@ from connector.avro.binary import Convert, compile_schema, compile_tuple_record,
 from connector.avro.framing import Framing
 from connector.avro.registry import SchemaDirectory, SchemaVersion, fingerprint_of
 from connector.avro.schemas import column_type, field_names, nullable
-from connector.avro.transcode import program, shaped_program, shaped_uncovered, uncovered
+from connector.avro.transcode import program, shaped_program
 from connector.avro.values import Converter, converter, zero_date_key
 from connector.binlog.coltypes import TYPES, Renderer, typed_number
 from connector.binlog.constants import ColumnType, RowsKind
 from connector.binlog.rowcodec import RowChange
-from connector.binlog.rowplan import KIND_TYPES, KINDS
+from connector.binlog.rowplan import KIND_TYPES, KINDS, Program
 from connector.binlog.tablemap import ColumnMeta, TableMapEvent
 from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError
@@ -160,14 +160,17 @@ class _RowsPlan:
                 version.key, columns, [converts[i] for i in columns],
                 frozenset(k for k, i in enumerate(columns) if i in unscaled),
             )  # fmt: skip
-        # The compiled transcoder's program, for images it reads from the binlog's bytes itself.
-        self.native = None
+        # The compiled transcoder's program, for images it reads from the binlog's bytes itself;
+        # `declined`: why there is none.
+        made: Program | str = "the images are decoded, not read from their bytes"
         if numbers is not None and shaped is None:
-            self.native = program(numbers, codec.table.columns, row, version.key, columns)
+            made = program(numbers, codec.table.columns, row, version.key, columns)
         elif numbers is not None and shaped is not None:
             source, shaping = shaped
-            self.native = shaped_program(numbers, source.columns, shaping.treatment, shaping.mask, shaping.salt,
-                                         row, version.key, columns)  # fmt: skip
+            made = shaped_program(numbers, source.columns, shaping.treatment, shaping.mask, shaping.salt,
+                                  row, version.key, columns)  # fmt: skip
+        self.native: Program | None = None if isinstance(made, str) else made
+        self.declined = made if isinstance(made, str) else ""
         # The envelope before `data`, in three runs (a record's bytes are its fields' in order):
         # `id`; the fields a table and operation repeat on every event (encoded once each);
         # and es, ts, sql, gtid (the same for the events of a statement within a millisecond).
@@ -294,36 +297,25 @@ class MessageEncoder:
 
     def kernel_rows(
         self, table_map: TableMapEvent, table: Table, topic: str, shaping: Shaping | None = None
-    ) -> KernelRows | None:
+    ) -> KernelRows | str:
         """What the compiled kernel needs to write this TABLE_MAP's rows as `rows` writes them
-        (connector/lane.py); None where it cannot: a column the transcoder does not cover, binlog
-        columns that are not the table's, or an envelope other than the one the kernel writes.
-        `shaping`: as `rows`."""
+        (connector/lane.py); else why it cannot, in a few words (a log line says it): a column the
+        transcoder does not cover, binlog columns that are not the table's, or an envelope other
+        than the one the kernel writes. `shaping`: as `rows`."""
         codec = self._codec(table if shaping is None else shaping.table)
         shape = shape_of(table_map)
         plan = self._plan(codec, shape, table_map.columns, None if shaping is None else (table, shaping))
-        if plan is None or plan.native is None or not kernel_envelope(codec.version.value):
-            return None
-        value_prefix, key_prefix = self._prefixes(codec.version, topic)
-        head = {"database": table_map.schema, "table": table_map.table, "isDdl": False, "pkNames": shape.pk_names}
-        heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in KIND_TYPES)
-        return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
-                          (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
-
-    def python_path(self, table_map: TableMapEvent, table: Table, shaping: Shaping | None = None) -> str:
-        """Why `kernel_rows` gives nothing for this TABLE_MAP, in a few words (a log line says it)."""
-        if shaping is not None:
-            return shaped_uncovered(table_map.columns, table.columns, shaping.treatment)
-        codec = self._codec(table)
-        plan = self._plan(codec, shape_of(table_map), table_map.columns)
         if plan is None:
             return "the binlog's columns are not the tracked table's"
         if not kernel_envelope(codec.version.value):
             return f"its schema version {codec.version.version} has the envelope of an earlier Sluice"
         if plan.native is None:
-            row = codec.version.value["fields"][10]["type"]
-            return uncovered(table_map.columns, table.columns, row[1 - row.index("null")]["items"])
-        return "none"  # kernel_rows gives a plan
+            return plan.declined
+        value_prefix, key_prefix = self._prefixes(codec.version, topic)
+        head = {"database": table_map.schema, "table": table_map.table, "isDdl": False, "pkNames": shape.pk_names}
+        heads = tuple(_head_table(plan, {**head, "type": kind}) for kind in KIND_TYPES)
+        return KernelRows(plan.native.columns, plan.native.keys, plan.native.strings, value_prefix, key_prefix,
+                          (heads[0], heads[1], heads[2]), plan.data_open, plan.old_null, plan.old_open)  # fmt: skip
 
     def compiled(self, batch: RowBatch, table: Table, topic: str) -> list[Encoded] | None:
         """`rows` through the compiled transcoder alone: None where it declines (or does not apply)."""

@@ -80,102 +80,59 @@ _TEXT_TYPES = STRING_TYPES - {"enum", "set", "json", "long"}
 def program(
     numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], row: dict[str, Any],
     key: dict[str, Any] | None, key_columns: list[int],
-) -> Program | None:  # fmt: skip
+) -> Program | str:  # fmt: skip
     """The program for rows of `numbers` (the binlog's columns) written as `row` (the Avro
-    record of one row) and `key` (of the `key_columns`); None if any column is not covered
-    (`uncovered` says which), or the compiled module was not built."""
+    record of one row) and `key` (of the `key_columns`); else why there is none, in a few words
+    (a column not covered, or the compiled module not built)."""
     return shaped_program(numbers, columns, (KEEP,) * len(columns), "", "", row, key, key_columns)
 
 
 def shaped_program(
     numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], treatment: tuple[int, ...], mask: str,
     salt: str, row: dict[str, Any], key: dict[str, Any] | None, key_columns: list[int],
-) -> Program | None:  # fmt: skip
+) -> Program | str:  # fmt: skip
     """`program` for a table a [[kafka.columns]] rule shapes: `numbers` and `columns` the binlog's
     and the table's, `treatment` what the rule does to each (KEEP, DROP, MASK or HASH), `mask` a
     masked value's text, `salt` what a hashed value's text follows into SHA-256; `row` the shaped
     table's Avro record (the kept, masked and hashed columns, in order, a masked or hashed one a
     string) and `key_columns` its key's fields among them (a masked or hashed one keyed by its mask
-    or digest, as the Python path keys it). None where any column is not covered."""
+    or digest, as the Python path keys it). Else why there is none."""
     kept = [i for i, treat in enumerate(treatment) if treat != DROP]
-    if transcoder is None or not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
-        return None
+    if transcoder is None:
+        return "the compiled module is not built"
+    if not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
+        return "the binlog's columns are not the tracked table's"
     out, strings = [], Strings()
     masked, salted = mask.encode(), salt.encode("utf-8", "surrogatepass")
     written = {  # the flags of each treatment, with the string it writes (an Avro string) or hashes
+        KEEP: 0,
         DROP: _DROP,
         MASK: _MASK | strings.add([varint(len(masked)) + masked]) << COL_STRING_SHIFT if MASK in treatment else 0,
         HASH: _HASH | strings.add([salted]) << COL_STRING_SHIFT if HASH in treatment else 0,
     }
     fields = iter(row["fields"])
     for meta, col, treat in zip(numbers, columns, treatment):
-        if treat == KEEP:
-            packed = _column(meta, col, next(fields), strings)
-        else:
-            packed = _shaped_column(meta, None if treat == DROP else next(fields), written[treat], strings)
-        if packed is None:
-            return None
-        out.append(packed)
+        op, named = column_op(meta, strings), f"column `{col.name}` ({col.data_type})"
+        if op is None:
+            return f"{named} is not compiled"
+        if treat == HASH and op[0] in NO_TEXT_OPS:  # the text a digest is of: Python's
+            return f"{named} is hashed, and the text its digest is of is not compiled"
+        null, value, avro = _branches(next(fields)["type"]) if treat != DROP else (-1, -1, None)
+        if treat == KEEP and (not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0)):
+            return f"{named} is not compiled"
+        if treat in (MASK, HASH) and avro != "string":
+            return f"{named} is not a string in its Avro record"
+        out.append(packed_column(op, strings, null, value, written[treat]))
     keys = []
     for field, index in zip(key["fields"] if key else (), key_columns):
         null, value, avro = _branches(field["type"])
         if avro != _branches(row["fields"][index]["type"])[2]:
-            return None
+            return "its key's Avro types are not its row's"
         keys.append(KEY.pack(kept[index], null, value))
     return Program(b"".join(out), b"".join(keys), strings.packed())
 
 
-def _shaped_column(meta: ColumnMeta, field: dict[str, Any] | None, flags: int, strings: Strings) -> bytes | None:
-    """A column the rule drops (`field` None), masks or hashes (`field` its string field): read by
-    its op, written as `flags` (COLUMN_FLAGS, with their string) say."""
-    op = column_op(meta, strings)
-    if op is None or (flags & _HASH and op[0] in NO_TEXT_OPS):  # the text a digest is of: Python's
-        return None
-    null = value = -1
-    if field is not None:
-        null, value, avro = _branches(field["type"])
-        if avro != "string":
-            return None
-    return packed_column(op, strings, null, value, flags)
-
-
 _DROP, _MASK, _HASH = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"], COLUMN_FLAGS["COL_HASH"]
-
-
-def _column(meta: ColumnMeta, col: Column, field: dict[str, Any], strings: Strings) -> bytes | None:
-    """One column of a program; None where the compiled code does not write it as Python does."""
-    null, value, avro = _branches(field["type"])
-    op = column_op(meta, strings)
-    if op is None or not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0):
-        return None
-    return packed_column(op, strings, null, value)
-
-
-def uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], row: dict[str, Any]) -> str:
-    """Why `program` gives no program for these columns, in a few words."""
-    if transcoder is None:
-        return "the compiled module is not built"
-    if len(numbers) != len(columns) or len(row["fields"]) != len(columns):
-        return "the binlog's columns are not the tracked table's"
-    for meta, col, field in zip(numbers, columns, row["fields"]):
-        if _column(meta, col, field, Strings()) is None:
-            return f"column `{col.name}` ({col.data_type}) is not compiled"
-    return "its key's Avro types are not its row's"
-
-
-def shaped_uncovered(numbers: tuple[ColumnMeta, ...], columns: tuple[Column, ...], treatment: tuple[int, ...]) -> str:
-    """Why `shaped_program` gives no program for a rule's table, in a few words."""
-    if transcoder is None:
-        return "the compiled module is not built"
-    if not len(numbers) == len(columns) == len(treatment):
-        return "the binlog's columns are not the tracked table's"
-    flags = {DROP: _DROP, MASK: _MASK, HASH: _HASH}
-    for meta, col, treat in zip(numbers, columns, treatment):
-        if column_op(meta, Strings()) is None:
-            return f"column `{col.name}` ({col.data_type}) is not compiled"
-        if treat in flags and _shaped_column(meta, None, flags[treat], Strings()) is None:
-            return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
-    return "a kept column's or its key's Avro type is not the one the compiled code writes"
 
 
 def _branches(kind: Any) -> tuple[int, int, Any]:
