@@ -33,17 +33,15 @@ from connector.binlog.constants import RowsKind
 from connector.binlog.rowplan import (
     KIND_TYPES,
     KINDS,
-    NO_TEXT_OPS,
     OP_ENUM,
     OP_SET,
     OP_UINT,
     OP_UINT64,
     Strings,
-    column_op,
     packed_column,
 )
 from connector.binlog.tablemap import TableMapEvent
-from connector.columns import DROP, HASH, KEEP, MASK, Shaping
+from connector.columns import DROP, HASH, KEEP, MASK, Shaping, compiled_op
 from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
 from connector.identity import ByIdentity
 from connector.native import CanalParts, transcoder
@@ -209,14 +207,13 @@ def canal_program(
     flags = _rule_flags(shaping, strings)
     columns, types = [], []
     for meta, col, treat in zip(metas, table.columns, treatment):
-        op, named = column_op(meta, strings), f"column `{col.name}` ({col.data_type})"
-        if op is None:
-            return f"{named} is not compiled for canal-json"
-        if treat == HASH and op[0] in NO_TEXT_OPS:
-            return f"{named} is hashed, and the text its digest is of is not compiled"
+        op = compiled_op(meta, col, treat, strings)
+        if isinstance(op, str):
+            return op
         kind = kinds.get(col.name) if treat != DROP else None
         if treat == KEEP and (kind is None or not _kept_as_canal(op, meta, kind, renders.get(col.name))):
-            return f"{named}: the binlog's and the schema's ENUM or SET labels or sqlTypes differ"
+            return (f"column `{col.name}` ({col.data_type}): the binlog's and the schema's ENUM or SET labels or "
+                    "sqlTypes differ")
         columns.append(packed_column(op, strings, flags=flags[treat]))
         codes = (0, 0, 0) if kind is None else (kind.value, kind.null, kind.value if kind.wider is None else kind.wider)
         types.append(_SQLTYPE.pack(*codes))

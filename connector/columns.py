@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from connector.binlog.coltypes import Op
+from connector.binlog.rowplan import NO_TEXT_OPS, Strings, column_op
+from connector.binlog.tablemap import ColumnMeta
 from connector.config import ColumnRule as Configured
 from connector.errors import ConfigError
 from connector.flat import FlatMessage
@@ -28,6 +31,19 @@ from connector.schema.model import Column, Table
 
 KEEP, DROP, MASK, HASH = 0, 1, 2, 3  # what a rule does to a column (Shaping.treatment)
 log = logging.getLogger("sluice.columns")
+
+
+def compiled_op(meta: ColumnMeta, col: Column, treat: int, strings: Strings) -> Op | str:
+    """The compiled module's op for a column a rule treats so (KEEP without a rule), else why the
+    compiled code does not write it: no op reads its type, or it is hashed and the text its digest
+    is of (its flat text) is Python's. Both program compilers ask (connector/avro/transcode.py,
+    connector/canal.py), each then checking what its format writes."""
+    op = column_op(meta, strings)
+    if op is None:
+        return f"column `{col.name}` ({col.data_type}) is not compiled"
+    if treat == HASH and op[0] in NO_TEXT_OPS:
+        return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
+    return op
 
 
 @dataclass(frozen=True, slots=True)

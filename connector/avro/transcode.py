@@ -31,7 +31,6 @@ from connector.avro.binary import varint
 from connector.avro.values import STRING_TYPES, bit_width
 from connector.binlog.coltypes import Op, fixed
 from connector.binlog.rowplan import (
-    NO_TEXT_OPS,
     OP_BIT,
     OP_BIT64,
     OP_BYTES,
@@ -57,11 +56,10 @@ from connector.binlog.rowplan import (
     OP_YEAR,
     Program,
     Strings,
-    column_op,
     packed_column,
 )
 from connector.binlog.tablemap import ColumnMeta
-from connector.columns import DROP, HASH, KEEP, MASK
+from connector.columns import DROP, HASH, KEEP, MASK, compiled_op
 from connector.native import transcoder
 from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, STORED_BINARY_TYPES, Column
@@ -112,16 +110,14 @@ def shaped_program(
     }
     fields = iter(row["fields"])
     for meta, col, treat in zip(numbers, columns, treatment):
-        op, named = column_op(meta, strings), f"column `{col.name}` ({col.data_type})"
-        if op is None:
-            return f"{named} is not compiled"
-        if treat == HASH and op[0] in NO_TEXT_OPS:  # the text a digest is of: Python's
-            return f"{named} is hashed, and the text its digest is of is not compiled"
+        op = compiled_op(meta, col, treat, strings)
+        if isinstance(op, str):
+            return op
         null, value, avro = _branches(next(fields)["type"]) if treat != DROP else (-1, -1, None)
         if treat == KEEP and (not _writes(op, meta, col, avro) or (op[0] in _ZERO_NULL and null < 0)):
-            return f"{named} is not compiled"
+            return f"column `{col.name}` ({col.data_type}) is not compiled"
         if treat in (MASK, HASH) and avro != "string":
-            return f"{named} is not a string in its Avro record"
+            return f"column `{col.name}` ({col.data_type}) is not a string in its Avro record"
         out.append(packed_column(op, strings, null, value, written[treat]))
     keys = []
     for field, index in zip(key["fields"] if key else (), key_columns):
