@@ -41,11 +41,11 @@ from connector.binlog.rowplan import (
     packed_column,
 )
 from connector.binlog.tablemap import TableMapEvent
-from connector.columns import DROP, HASH, KEEP, MASK, Shaping, compiled_op
+from connector.columns import DROP, KEEP, Shaping, compiled_op, rule_flags
 from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
 from connector.identity import ByIdentity
 from connector.native import CanalParts, transcoder
-from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
+from connector.native_spec import record
 from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 from connector.sqltypes import CanalType, canal_type, mysql_type_of
@@ -122,11 +122,7 @@ def _renderer(col: Column) -> Render | None:
     return None
 
 
-# -- types ------------------------------------------------------------------------------------
-# sqlType and mysqlType: connector/sqltypes.py, the one rule `sluice decode` and `tail` use too.
-
-
-# -- tables -----------------------------------------------------------------------------------
+# -- tables (sqlType and mysqlType: connector/sqltypes.py, the one rule `sluice decode` and `tail` use too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +166,6 @@ def _sql_types(shape: CanalShape, row: dict[str, Text]) -> dict[str, int]:
 
 _KEY = record("key_t_")
 _SQLTYPE = record("sqltype_t")
-COL_DROP, COL_MASK, COL_HASH = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"], COLUMN_FLAGS["COL_HASH"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +199,8 @@ def canal_program(
     if not len(metas) == len(names) == len(treatment):
         return "the binlog's columns are not the tracked table's"
     strings, kinds, renders = Strings(), dict(shape.sql_types), dict(shape.renders)
-    flags = _rule_flags(shaping, strings)
+    mask = b"" if shaping is None else json.encoder.encode_basestring(shaping.mask)[1:-1].encode()  # JSON-escaped
+    flags = rule_flags(treatment, strings, mask, "" if shaping is None else shaping.salt)
     columns, types = [], []
     for meta, col, treat in zip(metas, table.columns, treatment):
         op = compiled_op(meta, col, treat, strings)
@@ -232,18 +228,6 @@ def _kept_as_canal(op: Op, meta: Any, kind: CanalType, render: Render | None) ->
     if kind.wider is not None and (op[0] not in (OP_UINT, OP_UINT64) or kind.limit != (1 << (8 * op[1] - 1)) - 1):
         return False
     return op[0] not in (OP_ENUM, OP_SET) or _labels_agree(op[0], meta, render)
-
-
-def _rule_flags(shaping: Shaping | None, strings: Strings) -> dict[int, int]:
-    """The column flags of each treatment of a rule (COLUMN_FLAGS), with the string each reads: a
-    masked value's JSON text, a hash's salt."""
-    flags = {KEEP: 0, DROP: COL_DROP, MASK: COL_MASK, HASH: COL_HASH}
-    if shaping is not None and MASK in shaping.treatment:
-        mask = json.encoder.encode_basestring(shaping.mask)[1:-1].encode()
-        flags[MASK] |= strings.add([mask]) << COL_STRING_SHIFT
-    if shaping is not None and HASH in shaping.treatment:
-        flags[HASH] |= strings.add([shaping.salt.encode("utf-8", "surrogatepass")]) << COL_STRING_SHIFT
-    return flags
 
 
 def _labels_agree(op: int, meta: Any, render: Render | None) -> bool:

@@ -18,15 +18,15 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from connector.binlog.coltypes import Op
 from connector.binlog.rowplan import NO_TEXT_OPS, Strings, column_op
 from connector.binlog.tablemap import ColumnMeta
-from connector.config import ColumnRule as Configured
+from connector.config import ColumnRule
 from connector.errors import ConfigError
 from connector.flat import FlatMessage
 from connector.identity import ByIdentity
+from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS
 from connector.schema.model import Column, Table
 
 KEEP, DROP, MASK, HASH = 0, 1, 2, 3  # what a rule does to a column (Shaping.treatment)
@@ -44,6 +44,17 @@ def compiled_op(meta: ColumnMeta, col: Column, treat: int, strings: Strings) -> 
     if treat == HASH and op[0] in NO_TEXT_OPS:
         return f"column `{col.name}` ({col.data_type}) is hashed, and the text its digest is of is not compiled"
     return op
+
+
+def rule_flags(treatment: tuple[int, ...], strings: Strings, mask: bytes, salt: str) -> dict[int, int]:
+    """The column flags (native_spec.COLUMN_FLAGS) of each treatment, with the string each reads:
+    `mask`, a masked value as the format writes it; `salt`, what a hashed value's text follows."""
+    flags = {KEEP: 0, DROP: COLUMN_FLAGS["COL_DROP"], MASK: COLUMN_FLAGS["COL_MASK"], HASH: COLUMN_FLAGS["COL_HASH"]}
+    if MASK in treatment:
+        flags[MASK] |= strings.add([mask]) << COL_STRING_SHIFT
+    if HASH in treatment:
+        flags[HASH] |= strings.add([salt.encode("utf-8", "surrogatepass")]) << COL_STRING_SHIFT
+    return flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,41 +94,17 @@ class Shaping:
         return hashlib.sha256((self.salt + value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnRule:
-    tables: re.Pattern[str]
-    include: frozenset[str]
-    exclude: frozenset[str]
-    mask: frozenset[str]
-    mask_chars: int
-    hash: frozenset[str]
-    hash_salt: str
-
-
-def _lower(names: list[str]) -> frozenset[str]:
-    return frozenset(n.lower() for n in names)
-
-
 class ColumnRules:
     def __init__(self, rules: list[ColumnRule]) -> None:
-        self.rules = rules
+        """`rules`: the `[[kafka.columns]]` sections (connector.config.ColumnRule), in order."""
+        self.rules = [(re.compile(rule.tables), rule) for rule in rules]
         self.table = ByIdentity(self._table)
         self.shaping = ByIdentity(self._shaping)
 
-    @classmethod
-    def of(cls, configured: list[Configured]) -> ColumnRules:
-        """From `[[kafka.columns]]` sections (connector.config.ColumnRule)."""
-        rules = []
-        for c in configured:
-            rules.append(ColumnRule(
-                re.compile(c.tables), _lower(c.include), _lower(c.exclude),
-                _lower(c.mask), c.mask_chars, _lower(c.hash),
-                c.hash_salt,
-            ))  # fmt: skip
-        return cls(rules)
-
     def rule(self, database: str, table: str) -> ColumnRule | None:
-        return _first(tuple(self.rules), f"{database}.{table}") if self.rules else None
+        """The first rule whose pattern matches `database.table` in full."""
+        name = f"{database}.{table}"
+        return next((rule for pattern, rule in self.rules if pattern.fullmatch(name)), None)
 
     def _table(self, table: Table) -> Table | None:
         """`table(t)`: the table as its messages carry it under its rule; None when no rule applies."""
@@ -138,20 +125,19 @@ class ColumnRules:
         return message if shaping is None else shaping.message(message)
 
 
-@lru_cache(maxsize=4096)
-def _first(rules: tuple[ColumnRule, ...], name: str) -> ColumnRule | None:
-    return next((r for r in rules if r.tables.fullmatch(name)), None)
+def _named(names: list[str], name: str) -> bool:
+    """Whether a rule's list names the column (case-insensitively)."""
+    return name.lower() in {n.lower() for n in names}
 
 
 def _kept(rule: ColumnRule, name: str) -> bool:
-    lowered = name.lower()
-    return (not rule.include or lowered in rule.include) and lowered not in rule.exclude
+    return (not rule.include or _named(rule.include, name)) and not _named(rule.exclude, name)
 
 
 def _treatment(rule: ColumnRule, name: str) -> int:
     if not _kept(rule, name):
         return DROP
-    return MASK if name.lower() in rule.mask else HASH if name.lower() in rule.hash else KEEP
+    return MASK if _named(rule.mask, name) else HASH if _named(rule.hash, name) else KEEP
 
 
 def _shaped(table: Table, rule: ColumnRule) -> Table:
@@ -174,6 +160,6 @@ _warned: set[tuple[str, str]] = set()  # tables said to be keyed by a mask
 
 
 def _as_text(col: Column, rule: ColumnRule) -> Column:
-    if col.name.lower() not in rule.mask | rule.hash:
+    if not _named(rule.mask + rule.hash, col.name):
         return col
     return Column(col.name, "varchar", ("255",), nullable=col.nullable, charset="utf8mb4", aliases=col.aliases)

@@ -249,10 +249,10 @@ class FlatMessageBuilder:
         self.definitions: Definitions | None = None
 
     def feed(self, event: Event) -> Iterator[FlatMessage]:
+        """The messages of an event other than a rows event or a compressed transaction (the
+        assembler's and `feed_batched`'s: a rows event's are its RowBatch's)."""
         body = event.body
-        if isinstance(body, RowsEvent):
-            yield from self._rows(event, body)
-        elif isinstance(body, (GtidEvent, MariadbGtidEvent)):
+        if isinstance(body, (GtidEvent, MariadbGtidEvent)):
             self.offset.rows_gtid = body.gtid
         elif isinstance(body, (RowsQueryEvent, AnnotateRowsEvent)):
             self.offset.sql = self._query_text.of(body.query)
@@ -260,9 +260,6 @@ class FlatMessageBuilder:
             self.end_transaction()
         elif isinstance(body, QueryEvent):
             yield from self._query(event, body)
-        elif isinstance(body, TransactionPayloadEvent):
-            for inner in body.events:
-                yield from self.feed(inner)
 
     def feed_batched(self, event: Event) -> Iterator[FlatMessage | RowBatch]:
         """`feed`, with a rows event's messages as their RowBatch, for the caller to render."""
@@ -302,11 +299,6 @@ class FlatMessageBuilder:
             "mysqlType": shape.mysql_types,
             "gtid": self.offset.rows_gtid,
         }
-
-    def _rows(self, event: Event, rows: RowsEvent) -> Iterator[FlatMessage]:
-        batch = self.batch(event, rows)
-        if batch is not None:
-            yield from batch.messages()
 
     def batch(self, event: Event, rows: RowsEvent) -> RowBatch | None:
         """The event's rows with everything their messages share; None when it has none to hand on.

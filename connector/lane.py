@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from connector.avro.binary import varint
+from connector.avro.encoding import KernelRows
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, TransactionPayloadEvent
@@ -43,7 +44,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.control import BEGIN, control
 from connector.errors import BinlogDecodeError
 from connector.items import Burst
-from connector.native import CanalParts, EventKernel, KernelRun, transcoder
+from connector.native import EventKernel, KernelRun, transcoder
 from connector.native_spec import NUMBERS, REASONS
 from connector.position import binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText
@@ -62,28 +63,23 @@ MAX_MESSAGES = 4096  # messages in one burst: one hand-off to Kafka, as a statem
 NATIVE_INFLATE = True
 
 
-@dataclass(frozen=True, slots=True)
-class KernelPlan:
-    """How the kernel writes one table's rows (connector/steps.Encode.plan makes it)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelPlan(KernelRows):
+    """How the kernel writes one table's rows (connector/steps.Encode.plan makes it): the encoder's
+    bytes (KernelRows), and where and how far its route lets them go."""
 
     topic: str
     database: str
     table: str
-    columns: bytes  # the transcode program (connector/avro/transcode.Program)
-    keys: bytes
-    strings: bytes
-    value_prefix: bytes  # the framing before a value's Avro body (and a key's)
-    key_prefix: bytes
-    heads: tuple[bytes, bytes, bytes]  # the envelope's database .. pkNames for INSERT, UPDATE, DELETE
-    data_open: bytes  # `data`'s union branch and block count; `old` null, or its opening
-    old_null: bytes
-    old_open: bytes
     partitions: int
     fixed: int  # a keyless table's one partition; -1: each key's murmur2
     key_skip: int  # the key's framing, which the hash leaves out
     kinds: int  # the operations it may write (1 << KIND_*): DELETEs are Python's when tombstones follow them
     limit: int  # the most key + value bytes a message may have (else the oversize policy decides)
-    canal: CanalParts | None = None  # canal-json's rows instead of Avro's (encoding.KernelRows.canal)
+
+    @classmethod
+    def of(cls, rows: KernelRows, **route: Any) -> KernelPlan:
+        return cls(**{f.name: getattr(rows, f.name) for f in fields(KernelRows)}, **route)
 
 
 Planner = Callable[[TableMapEvent, Table], "KernelPlan | None"]

@@ -257,7 +257,7 @@ def pipeline_options(config: Config) -> Options:
     """The [kafka] options that add messages: tombstones, column rules, transaction and heartbeat topics."""
     k = config.kafka
     return Options(
-        k.tombstones, ColumnRules.of(k.columns),
+        k.tombstones, ColumnRules(k.columns),
         TransactionTopic(f"{k.topic_prefix}._transaction") if k.transaction_topic else None,
         HeartbeatTopic(f"{k.topic_prefix}._heartbeat", k.topic_prefix, k.heartbeat_interval_s)
         if k.heartbeat_interval_s > 0 else None,

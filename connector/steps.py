@@ -236,12 +236,10 @@ class Encode:
             return None
         keyed = bool(rows.keys)
         fixed = route.partition(keyed)
-        return KernelPlan(
-            topic=route.topic, database=database, table=name, columns=rows.columns, keys=rows.keys,
-            strings=rows.strings, value_prefix=rows.value_prefix, key_prefix=rows.key_prefix, heads=rows.heads,
-            data_open=rows.data_open, old_null=rows.old_null, old_open=rows.old_open, partitions=route.partitions,
+        return KernelPlan.of(
+            rows, topic=route.topic, database=database, table=name, partitions=route.partitions,
             fixed=-1 if fixed is None else fixed, key_skip=route.key_skip, kinds=route.kernel_kinds(keyed),
-            limit=route.room, canal=rows.canal,
+            limit=route.room,
         )  # fmt: skip
 
     def _python_path(self, database: str, name: str, reason: str) -> None:

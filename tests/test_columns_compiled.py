@@ -188,7 +188,7 @@ TABLE = _table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARC
     ],
 )  # fmt: skip
 def test_which_rules_the_compiled_code_writes(rule: ColumnRule, treatment: tuple[int, ...] | None) -> None:
-    shaping = ColumnRules.of([rule]).shaping(TABLE)
+    shaping = ColumnRules([rule]).shaping(TABLE)
     assert (shaping.treatment if shaping is not None else None) == treatment
     if shaping is not None:
         kept = [c.name for c, t in zip(TABLE.columns, treatment or ()) if t != DROP]
@@ -201,9 +201,9 @@ def test_a_masked_key_column_is_said_once(caplog: pytest.LogCaptureFixture) -> N
     hashed key column (a key per row still) says nothing."""
     table = _table("CREATE TABLE masked_keys (a INT, b INT, v INT, PRIMARY KEY (a, b))")
     with caplog.at_level(logging.WARNING, logger="sluice.columns"):
-        ColumnRules.of([ColumnRule(r"db\.masked_keys", hash=["a", "b"])]).table(table)
+        ColumnRules([ColumnRule(r"db\.masked_keys", hash=["a", "b"])]).table(table)
         assert not caplog.records
         for _ in range(2):
-            ColumnRules.of([ColumnRule(r"db\.masked_keys", mask=["b"])]).table(table)
+            ColumnRules([ColumnRule(r"db\.masked_keys", mask=["b"])]).table(table)
     (line,) = [r.getMessage() for r in caplog.records]
     assert "db.masked_keys: key column(s) b masked" in line and "hash them" in line

@@ -144,7 +144,7 @@ def test_transaction_records_are_the_documented_json_byte_for_byte() -> None:
         assert topic.end() is None
 
 def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
-    rules = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
+    rules = ColumnRules([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
     rig = _canal(tmp_path, options=Options(columns=rules))
     t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
     message = {**row("INSERT", 1, "secret", 10), "data": [{"id": "1", "v": "secret", "w": "7", "h": "x"}]}
@@ -152,13 +152,13 @@ def test_column_rules_exclude_mask_and_hash(tmp_path: Path) -> None:
     (doc,) = _json(rig, "cdc.db.t")
     assert doc["data"] == [{"id": "1", "v": "***", "h": hashlib.sha256(b"sx").hexdigest()}]
     with pytest.raises(ConfigError, match="key column"):
-        ColumnRules.of([ColumnRule(r"db\.t", exclude=["id"])]).table(t)
+        ColumnRules([ColumnRule(r"db\.t", exclude=["id"])]).table(t)
 
 
 def test_a_rule_s_table_in_messages_of_a_rows_event_is_shaped_in_one_message() -> None:
     """`message_rows = "event"` under a [[kafka.columns]] rule: one message for the rows event (it was
     one per row), its rows as the rule shapes them and its types those of the shaped table."""
-    rules = ColumnRules.of([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
+    rules = ColumnRules([ColumnRule(r"db\.t", exclude=["w"], mask=["v"], hash=["h"], hash_salt="s", mask_chars=3)])
     t = table("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10), w INT, h VARCHAR(10))")
     messages = [{**row("INSERT", i, "secret", 10), "data": [{"id": str(i), "v": "secret", "w": "7", "h": "x"}]}
                 for i in (1, 2)]  # fmt: skip

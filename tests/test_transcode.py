@@ -239,7 +239,7 @@ def test_a_column_rule_s_rows_are_compiled_to_the_per_message_path_s_bytes(
     compiled, keyed, declined = 0, 0, []
     for batch, table in captured:
         for ruling in _rules_of(table):
-            rules = ColumnRules.of([ruling])
+            rules = ColumnRules([ruling])
             shaping, shaped = rules.shaping(table), rules.table(table)
             assert shaping is not None and shaped is not None
             topic = f"cdc.{DB}.{table.name}"
@@ -265,7 +265,7 @@ def test_the_kernel_is_given_each_table_s_program_or_why_not(captured: list[tupl
                 CanalJsonEncoder(None, "row", "changed"))  # type: ignore[arg-type]  # fmt: skip
     batch, table = next((b, t) for b, t in captured if t.name == "cov")
     assert batch.rows.table is not None
-    hashing = ColumnRules.of([ColumnRule(re.escape(f"{DB}.cov"), hash=["ge"], hash_salt="s")]).shaping(table)
+    hashing = ColumnRules([ColumnRule(re.escape(f"{DB}.cov"), hash=["ge"], hash_salt="s")]).shaping(table)
     for encoder in encoders:
         rows = encoder.kernel_rows(batch.rows.table, table, f"cdc.{DB}.cov")
         assert isinstance(rows, KernelRows) and rows.columns, encoder
@@ -325,7 +325,7 @@ def test_canal_json_under_a_column_rule_is_compiled_to_the_per_message_path_s_by
     compiled, keyed, declined = 0, 0, set()
     for batch, table in captured:
         for ruling in _rules_of(table):
-            rules = ColumnRules.of([ruling])
+            rules = ColumnRules([ruling])
             shaping, shaped = rules.shaping(table), rules.table(table)
             assert shaping is not None and shaped is not None
             fast = encoder.compiled(batch, table, shaping)

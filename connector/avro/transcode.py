@@ -59,9 +59,9 @@ from connector.binlog.rowplan import (
     packed_column,
 )
 from connector.binlog.tablemap import ColumnMeta
-from connector.columns import DROP, HASH, KEEP, MASK, compiled_op
+from connector.columns import DROP, HASH, KEEP, MASK, compiled_op, rule_flags
 from connector.native import transcoder
-from connector.native_spec import COL_STRING_SHIFT, COLUMN_FLAGS, record
+from connector.native_spec import record
 from connector.schema.model import BINARY_TYPES, GEOMETRY_TYPES, STORED_BINARY_TYPES, Column
 
 KEY = record("key_t_")  # column, null branch, value branch
@@ -100,14 +100,8 @@ def shaped_program(
         return "the compiled module is not built"
     if not len(numbers) == len(columns) == len(treatment) or len(row["fields"]) != len(kept):
         return "the binlog's columns are not the tracked table's"
-    out, strings = [], Strings()
-    masked, salted = mask.encode(), salt.encode("utf-8", "surrogatepass")
-    written = {  # the flags of each treatment, with the string it writes (an Avro string) or hashes
-        KEEP: 0,
-        DROP: _DROP,
-        MASK: _MASK | strings.add([varint(len(masked)) + masked]) << COL_STRING_SHIFT if MASK in treatment else 0,
-        HASH: _HASH | strings.add([salted]) << COL_STRING_SHIFT if HASH in treatment else 0,
-    }
+    out, strings, masked = [], Strings(), mask.encode()
+    written = rule_flags(treatment, strings, varint(len(masked)) + masked, salt)  # a mask: an Avro string
     fields = iter(row["fields"])
     for meta, col, treat in zip(numbers, columns, treatment):
         op = compiled_op(meta, col, treat, strings)
@@ -126,9 +120,6 @@ def shaped_program(
             return "its key's Avro types are not its row's"
         keys.append(KEY.pack(kept[index], null, value))
     return Program(b"".join(out), b"".join(keys), strings.packed())
-
-
-_DROP, _MASK, _HASH = COLUMN_FLAGS["COL_DROP"], COLUMN_FLAGS["COL_MASK"], COLUMN_FLAGS["COL_HASH"]
 
 
 def _branches(kind: Any) -> tuple[int, int, Any]:

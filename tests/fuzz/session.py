@@ -315,7 +315,7 @@ def rules(case: rig.Case) -> ColumnRules | None:
     hashed = others[1:2] if len(others) > 2 else []
     rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), exclude=exclude, mask=others[:1], mask_chars=3,
                       hash=hashed, hash_salt="sälted")  # fmt: skip
-    return ColumnRules.of([rule])
+    return ColumnRules([rule])
 
 
 def key_rules(case: rig.Case) -> ColumnRules | None:
@@ -328,7 +328,7 @@ def key_rules(case: rig.Case) -> ColumnRules | None:
     masked, hashed = (keys[:1], keys[1:2]) if len(keys) > 1 else ([], keys)
     rule = ColumnRule(re.escape(f"{table.database}.{table.name}"), mask=masked, mask_chars=2, hash=hashed,
                       hash_salt="k")  # fmt: skip
-    return ColumnRules.of([rule])
+    return ColumnRules([rule])
 
 
 def case_table(case: rig.Case) -> Table:
