@@ -46,8 +46,8 @@ from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape
 from connector.identity import ByIdentity
 from connector.native import CanalParts, transcoder
 from connector.native_spec import record
-from connector.schema.labels import as_printed
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
+from connector.schema.types import as_printed
 from connector.sqltypes import CanalType, canal_type, mysql_type_of
 
 Text = str | None

@@ -15,10 +15,11 @@ from connector.filters import TableFilter
 from connector.position import Position
 from connector.schema.ddl import read_ddl
 from connector.schema.history import MemoryHistoryStore
-from connector.schema.labels import ambiguous, as_printed, repaired, with_labels
+from connector.schema.labels import ambiguous, repaired, with_labels
 from connector.schema.model import Column, Schema, Table
 from connector.schema.sqltokens import Session
 from connector.schema.tracker import SchemaTracker
+from connector.schema.types import as_printed
 from connector.schema.zones import timestamp_in_utc
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from connector.schema.coldef import CHARACTER_NAMES, PendingColumn, read_column, read_default
+from connector.schema.coldef import PendingColumn, read_column, read_default
 from connector.schema.keys import follow_columns, key_parts, named, read_index, with_hash_columns
-from connector.schema.model import Column, Index, Table
+from connector.schema.model import CHARACTER_TYPES, Column, Index, Table
 from connector.schema.partitions import PartitionCommand, clause_start, read_clause, read_command
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 from connector.schema.types import BINARY_OF, MBMAXLEN, TEXT_TYPES, blob_type, charset_of_collation, normal_charset
@@ -142,9 +142,7 @@ class AlterReader:
             self._index()
         elif cur.accept("SYSTEM", "VERSIONING"):
             self.plan.versioning = "add"
-        elif _is_period(cur):
-            self._skip_element()
-        else:
+        else:  # PERIOD FOR is an element (is_element), read and skipped by _index
             self._add_columns()
 
     def _add_columns(self) -> None:
@@ -193,12 +191,9 @@ class AlterReader:
             cur.accept("IF", "NOT", "EXISTS") or cur.name("a constraint name")
         cur.expect("PRIMARY", "KEY")
         if cur.accept("IF", "NOT", "EXISTS") and self.table.primary_key:
-            self._skip_element()
+            cur.skip_to_separator()
             return self.plan.add_primary
         return key_columns(cur)
-
-    def _skip_element(self) -> None:
-        self.cur.skip_to_separator()
 
     def _index(self) -> None:
         index = read_index(self.cur)
@@ -233,25 +228,21 @@ class AlterReader:
 
     # -- CHANGE / MODIFY / RENAME / ALTER -------------------------------------------------
 
-    def change(self) -> None:
+    def change(self, renames: bool = True) -> None:
+        """CHANGE [COLUMN] [IF EXISTS] old definition; MODIFY (renames=False): the same without `old`."""
         cur = self.cur
         cur.accept("COLUMN")
         if_exists = cur.accept("IF", "EXISTS")
-        old = cur.name("a column name")
-        self._changed(old, read_column(cur, self.session), if_exists)
-
-    def modify(self) -> None:
-        cur = self.cur
-        cur.accept("COLUMN")
-        if_exists = cur.accept("IF", "EXISTS")
+        old = cur.name("a column name") if renames else None
         pending = read_column(cur, self.session)
-        self._changed(pending.name, pending, if_exists)
-
-    def _changed(self, old: str, pending: PendingColumn, if_exists: bool) -> None:
+        old = pending.name if old is None else old
         after = self._place()
         if if_exists and old.lower() not in self._names:
             return
         self.plan.definitions.append(_Definition(pending, old, after))
+
+    def modify(self) -> None:
+        self.change(renames=False)
 
     def rename(self) -> None:
         cur = self.cur
@@ -279,7 +270,8 @@ class AlterReader:
         cur.accept("COLUMN")
         if_exists = cur.accept("IF", "EXISTS")
         name = cur.name("a column name")
-        edit = _ColumnEdit()
+        # IF EXISTS of a column the table does not have: read, not applied
+        edit = self._edit(name) if not if_exists or name.lower() in self._names else _ColumnEdit()
         if cur.accept("SET", "DEFAULT"):
             edit.default = (read_default(cur),)
             if self._type_of(name) == "timestamp":  # read in the session's zone: kept in UTC (schema/zones.py)
@@ -292,10 +284,6 @@ class AlterReader:
             edit.invisible = True
         else:
             raise DdlSyntaxError(f"ALTER COLUMN `{name}`: unknown change", cur.offset())
-        if not if_exists or name.lower() in self._names:
-            known = self._edit(name)
-            known.default = edit.default if edit.default is not None else known.default
-            known.invisible = edit.invisible if edit.invisible is not None else known.invisible
 
     def _type_of(self, name: str) -> str | None:
         index = self.table.index_of(name)
@@ -324,21 +312,16 @@ class AlterReader:
         if option is not None:
             setattr(self.plan, option[0], option[1])
 
-    def skip(self) -> None:
-        self.cur.skip_to_separator()
-
 
 def is_element(cur: Cursor) -> bool:
     """An index, key, constraint or period that is not the primary key, in ALTER TABLE ... ADD
     and CREATE TABLE alike (a column may be named `vector`, `period` or `system`: only these
     words followed by what an element has count)."""
     token = cur.peek()
-    if token is None or token.kind != "word":
-        return False
-    word = token.text.upper()
-    if word in ("INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "CONSTRAINT"):
+    if token is not None and token.is_word("INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK",
+                                           "CONSTRAINT"):  # fmt: skip
         return True
-    if word == "VECTOR":
+    if cur.is_at("VECTOR"):
         return cur.is_at("INDEX", 1) or cur.is_at("KEY", 1)
     return _is_period(cur)
 
@@ -350,11 +333,7 @@ def _is_period(cur: Cursor) -> bool:
 
 def _drops_other(cur: Cursor) -> bool:
     """DROP of something that is no column: FOREIGN KEY, CHECK, PERIOD FOR."""
-    token = cur.peek()
-    if token is None or token.kind != "word":
-        return False
-    word = token.text.upper()
-    return word in ("FOREIGN", "CHECK") or _is_period(cur)
+    return cur.is_at("FOREIGN") or cur.is_at("CHECK") or _is_period(cur)
 
 
 def key_columns(cur: Cursor) -> tuple[str, ...]:
@@ -431,18 +410,11 @@ def _spec_follows(cur: Cursor) -> bool:
     return token is not None and token.kind == "word" and token.text.upper() in _SPECIFICATIONS
 
 
-def _with(reader: AlterReader) -> None:  # WITH VALIDATION, WITH SYSTEM VERSIONING (a table option)
+def _with(reader: AlterReader) -> None:  # WITH|WITHOUT VALIDATION, WITH|WITHOUT SYSTEM VERSIONING (a table option)
     cur = reader.cur
+    adds = cur.tokens[cur.i - 1].is_word("WITH")
     if cur.accept("SYSTEM", "VERSIONING"):
-        reader.plan.versioning = "add"
-    else:
-        cur.expect("VALIDATION")
-
-
-def _without(reader: AlterReader) -> None:
-    cur = reader.cur
-    if cur.accept("SYSTEM", "VERSIONING"):
-        reader.plan.versioning = "drop"
+        reader.plan.versioning = "add" if adds else "drop"
     else:
         cur.expect("VALIDATION")
 
@@ -465,7 +437,7 @@ def _no_column(reader: AlterReader) -> None:
 _SPECIFICATIONS: dict[str, Callable[[AlterReader], None]] = {
     "ADD": AlterReader.add, "DROP": AlterReader.drop, "CHANGE": AlterReader.change, "MODIFY": AlterReader.modify,
     "RENAME": AlterReader.rename, "ALTER": AlterReader.alter, "CONVERT": AlterReader.convert,
-    "ORDER": _order_by, "WITH": _with, "WITHOUT": _without,
+    "ORDER": _order_by, "WITH": _with, "WITHOUT": _with,
     **dict.fromkeys(("ALGORITHM", "LOCK"), _one_value),
     **dict.fromkeys(("DISCARD", "IMPORT", "ENABLE", "DISABLE", "FORCE", "SECONDARY_LOAD", "SECONDARY_UNLOAD"),
                     _no_column),
@@ -486,7 +458,7 @@ def apply_plan(table: Table, plan: AlterPlan, session: Session) -> Table:
         for entry in placed:
             entry.column = _converted(entry.column, *plan.convert)
     key = _primary_key(table, plan, placed)
-    names = [p.column.name.lower() for p in placed]
+    names = {p.column.name.lower() for p in placed}
     columns = [_without_aliases(p.column, names) for p in placed]
     columns = [replace(c, nullable=False) if c.name in key else c for c in columns]
     versioned = plan.versioning == "add" or (plan.versioning is None and any(c.period for c in table.columns))
@@ -628,12 +600,8 @@ def _modify_added(table: Table, definition: _Definition, placed: list[_Placed]) 
 def _added(column: Column, plan: AlterPlan) -> Column:
     """A column the statement adds: no earlier names; MariaDB applies an ALTER COLUMN of its name."""
     lowered = column.name.lower()
-    edit = plan.edits.get(lowered)
     column = replace(column, aliases=())
-    if edit is None or lowered in plan.used_edits:
-        return column
-    plan.used_edits.add(lowered)
-    return _apply_edit(column, edit)
+    return column if lowered in plan.used_edits else _edited(column, plan, lowered)
 
 
 def _position(placed: list[_Placed], after: str, table: Table) -> int:
@@ -670,10 +638,9 @@ def _renamed(old: Column, new: Column) -> Column:
     return replace(new, aliases=old.renamed(new.name).aliases)
 
 
-def _without_aliases(column: Column, names: list[str]) -> Column:
-    """A column's earlier names that another column of the table now has are no longer its:
-    an alias would send that column's old data to the wrong field."""
-    taken = set(names)
+def _without_aliases(column: Column, taken: set[str]) -> Column:
+    """A column's earlier names that another column of the table now has (`taken`, lowered) are no
+    longer its: an alias would send that column's old data to the wrong field."""
     kept = tuple(a for a in column.aliases if a.lower() not in taken or a.lower() == column.name.lower())
     kept = tuple(a for a in kept if a != column.name)
     return column if kept == column.aliases else replace(column, aliases=kept)
@@ -700,7 +667,7 @@ def _primary_key(table: Table, plan: AlterPlan, placed: list[_Placed]) -> tuple[
 def _converted(column: Column, charset: str, collation: str | None) -> Column:
     """CONVERT TO CHARACTER SET: character columns take the charset; a TEXT type grows to hold
     its characters in it (sql/sql_table.cc: the blob type of char_length * mbmaxlen)."""
-    if column.data_type not in CHARACTER_NAMES or column.charset == "binary":
+    if column.data_type not in CHARACTER_TYPES or column.charset == "binary":
         return column
     name = column.data_type
     if name in TEXT_TYPES:

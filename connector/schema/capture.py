@@ -26,10 +26,8 @@ def show_hidden_keys(conn: pymysql.connections.Connection) -> None:
     """MySQL 8.0.30+ may hide a generated invisible primary key (`my_row_id`, made when
     sql_generate_invisible_primary_key is on) from SHOW CREATE TABLE, while the binlog carries
     it: ask this session to show it (any user may)."""
-    if is_mariadb(conn):
-        return
-    version = tuple(int(p) for p in re.findall(r"\d+", server_version(conn))[:3])
-    if version >= (8, 0, 30):
+    session = server_session(conn)
+    if not session.mariadb and session.version >= 80030:
         with conn.cursor() as cur:
             cur.execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON")
 

@@ -13,21 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from connector.schema.model import Column
+from connector.schema.model import BINARY_TYPES, CHARACTER_TYPES, Column
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
-from connector.schema.types import (
-    BLOB_TYPES,
-    DeclaredType,
-    charset_of_collation,
-    label_in,
-    normal_charset,
-    read_type,
-)
+from connector.schema.types import DeclaredType, charset_of_collation, label_in, normal_charset, read_type
 from connector.schema.types import sized as sized_type
 from connector.sqltypes import shown_width
 
-CHARACTER_NAMES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
-BINARY_NAMES = frozenset({"binary", "varbinary", *BLOB_TYPES})
 _NAME_CHARSETS = {"ASCII": "latin1", "UNICODE": "ucs2", "BYTE": "binary"}
 # Words that end a column's attributes: its place in ALTER TABLE.
 _PLACE_WORDS = ("FIRST", "AFTER")
@@ -61,8 +52,8 @@ class PendingColumn:
     def column(self, table_charset: str | None, table_collation: str | None, session: Session) -> Column:
         charset, collation = self._charset(table_charset, table_collation)
         declared = sized_type(self.declared, charset, session.mariadb)
-        if declared.name not in CHARACTER_NAMES:
-            charset, collation = ("binary", "binary") if declared.name in BINARY_NAMES else (None, None)
+        if declared.name not in CHARACTER_TYPES:
+            charset, collation = ("binary", "binary") if declared.name in BINARY_TYPES else (None, None)
         return Column(
             self.name, declared.name, declared.params, declared.unsigned, charset, collation,
             nullable=self._nullable(declared, session), generated=self.generated, invisible=self.invisible,
@@ -74,7 +65,7 @@ class PendingColumn:
 
     def _default(self, declared: DeclaredType, charset: str | None, session: Session) -> str | None:
         if self.default_bytes and self.default is not None:  # text of the column's charset; not followed elsewhere
-            return label_in(self.default, True, charset, session.mariadb) if declared.name in CHARACTER_NAMES else None
+            return label_in(self.default, True, charset, session.mariadb) if declared.name in CHARACTER_TYPES else None
         return session.timestamp_in_utc(self.default) if declared.name == "timestamp" else self.default
 
     def _charset(self, table_charset: str | None, table_collation: str | None) -> tuple[str | None, str | None]:
@@ -97,12 +88,11 @@ class PendingColumn:
         return self.nullable if self.nullable is not None else True
 
 
-def read_column(cur: Cursor, session: Session, name: str | None = None) -> PendingColumn:
-    """A column definition (`name` already read: CHANGE and the like read it themselves)."""
-    if name is None:
+def read_column(cur: Cursor, session: Session) -> PendingColumn:
+    """A column definition, its name first."""
+    name = cur.name("a column name")
+    while cur.accept("."):  # field_ident: `t1.name`, `db.t1.name` name the column `name`
         name = cur.name("a column name")
-        while cur.accept("."):  # field_ident: `t1.name`, `db.t1.name` name the column `name`
-            name = cur.name("a column name")
     column = PendingColumn(name, read_type(cur, session))
     if column.declared.serial:
         column.auto_increment = column.unique = True
@@ -204,12 +194,9 @@ class _Attributes:
     def generated(self) -> None:
         self.cur.expect("ALWAYS")
         self.cur.expect("AS")
-        self._as()
+        self.as_()
 
     def as_(self) -> None:
-        self._as()
-
-    def _as(self) -> None:
         cur = self.cur
         if cur.accept("ROW"):
             token = cur.next("START or END")
@@ -268,12 +255,9 @@ class _Attributes:
 
     def signedness(self) -> None:  # UNSIGNED / ZEROFILL after other attributes (MariaDB reads them)
         token = self.cur.tokens[self.cur.i - 1]
-        if token.text.upper() != "SIGNED":
-            self.col.declared = _unsigned(self.col.declared, token.text.upper() == "ZEROFILL")
-
-
-def _unsigned(declared: DeclaredType, zerofill: bool = False) -> DeclaredType:
-    return replace(declared, unsigned=True, zerofill=declared.zerofill or zerofill)
+        if not token.is_word("SIGNED"):
+            zerofill = self.col.declared.zerofill or token.is_word("ZEROFILL")
+            self.col.declared = replace(self.col.declared, unsigned=True, zerofill=zerofill)
 
 
 def _charset_name(cur: Cursor) -> str:

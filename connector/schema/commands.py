@@ -35,8 +35,7 @@ def schema_show(config: Config, names: list[str], out: TextIO, store: HistorySto
     """One JSON line per tracked or blocked table (all of them, or those named), as of the newest record."""
     schema = rebuild((store or history_store(config)).load(), None)
     wanted = {table_name(n) for n in names}
-    keys = sorted(set(schema.tables) | set(schema.blocked))
-    for key in keys:
+    for key in sorted(set(schema.tables) | set(schema.blocked)):
         if wanted and key not in wanted:
             continue
         out.write(json.dumps(_shown(schema, key), ensure_ascii=False) + "\n")
@@ -66,8 +65,7 @@ def schema_set(
     schema = rebuild(records, None)
     position = _position(schema, key, at)
     definition = _from_server(config, key) if from_server else _from_ddl(schema, key, ddl or "")
-    how = "--from-server" if from_server else "--ddl"
-    statement = f"sluice schema set {name} {how}"
+    statement = f"sluice schema set {name} {'--from-server' if from_server else '--ddl'}"
     store.append([HistoryRecord(position, "override", key[0], key[1],
                                 None if definition is None else definition.to_json(), statement)])  # fmt: skip
     shown = "does not exist" if definition is None else f"({', '.join(definition.column_names())})"

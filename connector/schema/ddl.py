@@ -191,8 +191,7 @@ class _Statement:
         if replacing:
             self._drop_database_tables(name)
         charset, collation = self._charset_options()
-        if charset is None:
-            charset = self.session.server_charset
+        charset = self.session.server_charset if charset is None else charset
         self.schema.databases[name] = Database(name, charset, collation)
         self.changes.append(DdlChange(name, "", None))
 
@@ -202,9 +201,7 @@ class _Statement:
         key = self._name()
         if if_not_exists and self._exists(key):
             return
-        kind = "bigint"
-        if self.cur.accept("AS"):
-            kind = self.cur.name("a type").lower()
+        kind = self.cur.name("a type").lower() if self.cur.accept("AS") else "bigint"
         unsigned = self.cur.accept("UNSIGNED")
         columns = tuple(
             Column(name, data_type, (), is_unsigned, nullable=False)
@@ -231,9 +228,7 @@ class _Statement:
 
     def _indexed(self, key: Key) -> Table | None:
         """The table an index statement changes: None when it is blocked (its columns unknown)."""
-        if key in self.schema.blocked:
-            return None
-        return self._table(key)
+        return None if key in self.schema.blocked else self._table(key)
 
     def _exists(self, key: Key) -> bool:
         return self.schema.get(*key) is not None or key in self.schema.blocked

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from connector.schema.coldef import CHARACTER_NAMES
-from connector.schema.model import Column, Index, Table
+from connector.schema.model import CHARACTER_TYPES, Column, Index, Table
 from connector.schema.sqltokens import Cursor, Session
 from connector.schema.types import BLOB_TYPES, MBMAXLEN, TEXT_TYPES, number
 
@@ -158,7 +157,7 @@ def _part_bytes(table: Table, name: str, prefix: int | None) -> int | None:
     if index < 0:
         return 0
     column = table.columns[index]
-    width = MBMAXLEN.get(column.charset or "", 1) if column.data_type in CHARACTER_NAMES else 1
+    width = MBMAXLEN.get(column.charset or "", 1) if column.data_type in CHARACTER_TYPES else 1
     if column.data_type in _UNBOUNDED:
         return None if prefix is None else prefix * width
     if column.data_type in _FIXED and column.params:

@@ -17,7 +17,6 @@ Where none is there, the capture says so once per column (`InexactLabels.warning
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, replace
 
 import pymysql
@@ -25,23 +24,18 @@ import pymysql
 from connector.binlog.tablemap import TableMapEvent
 from connector.schema.model import Column, Table
 from connector.schema.sqltokens import quote_identifier
+from connector.schema.types import as_printed
 
 log = logging.getLogger("sluice.schema")
 
 # Charsets with characters outside the BMP, which utf8mb3 prints as '?'.
 WIDE_CHARSETS = frozenset({"utf8mb4", "utf16", "utf16le", "utf32", "gb18030"})
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _SCRATCH = "_sluice_labels"  # the temporary table's name, in the table's database
 
 
 def ambiguous(col: Column) -> bool:
     """Could a '?' in this column's labels stand for another character?"""
     return col.data_type in ("enum", "set") and col.charset in WIDE_CHARSETS and any("?" in p for p in col.params)
-
-
-def as_printed(label: str) -> str:
-    """A label as SHOW CREATE TABLE prints it: characters outside the BMP as '?'."""
-    return _ASTRAL.sub("?", label)
 
 
 def with_labels(col: Column, labels: tuple[str, ...]) -> Column:

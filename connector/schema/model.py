@@ -8,11 +8,10 @@ computes what to apply). Every value round-trips through JSON for the history st
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-# Declared type families (canonical names, as connector/schema/ddl.py normalises them).
+# Declared type families (canonical names, as connector/schema/types.py normalises them).
 CHARACTER_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 # MariaDB's fixed-size binary types, logged as BINARY(n) and published as their stored bytes, by size.
@@ -53,7 +52,7 @@ class Column:
     def renamed(self, name: str) -> Column:
         """This column under `name`, its current name first among its earlier ones."""
         earlier = (self.name, *self.aliases) if name != self.name else self.aliases
-        return replace(self, name=name, aliases=_unique(a for a in earlier if a != name))
+        return replace(self, name=name, aliases=tuple(dict.fromkeys(a for a in earlier if a != name)))
 
     def sql_type(self) -> str:
         args = ",".join(_quote(p) if self.data_type in ("enum", "set") else p for p in self.params)
@@ -63,10 +62,6 @@ class Column:
 
 def _quote(label: str) -> str:
     return "'" + label.replace("'", "''") + "'"
-
-
-def _unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +178,6 @@ class Schema:
 
     def copy(self) -> Schema:
         return Schema(dict(self.tables), dict(self.databases), dict(self.blocked))
-
-
-def renamed(table: Table, database: str, name: str) -> Table:
-    return replace(table, database=database, name=name)
 
 
 def without_aliases(table: Table) -> Table:

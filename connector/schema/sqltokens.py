@@ -180,13 +180,10 @@ class _Lexer:
         self.pos = end + 2
 
     def _make(self, kind: str, value: str, start: int) -> Token:
-        backslashes = self.session.backslash_escapes
-        if kind == "quoted":
-            return Token("quoted", value[1:-1].replace("``", "`"), start)
-        if kind == "dquote" and self.session.ansi_quotes:
-            return Token("quoted", value[1:-1].replace('""', '"'), start)
+        if kind == "quoted" or (kind == "dquote" and self.session.ansi_quotes):
+            return Token("quoted", value[1:-1].replace(value[0] * 2, value[0]), start)
         if kind in ("squote", "dquote"):
-            return Token("string", _unescape(value[1:-1], value[0], backslashes), start)
+            return Token("string", _unescape(value[1:-1], value[0], self.session.backslash_escapes), start)
         if kind == "hexlit":
             return Token("string", _hex_text(value), start, "x")
         if kind == "bitlit":
@@ -296,10 +293,7 @@ class Cursor:
     def skip_to_separator(self) -> None:
         """Skip to the next `,` or `)` at this nesting level (not consumed)."""
         while not self.at_end() and not self.is_punct(",") and not self.is_punct(")"):
-            if self.is_punct("("):
-                self.skip_balanced()
-            else:
-                self.i += 1
+            self.skip_one()
 
     def skip_one(self) -> None:
         """Step over one token, or one parenthesised group."""
@@ -330,10 +324,8 @@ class Cursor:
         """A string literal, as the server reads one: an optional introducer (`_utf8mb4`, `N`),
         and adjacent literals joined ('a' 'b' is 'ab')."""
         token = self.peek()
-        if token is not None and token.kind == "word" and (token.text.startswith("_") or token.text.upper() == "N"):
-            following = self.peek(1)
-            if following is not None and following.kind == "string":
-                self.i += 1
+        if token is not None and token.kind != "string" and self.is_next_string():
+            self.i += 1  # the introducer
         token = self.next(what)
         if token.kind != "string":
             raise DdlSyntaxError(f"expected {what}, found {token.text!r}", token.offset)

@@ -132,20 +132,13 @@ class SchemaTracker:
             if r.kind == "added" and r.table and r.definition is not None and limit is not None
             and r.position.sort_key() > limit
         }  # fmt: skip
-        filters = [r.definition for r in records if r.kind == "filter"]
-        self._last_filter = filters[-1] if filters else None
+        self._last_filter = next((r.definition for r in reversed(records) if r.kind == "filter"), None)
         return True
 
     def seed(self, schema: Schema, position: Position) -> None:
         """Record a snapshot captured from the server, valid from `position` on."""
-        records = [
-            HistoryRecord(position, "snapshot", db.name, "", {"name": db.name, "charset": db.charset,
-                                                              "collation": db.collation})
-            for db in schema.databases.values()
-        ]  # fmt: skip
-        records += [
-            HistoryRecord(position, "snapshot", t.database, t.name, t.to_json()) for t in schema.tables.values()
-        ]
+        records = [HistoryRecord(position, "snapshot", db.name, "", asdict(db)) for db in schema.databases.values()]
+        records += [HistoryRecord(position, "snapshot", *t.key, t.to_json()) for t in schema.tables.values()]
         self.store.append(records)
         self.schema = schema
         self.seeded_at = position
@@ -178,9 +171,7 @@ class SchemaTracker:
         before it are not read: the snapshot reads those tables as of a position past it). The
         captured tables among them."""
         databases = [d for d in schema.databases.values() if any(db == d.name for db, _ in schema.tables)]
-        records = [HistoryRecord(at, "added", d.name, "", {"name": d.name, "charset": d.charset,
-                                                           "collation": d.collation})
-                   for d in databases]  # fmt: skip
+        records = [HistoryRecord(at, "added", d.name, "", asdict(d)) for d in databases]
         records += [HistoryRecord(at, "added", t.database, t.name, t.to_json()) for t in schema.tables.values()]
         self.store.append(records)
         self._recorded |= {(at.sort_key(), r.database, r.table) for r in records}
@@ -288,11 +279,9 @@ class SchemaTracker:
 
     def _captured(self, change: DdlChange) -> bool:
         """Is the change one of a published table (or database)?"""
-        return (
-            self.included.database(change.database)
-            if not change.table
-            else self.included(change.database, change.table)
-        )
+        if not change.table:
+            return self.included.database(change.database)
+        return self.included(change.database, change.table)
 
     def _tracked(self, change: DdlChange) -> bool:
         if not change.table:
@@ -330,7 +319,7 @@ class SchemaTracker:
         if change.table:
             return None if change.definition is None else change.definition.to_json()
         db = self.schema.databases.get(change.database)
-        return None if db is None else {"name": db.name, "charset": db.charset, "collation": db.collation}
+        return None if db is None else asdict(db)
 
     def _unreadable(self, sql: str, end: Position, result: Unreadable) -> list[DdlChange]:
         targets = [t for t in result.tables if self.tracks(*t)]
@@ -464,10 +453,9 @@ class SchemaTracker:
         if tracked is not None and tracked.column_names() == table_map.column_names:
             result = self.keyed(tracked)
         else:
-            found = self._from_binlog.get(table_map.raw)
-            if found is None:
-                found = self._from_binlog[table_map.raw] = table_from_table_map(table_map)
-            result = found
+            if table_map.raw not in self._from_binlog:
+                self._from_binlog[table_map.raw] = table_from_table_map(table_map)
+            result = self._from_binlog[table_map.raw]
         if len(self._defined) >= 4096:
             self._defined.clear()
         self._defined[id(table_map)] = (table_map, tracked, result)

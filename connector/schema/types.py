@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from connector.binlog.charsets import codec_of, collation_id_of_charset
+from connector.schema.model import GEOMETRY_TYPES
 from connector.schema.sqltokens import Cursor, DdlSyntaxError, Session
 
 INTEGER_TYPES = {
@@ -27,10 +28,6 @@ INTEGER_TYPES = {
 }  # fmt: skip
 TEXT_TYPES = ("tinytext", "text", "mediumtext", "longtext")
 BLOB_TYPES = ("tinyblob", "blob", "mediumblob", "longblob")
-GEOMETRY_WORDS = frozenset(
-    {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-     "geometrycollection", "geomcollection"}
-)  # fmt: skip
 # Binary counterparts of the character types (a column whose charset is `binary`).
 BINARY_OF = {"char": "binary", "varchar": "varbinary", **dict(zip(TEXT_TYPES, BLOB_TYPES))}
 # Bytes per character (strings/ctype-*.c mbmaxlen); single-byte charsets are absent.
@@ -87,8 +84,6 @@ def read_type(cur: Cursor, session: Session) -> DeclaredType:
     reader = _READERS.get(word)
     if reader is not None:
         return reader(cur, word, session)
-    if word in INTEGER_TYPES:
-        return _integer(cur, INTEGER_TYPES[word])
     raise DdlSyntaxError(f"unknown data type {token.text!r}", token.offset)
 
 
@@ -141,11 +136,11 @@ def _numeric(cur: Cursor, name: str, params: tuple[str, ...] = (), width: int | 
     return DeclaredType(name, params, unsigned, width=width, zerofill=zerofill)
 
 
-def _integer(cur: Cursor, name: str) -> DeclaredType:
+def _integer(cur: Cursor, word: str, session: Session) -> DeclaredType:
     """The display width changes no value; it is kept for the type's text as SHOW CREATE TABLE
     prints it (connector/sqltypes.py: canal-json's mysqlType)."""
     widths = _lengths(cur)
-    return _numeric(cur, name, width=widths[0] if widths else None)
+    return _numeric(cur, INTEGER_TYPES[word], width=widths[0] if widths else None)
 
 
 def _bool(cur: Cursor, word: str, session: Session) -> DeclaredType:
@@ -203,16 +198,13 @@ def _national(cur: Cursor, word: str, session: Session) -> DeclaredType:
 
 def _sized_string(name: str, cur: Cursor, charset: str | None) -> DeclaredType:
     lengths = _lengths(cur)
-    if name == "varchar" and not lengths:
-        raise DdlSyntaxError("VARCHAR without a length", cur.offset())
+    if name in ("varchar", "varbinary") and not lengths:
+        raise DdlSyntaxError(f"{name.upper()} without a length", cur.offset())
     return DeclaredType(name, (str(lengths[0] if lengths else 1),), charset=charset)
 
 
 def _binary(cur: Cursor, word: str, session: Session) -> DeclaredType:
-    lengths = _lengths(cur)
-    if word == "varbinary" and not lengths:
-        raise DdlSyntaxError("VARBINARY without a length", cur.offset())
-    return DeclaredType(word, (str(lengths[0] if lengths else 1),))
+    return _sized_string(word, cur, None)
 
 
 def _long(cur: Cursor, word: str, session: Session) -> DeclaredType:
@@ -274,7 +266,7 @@ def _plain(cur: Cursor, word: str, session: Session) -> DeclaredType:
 
 
 _READERS: dict[str, Callable[[Cursor, str, Session], DeclaredType]] = {
-    "bool": _bool, "boolean": _bool, "serial": _serial,
+    **dict.fromkeys(INTEGER_TYPES, _integer), "bool": _bool, "boolean": _bool, "serial": _serial,
     "float": _float, "float4": _double, "float8": _double, "double": _double, "real": _double,
     "decimal": _decimal, "dec": _decimal, "numeric": _decimal, "fixed": _decimal, "bit": _bit,
     "char": _char, "character": _char, "varchar": _char, "varcharacter": _char,
@@ -283,7 +275,7 @@ _READERS: dict[str, Callable[[Cursor, str, Session], DeclaredType]] = {
     **dict.fromkeys((*TEXT_TYPES, *BLOB_TYPES), _lob),
     "enum": _labels, "set": _labels,
     **dict.fromkeys(("date", "time", "datetime", "timestamp", "year"), _temporal),
-    "json": _json, **dict.fromkeys(GEOMETRY_WORDS, _geometry), "vector": _vector,
+    "json": _json, **dict.fromkeys(GEOMETRY_TYPES, _geometry), "vector": _vector,
     **dict.fromkeys(("inet4", "inet6", "uuid"), _plain),
 }  # fmt: skip
 
@@ -331,15 +323,20 @@ def label_in(label: str, raw: bool, charset: str | None, mariadb: bool = False) 
         data = label.encode("latin-1")
         if mariadb:
             text = data.decode(codec, "replace").replace("\ufffd", "?")
-            return _ASTRAL.sub("?", text) if charset in ("utf8mb3", "ucs2") else text
+            return as_printed(text) if charset in ("utf8mb3", "ucs2") else text
         try:
             text = data.decode(codec)
         except UnicodeDecodeError as exc:
             text = data[: exc.start].decode(codec)
         return _ASTRAL.split(text, 1)[0] if charset in ("utf8mb3", "ucs2") else text
     if charset in ("utf8mb3", "ucs2"):
-        return _ASTRAL.sub("?", label)
+        return as_printed(label)
     return label.encode(codec, "replace").decode(codec)
+
+
+def as_printed(label: str) -> str:
+    """A label as SHOW CREATE TABLE prints it: characters outside the BMP as '?'."""
+    return _ASTRAL.sub("?", label)
 
 
 def _codec(charset: str) -> str | None:
