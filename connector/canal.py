@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from connector.avro.encoding import KernelRows, message_id
+from connector.avro.encoding import message_id
 from connector.avro.reader import MessageReader
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.coltypes import Op
@@ -44,7 +44,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.columns import DROP, KEEP, Shaping, compiled_op, rule_flags
 from connector.flat import FlatMessage, RowBatch, TableShape, key_changed, shape_of
 from connector.identity import ByIdentity
-from connector.native import CanalParts, transcoder
+from connector.native import CanalParts, KernelRows, transcoder
 from connector.native_spec import record
 from connector.schema.model import GEOMETRY_TYPES, Column, Table
 from connector.schema.types import as_printed

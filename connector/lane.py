@@ -34,7 +34,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from connector.avro.binary import varint
-from connector.avro.encoding import KernelRows
 from connector.binlog import constants as c
 from connector.binlog.constants import EventType as E
 from connector.binlog.events import Event, FormatDescriptionEvent, QueryEvent, TransactionPayloadEvent
@@ -44,7 +43,7 @@ from connector.binlog.tablemap import TableMapEvent
 from connector.control import BEGIN, control
 from connector.errors import BinlogDecodeError
 from connector.items import Burst
-from connector.native import EventKernel, KernelRun, transcoder
+from connector.native import EventKernel, KernelRows, KernelRun, transcoder
 from connector.native_spec import NUMBERS, REASONS
 from connector.position import binlog_sort_key
 from connector.querytext import NO_QUERIES, QueryText

@@ -28,6 +28,24 @@ class CanalParts:
     kinds: tuple[bytes, bytes, bytes]  # INSERT, UPDATE, DELETE
 
 
+@dataclass(frozen=True, slots=True)
+class KernelRows:
+    """An encoder's side of a kernel plan (connector/lane.KernelPlan; made by connector/avro/encoding.py
+    and connector/canal.py): the transcode program, the framing, and the envelope's parts that are
+    the same for every event of the table."""
+
+    columns: bytes  # the transcode program (connector/avro/transcode.Program)
+    keys: bytes  # empty for a table without a primary key
+    strings: bytes  # the program's labels and charset tables
+    value_prefix: bytes  # the framing before a value's Avro body (and a key's)
+    key_prefix: bytes
+    heads: tuple[bytes, bytes, bytes]  # database .. pkNames, for INSERT, UPDATE, DELETE
+    data_open: bytes  # `data`'s union branch and block count; `old` null, or its opening
+    old_null: bytes
+    old_open: bytes
+    canal: CanalParts | None = None  # canal-json's rows instead (the Avro parts empty)
+
+
 class KernelTransaction(Protocol):
     """The open transaction a kernel hands over (release(), and a run's `transaction`)."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol
 
-from connector.avro.encoding import Encoded, KernelRows
+from connector.avro.encoding import Encoded
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import STMT_END_F
 from connector.binlog.tablemap import TableMapEvent
@@ -36,6 +36,7 @@ from connector.inflight import InFlight
 from connector.items import Burst, Changes
 from connector.lane import KernelPlan
 from connector.metrics import Metrics
+from connector.native import KernelRows
 from connector.oversize import Oversized, OversizePolicy
 from connector.position import Position
 from connector.routes import Routes, TableRoute

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from connector.avro.encoding import KernelRows, MessageEncoder
+from connector.avro.encoding import MessageEncoder
 from connector.avro.framing import ConfluentFraming, SingleObjectFraming
 from connector.avro.registry import SchemaDirectory
 from connector.binlog.constants import RowsKind
@@ -32,7 +32,7 @@ from connector.columns import ColumnRules
 from connector.config import ColumnRule, SnapshotSection
 from connector.flat import RowBatch
 from connector.items import Changes
-from connector.native import transcoder
+from connector.native import KernelRows, transcoder
 from connector.schema.model import Table
 from connector.startup import prepare
 from connector.stream import ChangeStream, StreamOptions

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
@@ -33,7 +32,7 @@ from connector.columns import DROP, Shaping
 from connector.errors import AvroWriteError, EncodingError
 from connector.flat import VERBATIM, FlatMessage, RowBatch, TableShape, shape_of
 from connector.identity import ByIdentity
-from connector.native import CanalParts, transcoder
+from connector.native import KernelRows, transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
 
@@ -205,23 +204,6 @@ class _RowsPlan:
             return False
         source = fields[12]["type"]["fields"]
         return tuple(f["name"] for f in source) == _SOURCE and source[3]["type"] == "int"
-
-
-@dataclass(frozen=True, slots=True)
-class KernelRows:
-    """The Avro side of a kernel plan (connector/lane.KernelPlan): the transcode program, the framing,
-    and the envelope's parts that are the same for every event of the table."""
-
-    columns: bytes  # the transcode program (connector/avro/transcode.Program)
-    keys: bytes  # empty for a table without a primary key
-    strings: bytes  # the program's labels and charset tables
-    value_prefix: bytes  # the framing before a value's Avro body (and a key's)
-    key_prefix: bytes
-    heads: tuple[bytes, bytes, bytes]  # database .. pkNames, for INSERT, UPDATE, DELETE
-    data_open: bytes  # `data`'s union branch and block count; `old` null, or its opening
-    old_null: bytes
-    old_open: bytes
-    canal: CanalParts | None = None  # canal-json's rows instead (the Avro parts empty)
 
 
 # What the kernel writes of the envelope itself (connector/csrc/kernel.c, envelope()): `id`, `es`
