@@ -36,14 +36,16 @@ def checkpoint_connector(config: Config, create: bool = True) -> Callable[[], py
         same_server = _same_server(cur, config)
         if same_server:
             _unlogged(conn, where)
+    named = _refusals_named(f"{settings.host}:{settings.port}/{database}")
 
     def connect() -> pymysql.connections.Connection:
         conn = open_connection(settings, database)
         if same_server:
             _unlogged(conn, where)
+        conn.cursorclass = named  # after _unlogged, which names its own GRANT
         return conn
 
-    return _refusals_named(connect, f"{settings.host}:{settings.port}/{database}")
+    return connect
 
 
 def _create_database(cur: pymysql.cursors.Cursor, database: str, where: str) -> None:
@@ -82,10 +84,8 @@ def _same_server(cur: pymysql.cursors.Cursor, config: Config) -> bool:
     return mine == theirs
 
 
-def _refusals_named(
-    connect: Callable[[], pymysql.connections.Connection], where: str
-) -> Callable[[], pymysql.connections.Connection]:
-    """Connections whose refused statements (a missing CREATE or ALTER on the checkpoint
+def _refusals_named(where: str) -> type[pymysql.cursors.Cursor]:
+    """A cursor whose refused statements (a missing CREATE or ALTER on the checkpoint
     database) say what to GRANT, instead of a driver error deep in a store."""
 
     class Named(pymysql.cursors.Cursor):
@@ -100,12 +100,7 @@ def _refusals_named(
                     ) from exc
                 raise
 
-    def named() -> pymysql.connections.Connection:
-        conn = connect()
-        conn.cursorclass = Named
-        return conn
-
-    return named
+    return Named
 
 
 # What lets a session keep its writes out of the binlog.

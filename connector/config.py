@@ -124,15 +124,13 @@ class KafkaSecurity:
 
     def librdkafka(self) -> dict[str, str]:
         """The librdkafka properties these settings stand for."""
-        props = {"security.protocol": self.protocol}
         named = {
             "sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
             "sasl.password": self.sasl_password, "ssl.ca.location": self.ssl_ca,
             "ssl.certificate.location": self.ssl_cert, "ssl.key.location": self.ssl_key,
             "ssl.key.password": self.ssl_key_password,
         }  # fmt: skip
-        props.update({k: v for k, v in named.items() if v})
-        return props
+        return {"security.protocol": self.protocol, **{k: v for k, v in named.items() if v}}
 
     def java_client(self) -> dict[str, str]:
         """The same settings as the Java client's properties (Spark's Kafka source reads with it):
@@ -318,9 +316,8 @@ class Config:
 
     def checkpoint_settings(self) -> SourceSettings:
         cp = self.checkpoint
-        settings = source_settings_of_url(cp.db_url)
-        return replace(settings, ssl_ca=cp.db_ssl_ca or None, ssl_cert=cp.db_ssl_cert or None,
-                       ssl_key=cp.db_ssl_key or None)  # fmt: skip
+        return replace(source_settings_of_url(cp.db_url), ssl_ca=cp.db_ssl_ca or None,
+                       ssl_cert=cp.db_ssl_cert or None, ssl_key=cp.db_ssl_key or None)  # fmt: skip
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

@@ -34,12 +34,9 @@ class BinlogDecodeError(SluiceError):
         self.pos = pos
         self.event_type = event_type
         self.raw = raw
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        where = f"{self.file or '<stream>'}@{self.pos}" if self.pos >= 0 else self.file
-        what = f" {self.event_type}" if self.event_type else ""
-        return f"{where}{what}: {self.reason}"
+        where = f"{file or '<stream>'}@{pos}" if pos >= 0 else file
+        what = f" {event_type}" if event_type else ""
+        super().__init__(f"{where}{what}: {reason}")
 
 
 class ChecksumMismatchError(BinlogDecodeError):

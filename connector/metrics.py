@@ -34,8 +34,7 @@ log = logging.getLogger("sluice.progress")
 class Metrics:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self.registry = CollectorRegistry()
-        r = self.registry
+        r = self.registry = CollectorRegistry()
         self.rows = Counter("sluice_rows", "Row changes handed to Kafka", ["database", "table", "type"], registry=r)
         self.path_rows = Counter(
             "sluice_path_rows", "Row changes handed to Kafka by the path that encoded them: kernel (compiled), "
@@ -180,8 +179,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         self._publish_counts()
-        data: bytes = generate_latest(self.registry)
-        return data
+        return generate_latest(self.registry)
 
 
 def _bytes_behind(ours: Position, server: Position) -> float:

@@ -25,7 +25,6 @@ import io
 import json
 import logging
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import fastavro
@@ -184,6 +183,4 @@ def _plain(value: Any) -> Any:
     """JSON for what Avro decodes: bytes as hex, decimals and times as text."""
     if isinstance(value, bytes):
         return value.hex()
-    if isinstance(value, Decimal):
-        return str(value)
     return str(value)

@@ -219,7 +219,8 @@ def tune_gc() -> None:
 def kafka_sink(config: Config) -> KafkaSink:
     k = config.kafka
     txn_id = transactional_id(config.name) if k.exactly_once else ""
-    key_bytes = 0 if k.value_format == "canal-json" else framing_class(config).key_bytes
+    framing_type = ConfluentFraming if config.avro.schema_registry_url else SingleObjectFraming
+    key_bytes = 0 if k.value_format == "canal-json" else framing_type.key_bytes
     return KafkaSink(KafkaSettings(k.bootstrap_servers, k.partitions, k.replication_factor, k.linger_ms, k.compression,
                                    k.max_message_bytes, key_bytes, outage_s=k.delivery_timeout_s,
                                    topic_config=dict(k.topic_config),
@@ -279,10 +280,6 @@ def _server_position(config: Config) -> Position | None:
     except (SourceError, pymysql.err.MySQLError) as exc:
         log.debug("lag sample skipped: %s", exc)
         return None
-
-
-def framing_class(config: Config) -> type[ConfluentFraming] | type[SingleObjectFraming]:
-    return ConfluentFraming if config.avro.schema_registry_url else SingleObjectFraming
 
 
 def framing(config: Config) -> Framing:

@@ -176,8 +176,7 @@ class Redactor:
         for value in values:
             if len(value) < _SHORTEST:
                 continue
-            for form in (value, quote(value, safe=""), quote(value)):
-                self._secrets.add(form)
+            self._secrets.update((value, quote(value, safe=""), quote(value)))
         self._ordered = sorted(self._secrets, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:

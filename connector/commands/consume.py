@@ -24,7 +24,9 @@ def consume_topics(config: Config, limit: int, idle_s: float, out: TextIO) -> in
     """Every message under the topic prefix, from the beginning, decoded with `schemas/` alone,
     each value in its table's newest version (`version`: which one; columns renamed since under
     their new names), or as written when that version cannot read it."""
-    reader = MessageReader(SchemaDirectory(config.avro.schemas_dir), _registry(config))
+    avro = config.avro
+    registry = SchemaRegistryClient.new_client(avro.registry_config()) if avro.schema_registry_url else None
+    reader = MessageReader(SchemaDirectory(avro.schemas_dir), registry)
     consumer = Consumer({
         **config.kafka.client_config(), "group.id": f"sluice-consume-{uuid.uuid4()}", "logger": logs.LIBRDKAFKA,
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
@@ -73,11 +75,6 @@ def _shown(value: object) -> object:
     if isinstance(value, bytes):
         return "0x" + value.hex()
     return str(value)
-
-
-def _registry(config: Config) -> Any:
-    avro = config.avro
-    return SchemaRegistryClient.new_client(avro.registry_config()) if avro.schema_registry_url else None
 
 
 def main(args: argparse.Namespace) -> None:

@@ -47,7 +47,7 @@ def status(config: Config) -> dict[str, Any]:
             blocked = durable.blocked()
             if blocked is not None:
                 report["blocked"] = blocked  # the last run stopped before a message it may not pass
-    report["snapshot_requests_waiting"] = _waiting_requests(config, report)
+    report["snapshot_requests_waiting"] = _waiting_requests(config)
     return report
 
 
@@ -70,7 +70,7 @@ def _running(config: Config) -> dict[str, Any]:
     return found
 
 
-def _waiting_requests(config: Config, report: dict[str, Any]) -> list[dict[str, Any]]:
+def _waiting_requests(config: Config) -> list[dict[str, Any]]:
     """`sluice snapshot` requests no connector has queued yet (a stopped one takes them at start)."""
     taken = 0
     with contextlib.suppress(CheckpointUnavailableError):
@@ -80,15 +80,13 @@ def _waiting_requests(config: Config, report: dict[str, Any]) -> list[dict[str, 
     requests = DatabaseSnapshotRequests(checkpoint_connector(config, create=False), config.name, create=False)
     return [{"request": n, "tables": [".".join(t) for t in tables]} for n, tables in requests.after(taken)]
 
+
 def _snapshot(saved: Position) -> dict[str, Any]:
     state = SnapshotState.of_text(saved.snapshot)
     if not state.tables:
         return {}
-    current = ".".join(state.tables[0])
     return {"snapshot": {"tables_left": [".".join(t) for t in state.tables], "rows_read": state.rows,
-                         "reading": current, "after_key": state.after}}  # fmt: skip
-
-
+                         "reading": ".".join(state.tables[0]), "after_key": state.after}}  # fmt: skip
 
 
 def _lag(saved: Position, server: Position) -> dict[str, Any]:

@@ -42,8 +42,6 @@ ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 ER_SPECIFIC_ACCESS_DENIED = 1227
 ZOMBIE_GRACE_HEARTBEATS = 3
 _unlisted_warned: list[bool] = []  # the replica list was refused once already (said once per process)
-# Client-side codes pymysql raises when the connection is gone.
-_LOST = {2003, 2006, 2013, 2014, 2055}
 # MariaDB's capability level that makes it send GTID and ANNOTATE_ROWS events as they are.
 MARIA_SLAVE_CAPABILITY_MINE = 4
 # The dump's read buffer (DumpBuffer): the compiled kernel handles the packets inside it in place.
@@ -306,10 +304,9 @@ class DumpStream:
             payload = rest if status < 0 else bytes((status,)) + rest
             if payload[:1] == b"\xff":
                 raise self._server_error(packets.parse_error(payload))
-            elif packets.is_eof(payload):
+            if packets.is_eof(payload):
                 return
-            else:
-                raise ProtocolError(f"unexpected packet in the binlog stream: {payload[:16].hex()}")
+            raise ProtocolError(f"unexpected packet in the binlog stream: {payload[:16].hex()}")
 
 
 class BinlogDump:
@@ -410,7 +407,7 @@ class BinlogDump:
         statements.append(f"SET @master_heartbeat_period = {int(self.settings.heartbeat_s * 1e9)}")
         if info.mariadb:
             statements.append(f"SET @mariadb_slave_capability = {MARIA_SLAVE_CAPABILITY_MINE}")
-            if self.settings.use_gtid and self.start.gtid_set:
+            if self._by_gtid():
                 statements += [
                     "SET @slave_connect_state = %s",
                     "SET @slave_gtid_strict_mode = 1",
@@ -424,9 +421,9 @@ class BinlogDump:
         flags = 0 if self.blocking else packets.BINLOG_DUMP_NON_BLOCK
         if info.mariadb:
             flags |= packets.BINLOG_SEND_ANNOTATE_ROWS_EVENT
-            if self.settings.use_gtid and self.start.gtid_set:
+            if self._by_gtid():
                 return packets.binlog_dump(sid, "", 4, flags)  # the start is @slave_connect_state
-        elif self.settings.use_gtid and self.start.gtid_set:
+        elif self._by_gtid():
             return packets.binlog_dump_gtid(sid, MysqlGtidSet.parse(self.start.gtid_set).encode(), flags=flags)
         return packets.binlog_dump(sid, self.start.file, self.start.pos, flags)
 
@@ -468,13 +465,9 @@ class BinlogDump:
             raise ProtocolError(f"{what}: expected OK, got {payload[:16].hex()}")
 
     def _payload(self) -> bytes:
-        status, rest = self._status_and_rest()
-        return rest if status < 0 else bytes((status,)) + rest
-
-    def _status_and_rest(self) -> tuple[int, bytes]:
         assert self._reader is not None
         try:
-            return self._reader.read_status_and_rest()
+            return self._reader.read_payload()
         except (pymysql.err.OperationalError, SequenceRestartError) as exc:
             raise self._lost(exc) from exc
 

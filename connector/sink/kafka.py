@@ -177,8 +177,6 @@ _FENCING = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError
 def check_client_properties(props: dict[str, str], producer: bool) -> str | None:
     """librdkafka's own verdict on client properties: None, or its message (an unknown name,
     a value it refuses). A client is made with them and no broker to reach, then dropped."""
-    if not props:
-        return None
     conf: dict[str, Any] = {**props, "bootstrap.servers": "", "log_level": 0}
     try:
         (Producer if producer else AdminClient)(conf)
@@ -346,17 +344,15 @@ class KafkaSink:
 
     def poll(self, timeout: float) -> int:
         try:
-            served: int = self.producer.poll(timeout)
+            return self.producer.poll(timeout)
         except (KafkaException, SystemError) as exc:
             raise _stopped(exc) from exc
-        return served
 
     def flush(self, timeout: float) -> int:
         try:
-            remaining: int = self.producer.flush(timeout)
+            return self.producer.flush(timeout)
         except (KafkaException, SystemError) as exc:
             raise _stopped(exc) from exc
-        return remaining
 
     def check(self) -> None:
         self._waiting_out_outages("cannot reach Kafka", lambda: self.admin.list_topics(timeout=_REQUEST_S))

@@ -97,8 +97,7 @@ class Snapshotter:
     ) -> None:
         self.source = source
         self.tracker = tracker
-        self.state = state
-        self.state_text = state.text()
+        self._set_state(state)
         self.chunk_size = chunk_size
         self.requests = requests
         self.clock = clock
@@ -107,7 +106,6 @@ class Snapshotter:
         self._wait_for: Position | None = None  # after dropping a read view: where the stream must get first
         self._polled = -REQUEST_POLL_S
         self._table_rows, self._table_started = 0, clock.now()  # for the log line when a table is done
-        self._queued = set(state.tables)
 
     # -- called by the pipeline ------------------------------------------------------------
 
@@ -156,13 +154,14 @@ class Snapshotter:
                 if classify(exc) is not Disposition.RETRY:
                     raise
                 log.warning("%s; the chunk is read again later", exc)
-                self._close()
+                self.close()
                 return
             if not out.breathe():
                 out.wait_for_room()
 
     def close(self) -> None:
-        self._close()
+        self._open = None
+        self.source.close()
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -191,22 +190,21 @@ class Snapshotter:
             log.info("stream at %s, snapshot read view at %s: closing it until the stream gets there", at,
                      read.window.high)  # fmt: skip
             self._wait_for = read.window.high
-            self._close()
+            self.close()
 
     def _hand_over(self, at: Position, out: Emitter) -> None:
         read = self._open
         assert read is not None
         name = self.state.tables[0]
         table = self.tracker.schema.get(*name)
-        if table is not None:
-            table = self.tracker.keyed(table)
         if table is None:  # dropped (or no longer captured) before its turn
             log.info("snapshot of `%s`.`%s` skipped: the table is gone", *name)
             self._finish(at, out, None, True, 0)
             return
+        table = self.tracker.keyed(table)
         keyed = bool(table.primary_key)
         if not keyed and read.touched_any and not _whole(at, read.window):
-            self._close()  # MySQL: rows of a keyless table changed inside the window; read again
+            self.close()  # MySQL: rows of a keyless table changed inside the window; read again
             return
         limit = self.chunk_size if keyed else None
         if not keyed:  # the READ pass replaces the table: a consumer clears it first
@@ -221,11 +219,9 @@ class Snapshotter:
         self._finish(at, out, last, not keyed or count < self.chunk_size, count)
 
     def _finish(self, at: Position, out: Emitter, last: Key | None, finished: bool, count: int) -> None:
-        self._close()
+        self.close()
         name = self.state.tables[0]
-        self.state = self.state.advanced(last, finished, count)
-        self.state_text = self.state.text()
-        self._queued = set(self.state.tables)
+        self._set_state(self.state.advanced(last, finished, count))
         out.close_position(replace(at, snapshot=self.state_text))
         self._table_rows += count
         if finished:
@@ -246,9 +242,9 @@ class Snapshotter:
                        "row": self.state.rows + count - 1},
         }  # fmt: skip
 
-    def _close(self) -> None:
-        self._open = None
-        self.source.close()
+    def _set_state(self, state: SnapshotState) -> None:
+        """The state, its saved form and the tables it holds back (`holds`), changed together."""
+        self.state, self.state_text, self._queued = state, state.text(), set(state.tables)
 
     def _take_rereads(self) -> None:
         """Tables a RENAME gave a captured name to (SchemaTracker.rereads): read as new ones."""
@@ -259,9 +255,7 @@ class Snapshotter:
         if not wanted:
             return
         log.info("read again, renamed onto a captured name: %s", ", ".join(f"{d}.{t}" for d, t in wanted))
-        self.state = self.state.queued(wanted, self.state.request)
-        self.state_text = self.state.text()
-        self._queued = set(self.state.tables)
+        self._set_state(self.state.queued(wanted, self.state.request))
 
     def _take_requests(self) -> None:
         if self.requests is None or self.clock.now() - self._polled < REQUEST_POLL_S:
@@ -277,9 +271,7 @@ class Snapshotter:
         for request, tables in pending:
             wanted = [t for t in tables if self.tracker.included(*t)]
             log.info("snapshot request %d: %s", request, ", ".join(f"{d}.{t}" for d, t in wanted) or "nothing")
-            self.state = self.state.queued(wanted, request)
-        self.state_text = self.state.text()
-        self._queued = set(self.state.tables)
+            self._set_state(self.state.queued(wanted, request))
 
 
 def first_snapshot(tracker: SchemaTracker) -> SnapshotState:

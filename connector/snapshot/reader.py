@@ -45,7 +45,10 @@ Chunk = Iterator[tuple[Rendered, Key]]
 
 # pymysql's encoders for query parameters, without its decoders for result values.
 _TEXT_RESULTS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
-_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
+_BOUND: dict[str, Callable[[str | int], object]] = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"), int),
+    "decimal": lambda v: Decimal(str(v)), "float": float, "double": float,
+}
 
 
 SETTLE_TIMEOUT_S = 10  # how long a chunk waits for the stream's transactions to commit (MySQL)
@@ -115,16 +118,14 @@ def _read_as_bytes(col: Column) -> bool:
 
 def select_expression(col: Column) -> str:
     name = quote_identifier(col.name)
-    if _read_as_bytes(col):
+    # MySQL sends VECTOR's float bytes labelled with a text charset (pymysql would decode them
+    # as ASCII): its stored bytes, as the binlog carries them.
+    if _read_as_bytes(col) or col.data_type == "vector":
         return f"CAST({name} AS BINARY)"
     if col.data_type in STORED_BINARY_TYPES:
         return f"CAST({name} AS BINARY({STORED_BINARY_TYPES[col.data_type]}))"
     if col.data_type == "float":
         return f"CAST({name} AS DOUBLE)"  # the text protocol rounds FLOAT to 6 digits
-    if col.data_type == "vector":
-        # MySQL sends VECTOR's float bytes labelled with a text charset (pymysql would decode them
-        # as ASCII): its stored bytes, as the binlog carries them.
-        return f"CAST({name} AS BINARY)"
     return name
 
 
@@ -180,13 +181,8 @@ def bound(col: Column, value: KeyValue) -> object:
         return bytes.fromhex(value["hex"])
     if value is None:
         return None
-    if col.data_type in _INTEGER_TYPES:
-        return int(value)
-    if col.data_type == "decimal":
-        return Decimal(str(value))
-    if col.data_type in ("float", "double"):
-        return float(value)
-    return value
+    convert = _BOUND.get(col.data_type)
+    return value if convert is None else convert(value)
 
 
 def after_clause(keys: list[Column], after: Key) -> tuple[str, list[object]]:
