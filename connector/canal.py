@@ -280,9 +280,6 @@ def _event_parts(batch: RowBatch, parts: TableParts) -> tuple[bytes, bytes, byte
 
 # -- messages ---------------------------------------------------------------------------------
 
-OLD_MODES = ("changed", "full")
-MESSAGE_ROWS = ("row", "event")
-
 
 def _old(message: FlatMessage, full: bool) -> dict[str, Text]:
     changed: dict[str, Text] = message["old"][0] if message["old"] else {}

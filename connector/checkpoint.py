@@ -167,16 +167,19 @@ class DatabaseCheckpointStore:
         except (pymysql.err.OperationalError, SourceError) as exc:
             raise CheckpointUnavailableError(f"{self.name}: {exc}") from exc
 
-    def get(self) -> Position | None:
+    def _row(self, select: str) -> object:
+        """This connector's row of `select` (None: none, or no table yet)."""
         def read(cur: pymysql.cursors.Cursor) -> object:
-            cur.execute(
-                "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time, snapshot, xa FROM checkpoints"
-                " WHERE connector = %s",
-                (self.connector,),
-            )
+            cur.execute(select, (self.connector,))
             return cur.fetchone()
 
-        row = self._run(read)
+        return self._run(read)
+
+    def get(self) -> Position | None:
+        row = self._row(
+            "SELECT binlog_file, binlog_pos, gtid_set, server_id, event_time, snapshot, xa FROM checkpoints"
+            " WHERE connector = %s"
+        )
         if row is None:
             return None
         assert isinstance(row, tuple)
@@ -218,11 +221,7 @@ class DatabaseCheckpointStore:
                                           (reason, self.connector)))  # fmt: skip
 
     def blocked(self) -> str | None:
-        def read(cur: pymysql.cursors.Cursor) -> object:
-            cur.execute("SELECT blocked FROM checkpoints WHERE connector = %s", (self.connector,))
-            return cur.fetchone()
-
-        row = self._run(read)
+        row = self._row("SELECT blocked FROM checkpoints WHERE connector = %s")
         return str(row[0]) if isinstance(row, tuple) and row[0] is not None else None
 
 

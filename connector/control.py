@@ -51,7 +51,6 @@ def control(sql: str) -> Control | None:
         return Control(Txn.INSIDE)
     if upper.startswith("XA START"):
         return Control(Txn.BEGIN, xa=True)
-    decision = _XA_DECISION.match(text)
-    if decision is not None:
+    if (decision := _XA_DECISION.match(text)) is not None:
         return Control(Txn.DECIDED, xa=True, commit=decision[1].upper() == "COMMIT", xid=decision[2])
     return Control(Txn.INSIDE, xa=True)

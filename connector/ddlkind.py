@@ -78,8 +78,7 @@ def _alter(match: re.Match[str], default: str) -> DdlKind:
         return DdlKind("CINDEX", database, table)
     if _DROP_INDEX_ITEM.match(item):
         return DdlKind("DINDEX", database, table)
-    renamed = _RENAME_ITEM.match(item)
-    if renamed:
+    if renamed := _RENAME_ITEM.match(item):
         return DdlKind("RENAME", *_split(renamed[1], database))
     return DdlKind("ALTER", database, table)
 
@@ -98,16 +97,12 @@ def ddl_kind(sql: str, default_database: str) -> DdlKind:
     """canal's type, database and table of a schema statement (see the module's docstring)."""
     text = _plain(sql)
     for pattern, kind, group in _SIMPLE:
-        m = pattern.match(text)
-        if m:
+        if m := pattern.match(text):
             return DdlKind(kind, *_split(m[group], default_database))
-    m = _ALTER.match(text)
-    if m:
+    if m := _ALTER.match(text):
         return _alter(m, default_database)
-    m = _DATABASE.match(text)
-    if m:
+    if m := _DATABASE.match(text):
         return DdlKind("QUERY", _unquote(m[1]), "")
-    m = _VIEW.search(text)
-    if m:
+    if m := _VIEW.search(text):
         return DdlKind("QUERY", _split(m[1], default_database)[0], "")
     return DdlKind("QUERY", default_database, "")

@@ -82,7 +82,3 @@ class InFlight:
         while self._queue and self._queue[0].pending == 0 and self._queue[0].failed is None:
             newest = self._queue.popleft().position
         return newest
-
-    @property
-    def transactions(self) -> int:
-        return len(self._queue)

@@ -211,13 +211,11 @@ def header() -> str:
         "#include <stdint.h>",
         "",
     ]
-    for group in (OPS, WIDE_FORMS, COLUMN_FLAGS, WALK_CHECKS, KINDS, REASONS):
+    events = {name: int(getattr(c.EventType, name)) for name in EVENTS}
+    for group in (OPS, WIDE_FORMS, COLUMN_FLAGS, WALK_CHECKS, KINDS, REASONS, events):
         lines.append("enum {")
         lines.extend(f"    {name} = {value}," for name, value in group.items())
         lines.append("};")
-    lines.append("enum {")
-    lines.extend(f"    {name} = {int(getattr(c.EventType, name))}," for name in EVENTS)
-    lines.append("};")
     lines.extend(f"#define {name} {value:#x}u" for name, value in NUMBERS.items())
     for name, fields in RECORDS.items():
         lines.append(f"typedef struct {{ int32_t {', '.join(fields)}; }} {name};")

@@ -208,9 +208,7 @@ class MysqlGtidSet:
                     grown = (*intervals[:-1], (intervals[-1][0], last))
                     return MysqlGtidSet((*sets[:n], (key, grown), *sets[n + 1 :]))
                 break
-        merged = dict(sets)
-        merged[key] = _merge([*merged.get(key, ()), (first, last)])
-        return MysqlGtidSet(tuple(sorted(merged.items())))
+        return self.union(MysqlGtidSet(((key, ((first, last),)),)))
 
     def contains(self, gtid: str) -> bool:
         key, gno = self.split(gtid)

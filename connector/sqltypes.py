@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from connector.schema.model import Column
+from connector.schema.model import GEOMETRY_TYPES, Column
 
 Text = str | None
 
@@ -101,16 +101,10 @@ def canal_type(mysql_type: str) -> CanalType:
         return CanalType(code, code, wider, limit) if "unsigned" in text else _same(code)
     if (name in ("char", "varchar") and "binary" in text) or name in ("binary", "varbinary"):
         return _same(BLOB)  # RowsLogBuffer's isBinary, then LogEventConvert's BLOB
-    found = _BY_NAME.get(name)
-    if found is not None:
-        return found
-    if name.endswith("blob") or name in _GEOMETRY:
+    if name.endswith("blob") or name in GEOMETRY_TYPES:  # no name of _BY_NAME's
         return _same(BLOB)
-    return _same(OTHER)  # vector, and anything canal's decoder has no case for
+    return _BY_NAME.get(name, _same(OTHER))  # OTHER: vector, and anything canal's decoder has no case for
 
-
-_GEOMETRY = frozenset({"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
-                       "multipolygon", "geometrycollection", "geomcollection"})  # fmt: skip
 
 # -- mysqlType ----------------------------------------------------------------------------------
 

@@ -16,11 +16,7 @@ from dataclasses import dataclass, replace
 from connector.assembler import TransactionAssembler
 from connector.binlog import constants as c
 from connector.binlog.charsets import charset_of
-from connector.binlog.events import (
-    Event,
-    GtidEvent,
-    PreviousGtidsEvent,
-)
+from connector.binlog.events import Event, GtidEvent, PreviousGtidsEvent
 from connector.binlog.parser import BinlogParser, parse_header
 from connector.binlog.rows import RowsDecoderCache, RowsEvent
 from connector.clock import SYSTEM_CLOCK, Clock
@@ -116,9 +112,8 @@ class ChangeStream:
         delays = self.backoff.delays()
         while True:
             try:
-                session = self._session(offset, blocking)
                 progress = False
-                for item in session:
+                for item in self._session(offset, blocking):
                     offset.handing(item)
                     if not progress:  # the session's first item: the next failure starts a fresh backoff
                         progress = True

@@ -67,8 +67,6 @@ def _zigzag(n: int) -> bytes:
 
 
 _VARINTS += [_zigzag(n) for n in range(-_SMALL, _SMALL)]
-_FLOAT = struct.Struct("<f").pack
-_DOUBLE = struct.Struct("<d").pack
 
 
 def _decimal(scale: int) -> Write:
@@ -97,16 +95,17 @@ def compile_schema(schema: Any) -> Callable[[Any], bytes]:
     arrays become loops, nullable unions an if. Named types referenced again (`old` reuses
     the row record) are inlined again."""
     gen = _Gen()
-    gen.emit(1, "out = []")
-    gen.emit(1, "a = out.append")
     _emit(gen, schema, "r", 1, {}, 0)
-    gen.emit(1, 'return b"".join(out)')
-    return _build("def encode(r):\n" + "\n".join(gen.lines), gen)
+    return _build(gen, "r")
 
 
-def _build(source: str, gen: _Gen) -> Callable[[Any], bytes]:
-    namespace: dict[str, Any] = {**gen.consts, "_V": _VARINTS, "_vi": varint, "_S": _SMALL, "_f": _FLOAT,
-                                 "_d": _DOUBLE, "_err": AvroWriteError}  # fmt: skip
+def _build(gen: _Gen, argument: str) -> Callable[[Any], bytes]:
+    """`encode(argument)`: the lines made, appending to `out` through `a`, then joined."""
+    lines = [f"def encode({argument}):", "    out = []", "    a = out.append", *gen.lines, '    return b"".join(out)']
+    source = "\n".join(lines)
+    namespace: dict[str, Any] = {**gen.consts, "_V": _VARINTS, "_vi": varint, "_S": _SMALL,
+                                 "_f": struct.Struct("<f").pack, "_d": struct.Struct("<d").pack,
+                                 "_err": AvroWriteError}  # fmt: skip
     exec(compile(source, "<avro encoder>", "exec"), namespace)  # noqa: S102
     encode: Callable[[Any], bytes] = namespace["encode"]
     encode.__doc__ = source
@@ -126,8 +125,6 @@ def compile_tuple_record(
     fields whose index is in `unscaled` take the unscaled integer. The rows path uses it to
     encode decoded row images without building a dict per row."""
     gen = _Gen()
-    gen.emit(1, "out = []")
-    gen.emit(1, "a = out.append")
     named: dict[str, Any] = {}
     _remember(record, named)
     for i, (field, column, (cls, convert)) in enumerate(zip(record["fields"], columns, converters, strict=True)):
@@ -142,8 +139,7 @@ def compile_tuple_record(
             _emit_unscaled(gen, field["type"], fv)
         else:
             _emit(gen, field["type"], fv, 1, named, 1)
-    gen.emit(1, 'return b"".join(out)')
-    return _build("def encode(t):\n" + "\n".join(gen.lines), gen)
+    return _build(gen, "t")
 
 
 def _emit_unscaled(gen: _Gen, kind: Any, v: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from connector.avro.binary import Convert, compile_schema, compile_tuple_record, varint
 from connector.avro.framing import Framing
@@ -35,8 +35,6 @@ from connector.identity import ByIdentity
 from connector.native import KernelRows, transcoder
 from connector.position import binlog_sort_key
 from connector.schema.model import Table
-
-T = TypeVar("T")
 
 Encoded = tuple[bytes | None, bytes]  # a row change's key (None without a primary key) and value
 

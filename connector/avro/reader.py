@@ -22,23 +22,22 @@ from connector.errors import UnreadableMessageError
 
 def plain_time(schema: Any) -> Any:
     """The schema with time-micros as plain longs (same bytes, wider range)."""
-    if isinstance(schema, dict):
-        if schema.get("logicalType") == "time-micros":
-            return "long"
-        return {k: plain_time(v) for k, v in schema.items()}
-    if isinstance(schema, list):
-        return [plain_time(v) for v in schema]
-    return schema
+    return _plain(schema, ("time-micros",))
 
 
 def plain_dates(schema: Any) -> Any:
     """The schema with every date and time type as its plain int or long."""
+    return _plain(schema, ("date", "time-micros", "timestamp-micros", "timestamp-millis"))
+
+
+def _plain(schema: Any, logical: tuple[str, ...]) -> Any:
+    """The schema with these logical types as the type they annotate (time-micros: a long)."""
     if isinstance(schema, dict):
-        if schema.get("logicalType") in ("date", "time-micros", "timestamp-micros", "timestamp-millis"):
+        if schema.get("logicalType") in logical:
             return schema["type"]
-        return {k: plain_dates(v) for k, v in schema.items()}
+        return {k: _plain(v, logical) for k, v in schema.items()}
     if isinstance(schema, list):
-        return [plain_dates(v) for v in schema]
+        return [_plain(v, logical) for v in schema]
     return schema
 
 

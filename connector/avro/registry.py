@@ -138,9 +138,8 @@ class SchemaDirectory:
                 entry["key_file"] = str(folder / f"v{number}.key.avsc")
                 _write(self.root / entry["key_file"], key)
                 index["fingerprints"][fingerprint_of(key).hex()] = entry["key_file"]
-            if versions:
-                previous = Table.from_json(versions[-1]["definition"])
-                compat = backward_compatible(previous, table)
+            if known:
+                compat = backward_compatible(known[-1], table)
                 entry["backward_compatible"], entry["reasons"] = compat.backward, list(compat.reasons)
             versions.append(entry)
             return self._load_version(table, entry)
