@@ -339,9 +339,7 @@ def max_char_len(collation_id: int) -> int:
 
 def collation_id_of_charset(charset: str) -> int | None:
     """Some collation id of a character set (for decoding, any of its collations will do)."""
-    name = {"utf8": "utf8mb3", "binary": "binary"}.get(charset.lower(), charset.lower())
-    if name == "binary":
-        return BINARY_COLLATION
+    name = {"utf8": "utf8mb3"}.get(charset.lower(), charset.lower())
     for first, _, run_charset in _COLLATION_RUNS:
         if run_charset == name:
             return first
@@ -387,8 +385,7 @@ def text_codec(collation_id: int, mariadb: bool) -> str | None:
 def charmap(charset: str, mariadb: bool) -> Charmap | None:
     """The server's table of a charset: the flavour's, else the other's (a charset one of them
     lacks, as MariaDB lacks gb18030, is still read as the other reads it)."""
-    ours = flavour(mariadb)
-    return charmaps.load(charset, ours) or charmaps.load(charset, flavour(not mariadb))
+    return charmaps.load(charset, flavour(mariadb)) or charmaps.load(charset, flavour(not mariadb))
 
 
 def single_byte_texts(collation_id: int, mariadb: bool | None = None) -> tuple[str | None, ...] | None:

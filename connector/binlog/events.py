@@ -373,8 +373,7 @@ def decode_gtid(r: Reader, header: EventHeader) -> GtidEvent:
     last_committed, sequence_number = r.u64("last_committed"), r.u64("sequence_number")
     immediate = original = 0
     if r.remaining() >= 7:
-        immediate = r.uint(7, "immediate_commit_timestamp")
-        original = immediate
+        immediate = original = r.uint(7, "immediate_commit_timestamp")
         if immediate & (1 << 55):  # high bit: an original timestamp follows
             immediate &= ~(1 << 55)
             original = r.uint(7, "original_commit_timestamp")

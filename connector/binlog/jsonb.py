@@ -53,15 +53,15 @@ class JsonOpaque:
 
 JsonValue = None | bool | int | float | str | Decimal | JsonOpaque | list["JsonValue"] | dict[str, "JsonValue"]
 
-_INT = {
+_NUMBERS = {
     JSONB_INT16: struct.Struct("<h"),
     JSONB_UINT16: struct.Struct("<H"),
     JSONB_INT32: struct.Struct("<i"),
     JSONB_UINT32: struct.Struct("<I"),
     JSONB_INT64: struct.Struct("<q"),
     JSONB_UINT64: struct.Struct("<Q"),
+    JSONB_DOUBLE: struct.Struct("<d"),
 }
-_DOUBLE = struct.Struct("<d")
 
 
 def parse(doc: bytes) -> JsonValue:
@@ -82,10 +82,8 @@ def _value(buf: bytes, kind: int, pos: int, end: int, depth: int) -> JsonValue:
         return _container(buf, kind, pos, end, depth)
     if kind == JSONB_LITERAL:
         return _literal(_byte(buf, pos, end))
-    if kind in _INT:
-        return _scalar(_INT[kind], buf, pos, end)
-    if kind == JSONB_DOUBLE:
-        return _scalar(_DOUBLE, buf, pos, end)
+    if kind in _NUMBERS:
+        return _scalar(_NUMBERS[kind], buf, pos, end)
     if kind == JSONB_STRING:
         r = Reader(buf, pos, end)
         return r.take(_varlen(r), "JSON string").decode("utf-8")
@@ -142,9 +140,7 @@ def _container(buf: bytes, kind: int, pos: int, end: int, depth: int) -> JsonVal
     r.need(count * (entry + (key_entry if is_object else 0)), "JSON entries")
     keys = [_key(buf, pos, stop, r, width) for _ in range(count)] if is_object else []
     values = [_entry(buf, pos, stop, r, large, depth) for _ in range(count)]
-    if is_object:
-        return dict(zip(keys, values))
-    return values
+    return dict(zip(keys, values)) if is_object else values
 
 
 def _key(buf: bytes, base: int, stop: int, r: Reader, width: int) -> str:
@@ -369,7 +365,9 @@ def _apply(doc: JsonValue, diff: JsonDiff) -> JsonValue:
         if diff.operation == DIFF_REPLACE:
             return diff.value
         raise FormatError(f"JSON diff {diff.operation} on the document root")
-    parent = _walk(doc, legs[:-1], diff.path)
+    parent = doc
+    for step in legs[:-1]:
+        parent = _child(parent, step, diff.path)
     leg = legs[-1]
     if isinstance(parent, dict) and isinstance(leg, str):
         _apply_member(parent, leg, diff)
@@ -378,13 +376,6 @@ def _apply(doc: JsonValue, diff: JsonDiff) -> JsonValue:
     else:
         raise FormatError(f"JSON diff path {diff.path} does not fit the document")
     return doc
-
-
-def _walk(doc: JsonValue, legs: list[str | int], path: str) -> JsonValue:
-    node = doc
-    for leg in legs:
-        node = _child(node, leg, path)
-    return node
 
 
 def _child(node: JsonValue, leg: str | int, path: str) -> JsonValue:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Iterator
+from typing import ClassVar, TypeVar
 
 import zstandard
 
@@ -49,6 +49,7 @@ from connector.errors import (
 from connector.position import Cursor
 
 _HEADER = struct.Struct("<IBIIIH")
+_Fault = TypeVar("_Fault", bound=BinlogDecodeError)
 
 # Post-header lengths of a MySQL 8.4 FORMAT_DESCRIPTION, used for events that arrive
 # before any FDE (the fake ROTATE a dump starts with).
@@ -155,7 +156,7 @@ class BinlogParser:
     def decode(self, data: bytes, pos: int, header: EventHeader | None = None) -> Event:
         """`header`: `parse_header(data)` when the caller has read it already."""
         if len(data) < c.LOG_EVENT_HEADER_LEN:
-            raise self._error(FormatError(f"event of {len(data)} bytes is shorter than a header"), pos, -1, data)
+            raise self._fault(BinlogDecodeError, f"event of {len(data)} bytes is shorter than a header", pos, -1, data)
         if header is None:
             header = parse_header(data)
         try:
@@ -163,13 +164,13 @@ class BinlogParser:
         except BinlogDecodeError:
             raise
         except DECODE_FAULTS as exc:
-            raise self._error(exc, pos, header.type_code, data) from exc
+            raise self._fault(BinlogDecodeError, str(exc) or type(exc).__name__, pos, header.type_code, data) from exc
         return Event(pos, header, body)
 
-    def _error(self, exc: BaseException, pos: int, type_code: int, data: bytes) -> BinlogDecodeError:
+    def _fault(self, kind: type[_Fault], reason: str, pos: int, type_code: int, data: bytes) -> _Fault:
+        """An error of `kind` naming this source, the event's position and type (none: -1), with its bytes."""
         name = c.event_type_name(type_code) if type_code >= 0 else ""
-        reason = str(exc) or type(exc).__name__
-        return BinlogDecodeError(reason, file=self.cursor.file, pos=pos, event_type=name, raw=bytes(data))
+        return kind(reason, file=self.cursor.file, pos=pos, event_type=name, raw=bytes(data))
 
     def _decode_checked(self, header: EventHeader, data: bytes, pos: int) -> EventBody:
         if header.event_length != len(data):
@@ -177,18 +178,17 @@ class BinlogParser:
         if header.type_code == c.EventType.FORMAT_DESCRIPTION_EVENT:
             return self._format_description(header, data, pos)
         if header.type_code == c.EventType.START_EVENT_V3:
-            raise self._unsupported(
-                "binlog version 1 or 3 (MySQL before 5.0) is not supported; v4 is", pos, header, data
-            )
+            reason = "binlog version 1 or 3 (MySQL before 5.0) is not supported; v4 is"
+            raise self._fault(UnsupportedBinlogError, reason, pos, header.type_code, data)
         end = len(data)
         if self.has_checksum():
             end -= c.BINLOG_CHECKSUM_LEN
             if self.verify_checksum and not verify_crc(data, False):
-                raise ChecksumMismatchError(
+                reason = (
                     f"CRC32 mismatch: stored 0x{int.from_bytes(data[-4:], 'little'):08x}, "
-                    f"computed 0x{zlib.crc32(data[:-4]):08x}",
-                    file=self.cursor.file, pos=pos, event_type=c.event_type_name(header.type_code), raw=bytes(data),
-                )  # fmt: skip
+                    f"computed 0x{zlib.crc32(data[:-4]):08x}"
+                )
+                raise self._fault(ChecksumMismatchError, reason, pos, header.type_code, data)
         fde = self.fde or DEFAULT_FDE
         if end < fde.header_length:
             raise FormatError(f"event of {end} bytes is shorter than the {fde.header_length}-byte header")
@@ -200,21 +200,16 @@ class BinlogParser:
             return self.checksum
         return self.fde is not None and self.fde.checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32
 
-    def _unsupported(self, reason: str, pos: int, header: EventHeader, data: bytes) -> UnsupportedBinlogError:
-        name = c.event_type_name(header.type_code)
-        return UnsupportedBinlogError(reason, file=self.cursor.file, pos=pos, event_type=name, raw=bytes(data))
-
     # -- FORMAT_DESCRIPTION ------------------------------------------------------------
 
     def _format_description(self, header: EventHeader, data: bytes, pos: int) -> FormatDescriptionEvent:
         fde = decode_format_description(data)
         if fde.binlog_version != 4:
-            raise self._unsupported(f"binlog version {fde.binlog_version} is not supported; v4 is", pos, header, data)
+            reason = f"binlog version {fde.binlog_version} is not supported; v4 is"
+            raise self._fault(UnsupportedBinlogError, reason, pos, header.type_code, data)
         if fde.checksum_alg == c.BINLOG_CHECKSUM_ALG_CRC32 and self.verify_checksum and not verify_crc(data, True):
-            raise ChecksumMismatchError(
-                "CRC32 mismatch on FORMAT_DESCRIPTION", file=self.cursor.file, pos=pos,
-                event_type="FORMAT_DESCRIPTION_EVENT", raw=bytes(data),
-            )  # fmt: skip
+            reason = "CRC32 mismatch on FORMAT_DESCRIPTION"
+            raise self._fault(ChecksumMismatchError, reason, pos, header.type_code, data)
         if fde.checksum_alg not in (
             c.BINLOG_CHECKSUM_ALG_OFF,
             c.BINLOG_CHECKSUM_ALG_CRC32,
@@ -241,10 +236,8 @@ class BinlogParser:
             return self._rows(header, r)
         if header.flags & c.LOG_EVENT_IGNORABLE_F:
             return OpaqueEvent(code, r.rest())
-        raise UnknownEventTypeError(
-            f"event type {code} is unknown and not flagged LOG_EVENT_IGNORABLE_F",
-            file=self.cursor.file, pos=pos, event_type=c.event_type_name(code), raw=bytes(data),
-        )  # fmt: skip
+        reason = f"event type {code} is unknown and not flagged LOG_EVENT_IGNORABLE_F"
+        raise self._fault(UnknownEventTypeError, reason, pos, code, data)
 
     def _post_header_len(self, code: int) -> int:
         return (self.fde or DEFAULT_FDE).post_header_len(code)
@@ -270,7 +263,7 @@ class BinlogParser:
         else:
             r.pos = r.end
         self.undecoded_tables.discard(table.table_id)
-        if self._excluded(table):
+        if self.table_filter is not None and not self.table_filter(table.schema, table.table):
             self.undecoded_tables.add(table.table_id)
         elif self.table_hook is not None:
             resolved = self.table_hook(table, pos)
@@ -290,9 +283,6 @@ class BinlogParser:
         version = self.fde.server_version if self.fde is not None else ""
         return decode_table_map(r, post_header_len, mariadb, year_is_signed(version, mariadb))
 
-    def _excluded(self, table: TableMapEvent) -> bool:
-        return self.table_filter is not None and not self.table_filter(table.schema, table.table)
-
     def _rows(self, header: EventHeader, r: Reader) -> EventBody:
         rows_header = decode_rows_header(r, header.type_code, self._post_header_len(header.type_code))
         table = self.tables.get(rows_header.table_id)
@@ -303,33 +293,20 @@ class BinlogParser:
     def _query(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
         return decode_query(r, header, self._post_header_len(c.EventType.QUERY_EVENT), self._mariadb())
 
-    def _payload(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        return self._decode_payload(r, pos)
-
     def _encrypted(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        raise self._unsupported(
+        reason = (
             "encrypted binlogs are not supported (START_ENCRYPTION_EVENT); "
-            "stream from a server that decrypts, or turn encrypt_binlog off", pos, header, data,
-        )  # fmt: skip
+            "stream from a server that decrypts, or turn encrypt_binlog off"
+        )
+        raise self._fault(UnsupportedBinlogError, reason, pos, header.type_code, data)
 
     def _pre_ga_rows(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> EventBody:
-        raise self._unsupported("pre-GA MySQL 5.1 row events (types 20-22) are not supported", pos, header, data)
-
-    _HANDLERS: ClassVar[dict[int, Callable[[BinlogParser, EventHeader, Reader, int, bytes], EventBody]]] = {
-        c.EventType.ROTATE_EVENT: _rotate,
-        c.EventType.TABLE_MAP_EVENT: _table_map,
-        c.EventType.QUERY_EVENT: _query,
-        c.EventType.QUERY_COMPRESSED_EVENT: _query,
-        c.EventType.TRANSACTION_PAYLOAD_EVENT: _payload,
-        c.EventType.START_ENCRYPTION_EVENT: _encrypted,
-        c.EventType.PRE_GA_WRITE_ROWS_EVENT: _pre_ga_rows,
-        c.EventType.PRE_GA_UPDATE_ROWS_EVENT: _pre_ga_rows,
-        c.EventType.PRE_GA_DELETE_ROWS_EVENT: _pre_ga_rows,
-    }
+        reason = "pre-GA MySQL 5.1 row events (types 20-22) are not supported"
+        raise self._fault(UnsupportedBinlogError, reason, pos, header.type_code, data)
 
     # -- TRANSACTION_PAYLOAD (binlog_transaction_compression) --------------------------
 
-    def _decode_payload(self, r: Reader, pos: int) -> TransactionPayloadEvent:
+    def _payload(self, header: EventHeader, r: Reader, pos: int, data: bytes) -> TransactionPayloadEvent:
         size = compression = uncompressed = None
         while True:
             field = r.packed("payload header field")
@@ -377,6 +354,18 @@ class BinlogParser:
         finally:
             self.checksum = saved
         return events
+
+    _HANDLERS: ClassVar[dict[int, Callable[[BinlogParser, EventHeader, Reader, int, bytes], EventBody]]] = {
+        c.EventType.ROTATE_EVENT: _rotate,
+        c.EventType.TABLE_MAP_EVENT: _table_map,
+        c.EventType.QUERY_EVENT: _query,
+        c.EventType.QUERY_COMPRESSED_EVENT: _query,
+        c.EventType.TRANSACTION_PAYLOAD_EVENT: _payload,
+        c.EventType.START_ENCRYPTION_EVENT: _encrypted,
+        c.EventType.PRE_GA_WRITE_ROWS_EVENT: _pre_ga_rows,
+        c.EventType.PRE_GA_UPDATE_ROWS_EVENT: _pre_ga_rows,
+        c.EventType.PRE_GA_DELETE_ROWS_EVENT: _pre_ga_rows,
+    }
 
 
 def inflater() -> Callable[[bytes, int], bytes]:
@@ -464,42 +453,37 @@ _STATUS_READERS: dict[int, tuple[str, Callable[[Reader], object]]] = {
 }
 
 
+def _status_vars(r: Reader) -> Iterator[tuple[int, int, str, object]]:
+    """(code, start of the value, field name, value) of each status variable, up to the first
+    unknown code (where `r` is left). Status variables carry no length of their own, so an
+    unknown code cannot be skipped."""
+    while r.remaining():
+        code = r.data[r.pos]
+        entry = _STATUS_READERS.get(code)
+        if entry is None:
+            return
+        r.u8("status code")
+        start = r.pos
+        yield code, start, entry[0], entry[1](r)
+
+
 def status_spans(raw: bytes) -> list[tuple[int, int, int]]:
     """(code, start, end) of each status variable decode_status_vars reads in `raw` (its value's
     bytes), up to the first unknown code."""
     r = Reader(raw)
-    spans = []
-    while r.remaining():
-        code = r.data[r.pos]
-        entry = _STATUS_READERS.get(code)
-        if entry is None:
-            break
-        r.u8("status code")
-        start = r.pos
-        entry[1](r)
-        spans.append((code, start, r.pos))
-    return spans
+    return [(code, start, r.pos) for code, start, _, _ in _status_vars(r)]
 
 
 def decode_status_vars(raw: bytes) -> QueryStatus:
-    """Known status variables; the rest, from the first unknown code, is kept as bytes.
-
-    Status variables carry no length of their own, so an unknown code cannot be skipped.
-    """
+    """Known status variables; the rest, from the first unknown code, is kept as bytes."""
     r = Reader(raw)
     fields: dict[str, object] = {}
-    while r.remaining():
-        code = r.data[r.pos]
-        entry = _STATUS_READERS.get(code)
-        if entry is None:
-            fields["unparsed"] = r.rest()
-            break
-        r.u8("status code")
-        name, read = entry
-        value = read(r)
+    for _, _, name, value in _status_vars(r):
         if name == "charset":
             assert isinstance(value, tuple)
             fields["charset_client"], fields["collation_connection"], fields["collation_server"] = value
         elif name:
             fields[name] = value
+    if r.remaining():
+        fields["unparsed"] = r.rest()
     return QueryStatus(**fields)  # type: ignore[arg-type]

@@ -259,10 +259,7 @@ def build_rows_decoder(
 
     `typed`: coltypes.typed_number's columns as numbers (what the Avro path writes), not text. A text value
     that is not exact raises UnicodeDecodeError (`build_lenient_decoder` decodes it then)."""
-    gen = _Gen(typed, table.mariadb)
-    _rows_function(gen, table, kind, present, present_after, partial)
-    gen.emit(1, "return out")
-    decoder: RowsDecoder = _compile(gen, f"{table.schema}.{table.table}")
+    decoder: RowsDecoder = _rows_function(_Gen(typed, table.mariadb), table, kind, present, present_after, partial)
     return decoder
 
 
@@ -274,17 +271,15 @@ def build_lenient_decoder(
     (connector/binlog/charsets.py) instead of raising: it returns the rows, and the column index
     of each value that took it."""
     gen = _Gen(typed, table.mariadb, lenient=True)
-    _rows_function(gen, table, kind, present, present_after, partial)
-    gen.emit(1, "return out, tuple(replaced)")
-    decoder: LenientDecoder = _compile(gen, f"{table.schema}.{table.table} (lenient)")
+    decoder: LenientDecoder = _rows_function(gen, table, kind, present, present_after, partial)
     return decoder
 
 
 def _rows_function(
     gen: _Gen, table: TableMapEvent, kind: RowsKind, present: tuple[int, ...], present_after: tuple[int, ...],
     partial: bool,
-) -> None:  # fmt: skip
-    """The decoder's source up to its return."""
+) -> Any:  # fmt: skip
+    """The decoder, compiled (a lenient one also returns the columns that took the replacement)."""
     before = [table.columns[i] for i in present]
     after = [table.columns[i] for i in present_after]
     gen.emit(0, "def decode_rows(b, p, end):")
@@ -308,6 +303,8 @@ def _rows_function(
     # A row image with no columns reads no bytes: without this the loop never ends.
     gen.emit(2, "if p == start:")
     gen.emit(3, "raise _fe(f'row at {p} is empty: no column in either image')")
+    gen.emit(1, "return out, tuple(replaced)" if gen.lenient else "return out")
+    return _compile(gen, f"{table.schema}.{table.table}" + (" (lenient)" if gen.lenient else ""))
 
 
 def _partial_header(gen: _Gen, table: TableMapEvent, partial: bool) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import array
 import functools
+import itertools
 import struct
 from dataclasses import dataclass
 
@@ -73,11 +74,7 @@ class Strings:
         """The layout native_spec.STRINGS_HEADER states: the count, the offsets, the bytes."""
         if not self.texts:
             return b""
-        offsets, at = [], 0
-        for text in self.texts:
-            offsets.append(at)
-            at += len(text)
-        offsets.append(at)
+        offsets = [0, *itertools.accumulate(len(text) for text in self.texts)]
         return struct.pack(f"<i{len(offsets)}i", len(self.texts), *offsets) + b"".join(self.texts)
 
 
@@ -280,9 +277,11 @@ def json_program(columns: tuple[ColumnMeta, ...]) -> Program | None:
     return Program(b"".join(ops), b"", strings.packed()) if ops else None
 
 
-# What the walk checks of each length-prefixed op's bytes (native_spec.WALK_CHECKS).
+# What the walk checks of each length-prefixed op's bytes (native_spec.WALK_CHECKS); those of
+# _WALK_TABLE's ops by the op's code table or wide form (its `b`).
 _WALK_CHECK = {OP_BYTES: WALK_BYTES, OP_GEOMETRY: WALK_BYTES, OP_UTF8: WALK_UTF8, OP_JSON: WALK_JSON,
-               OP_VECTOR: WALK_FLOATS}  # fmt: skip
+               OP_VECTOR: WALK_FLOATS, OP_TEXTMB: WALK_CODES, OP_WIDE: WALK_WIDE}  # fmt: skip
+_WALK_TABLE = frozenset({OP_TEXTMB, OP_WIDE})
 
 
 def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
@@ -306,11 +305,7 @@ def walk_layout(columns: tuple[ColumnMeta, ...]) -> bytes | None:
                 return None
             out.append(WALK.pack(width, 0, 0, 0))
         elif code in _WALK_CHECK:
-            out.append(WALK.pack(0, prefix, _WALK_CHECK[code], 0))
-        elif code == OP_TEXTMB:
-            out.append(WALK.pack(0, prefix, WALK_CODES, b))
-        elif code == OP_WIDE:
-            out.append(WALK.pack(0, prefix, WALK_WIDE, b))
+            out.append(WALK.pack(0, prefix, _WALK_CHECK[code], b if code in _WALK_TABLE else 0))
         elif code == OP_TEXT8 and meta.collation is not None and _every_byte(meta.collation, meta.mariadb):
             out.append(WALK.pack(0, prefix, WALK_BYTES, 0))
         else:

@@ -102,7 +102,8 @@ class RowsDecoderCache:
         self._limit = limit
         self._decoders: dict[tuple[Any, ...], RowsDecoder] = {}
         self._by_identity: dict[tuple[Any, ...], tuple[TableMapEvent, RowsDecoder]] = {}
-        self._layouts: ByIdentity[TableMapEvent, bytes | None] = ByIdentity(lambda t: walk_layout(t.columns), limit)
+        # rowplan.walk_layout of every column of a table, by TABLE_MAP identity.
+        self.layout: ByIdentity[TableMapEvent, bytes | None] = ByIdentity(lambda t: walk_layout(t.columns), limit)
         self._lenient: dict[tuple[Any, ...], LenientDecoder] = {}
 
     def get(
@@ -148,10 +149,6 @@ class RowsDecoderCache:
                 self._lenient.clear()
             decoder = self._lenient[key] = build_lenient_decoder(table, kind, present, present_after, partial, typed)
         return decoder
-
-    def layout(self, table: TableMapEvent) -> bytes | None:
-        """rowplan.walk_layout of every column of the table, by TABLE_MAP identity."""
-        return self._layouts(table)
 
 
 def decode_rows(

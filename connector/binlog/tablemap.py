@@ -151,9 +151,7 @@ def table_map_names(r: Reader, post_header_len: int, mariadb: bool = False) -> T
 def decode_table_map(
     r: Reader, post_header_len: int, mariadb: bool = False, year_signed: bool | None = None
 ) -> TableMapEvent:
-    start = r.pos
     head = table_map_names(r, post_header_len, mariadb)
-    table_id, flags, schema, table = head.table_id, head.flags, head.schema, head.table
     count = r.count("column count")
     types = r.take(count, "column types")
     meta_len = r.packed("metadata length")
@@ -162,7 +160,7 @@ def decode_table_map(
     metas = [_read_meta(r, t) for t in types]
     if r.pos != meta_end:
         raise FormatError(
-            f"column metadata of `{schema}`.`{table}` used {r.pos - (meta_end - meta_len)} "
+            f"column metadata of `{head.schema}`.`{head.table}` used {r.pos - (meta_end - meta_len)} "
             f"bytes but metadata_length says {meta_len}; column types {list(types)}"
         )
     null_bits = int.from_bytes(r.take((count + 7) // 8, "null bitmap"), "little")
@@ -174,9 +172,9 @@ def decode_table_map(
     numeric = WITH_YEAR if (mariadb if year_signed is None else year_signed) else NUMERIC_TYPES
     character = MARIADB_CHARACTER_TYPES if mariadb else CHARACTER_TYPES
     optional = _decode_optional(r, columns, numeric, character) if r.remaining() else _Optional()
-    return TableMapEvent(
-        table_id, flags, schema, table, tuple(optional.apply(columns, mariadb)),
-        optional.primary_key, optional.pk_prefixes, optional.present, r.data[start : r.end], mariadb,
+    return replace(
+        head, columns=tuple(optional.apply(columns, mariadb)), primary_key=optional.primary_key,
+        primary_key_prefixes=optional.pk_prefixes, has_optional_metadata=optional.present,
     )  # fmt: skip
 
 
@@ -221,7 +219,7 @@ class _Optional:
                 updates["dimensions"] = next(dims, None)
             if self.visibility is not None and col.index < len(self.visibility):
                 updates["visible"] = self.visibility[col.index]
-            out.append(_replace(col, updates))
+            out.append(replace(col, **updates))  # type: ignore[arg-type]
         return out
 
 
@@ -232,10 +230,6 @@ def _labels(raw: tuple[bytes, ...] | None, collation: int | None, mariadb: bool)
         return None
     codec = (text_codec(collation, mariadb) if collation is not None else None) or "utf-8"
     return tuple(label.decode(codec, REPLACE) for label in raw)
-
-
-def _replace(col: ColumnMeta, updates: dict[str, object]) -> ColumnMeta:
-    return replace(col, **updates)  # type: ignore[arg-type]
 
 
 def _bits(raw: bytes, n: int) -> list[bool]:
@@ -263,14 +257,6 @@ def _decode_optional(
             if body.remaining():
                 raise FormatError(f"optional metadata {M(kind).name}: {body.remaining()} bytes left over")
     return opt
-
-
-def _is_character(col: ColumnMeta, character: frozenset[int]) -> bool:
-    return col.real_type in character and col.element_type is None
-
-
-def _is_enum_set(col: ColumnMeta) -> bool:
-    return col.real_type in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET)
 
 
 def _signedness(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:
@@ -305,11 +291,11 @@ def _column_charsets(targets: list[int], body: Reader, opt: _Optional) -> None:
 
 
 def _char_targets(columns: list[ColumnMeta], character: frozenset[int]) -> list[int]:
-    return [col.index for col in columns if _is_character(col, character)]
+    return [col.index for col in columns if col.real_type in character and col.element_type is None]
 
 
 def _enum_targets(columns: list[ColumnMeta]) -> list[int]:
-    return [col.index for col in columns if _is_enum_set(col)]
+    return [col.index for col in columns if col.real_type in (T.MYSQL_TYPE_ENUM, T.MYSQL_TYPE_SET)]
 
 
 def _names(body: Reader, columns: list[ColumnMeta], opt: _Optional) -> None:

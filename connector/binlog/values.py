@@ -64,13 +64,8 @@ def _decimal_compiled(precision: int, scale: int, max_precision: int, wrap: str)
     if not 0 < precision <= max_precision or scale > precision or scale > MAX_SCALE:
         raise FormatError(f"DECIMAL({precision},{scale}) is out of range")
     intg = precision - scale
-    widths = _decimal_groups(intg, scale)
-    bits = 8 * sum(nbytes for nbytes, _ in widths)
-    sign_bit = 1 << (bits - 1)
-    fields, shift = [], bits
-    for nbytes, _ in widths:
-        shift -= 8 * nbytes
-        fields.append(f"x >> {shift} & {(1 << 8 * nbytes) - 1}")
+    sign_bit, groups = _decimal_groups(intg, scale)
+    fields = [f"x >> {shift} & {mask}" for shift, mask, _ in groups]
     int_groups = (intg % 9 > 0) + intg // 9
     int_fmt = "".join("%d" if k == 0 and intg % 9 else "%09d" for k in range(int_groups))
     frac_fmt = "%09d" * (scale // 9) + ("%0" + str(scale % 9) + "d" if scale % 9 else "")
@@ -95,13 +90,19 @@ def _decimal_compiled(precision: int, scale: int, max_precision: int, wrap: str)
     return decode
 
 
-def _decimal_groups(intg: int, scale: int) -> list[tuple[int, int]]:
-    """(bytes, digits) of each stored group, most significant first."""
-    groups = [(_DIG2BYTES[intg % 9], intg % 9)] if intg % 9 else []
-    groups += [(4, 9)] * (intg // 9 + scale // 9)
+def _decimal_groups(intg: int, scale: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """The sign bit of the stored form read as one integer, and the (shift, mask, digits) of each
+    of its groups, most significant first."""
+    sizes = [(_DIG2BYTES[intg % 9], intg % 9)] if intg % 9 else []
+    sizes += [(4, 9)] * (intg // 9 + scale // 9)
     if scale % 9:
-        groups.append((_DIG2BYTES[scale % 9], scale % 9))
-    return groups
+        sizes.append((_DIG2BYTES[scale % 9], scale % 9))
+    shift = 8 * sum(nbytes for nbytes, _ in sizes)
+    sign_bit, groups = 1 << (shift - 1), []
+    for nbytes, digits in sizes:
+        shift -= 8 * nbytes
+        groups.append((shift, (1 << 8 * nbytes) - 1, digits))
+    return sign_bit, groups
 
 
 def frac_size(fsp: int) -> int:
@@ -123,11 +124,14 @@ def decode_datetime2(raw: bytes, fsp: int) -> str:
     return datetime2_decoder(fsp)(raw)
 
 
-def _frac_format(fsp: int) -> tuple[str, int]:
-    """The fraction's format and divisor: odd fsp are stored with one more (zero) digit."""
+def _fraction_layout(fsp: int) -> tuple[int, int, int, str]:
+    """The stored fraction's bits, their mask, the divisor that drops an odd fsp's extra digit (odd
+    fsp are stored with one more, zero, digit), and the fraction's text format."""
+    frac_bits = 8 * frac_size(fsp)
+    mask = (1 << frac_bits) - 1
     if fsp <= 0:
-        return "", 1
-    return ".%0" + str(fsp) + "d", 10 if fsp % 2 else 1
+        return frac_bits, mask, 1, ""
+    return frac_bits, mask, 10 if fsp % 2 else 1, ".%0" + str(fsp) + "d"
 
 
 @functools.cache
@@ -137,10 +141,8 @@ def datetime2_decoder(fsp: int) -> Callable[[bytes], str]:
     Specialised per fsp (my_datetime_packed_from_binary): the whole value is read as one
     integer and the fraction is its low 8*frac_size(fsp) bits.
     """
-    frac_bits = 8 * frac_size(fsp)
-    frac_fmt, div = _frac_format(fsp)
+    frac_bits, mask, div, frac_fmt = _fraction_layout(fsp)
     fmt = "%s %02d:%02d:%02d" + frac_fmt
-    mask = (1 << frac_bits) - 1
 
     def decode(raw: bytes) -> str:
         x = int.from_bytes(raw, "big")
@@ -170,9 +172,7 @@ def decode_timestamp2(raw: bytes, fsp: int) -> str:
 @functools.cache
 def timestamp2_decoder(fsp: int) -> Callable[[bytes], str]:
     """TIMESTAMP2: big-endian seconds since the epoch (UTC), then the fraction."""
-    frac_bits = 8 * frac_size(fsp)
-    frac_fmt, div = _frac_format(fsp)
-    mask = (1 << frac_bits) - 1
+    frac_bits, mask, div, frac_fmt = _fraction_layout(fsp)
 
     def decode(raw: bytes) -> str:
         x = int.from_bytes(raw, "big")
@@ -279,9 +279,6 @@ def decode_enum(index: int, labels: tuple[str, ...] | None) -> str | int:
     return labels[index - 1]
 
 
-_F32 = struct.Struct("<f")
-
-
 # MariaDB's column compression methods by the header's high nibble (sql/field_comp.cc).
 _ZLIB_METHOD = 8
 
@@ -367,12 +364,6 @@ def date_days(raw: bytes) -> int | None:
     return _epoch_days(v >> 9, v >> 5 & 15, v & 31)
 
 
-def _fraction_layout(fsp: int) -> tuple[int, int, int]:
-    """The stored fraction's bits, their mask, and the divisor that drops an odd fsp's extra digit."""
-    frac_bits = 8 * frac_size(fsp)
-    return frac_bits, (1 << frac_bits) - 1, _frac_format(fsp)[1]
-
-
 def _fraction_micros(frac: int, fsp: int) -> int:
     if frac >= _POW10[fsp]:
         raise NotTyped  # printed with more digits than the column has
@@ -382,7 +373,7 @@ def _fraction_micros(frac: int, fsp: int) -> int:
 @functools.cache
 def datetime2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
     """DATETIME2 as microseconds since 1970-01-01 (read as UTC); None for zero dates."""
-    frac_bits, mask, div = _fraction_layout(fsp)
+    frac_bits, mask, div, _ = _fraction_layout(fsp)
 
     def decode(raw: bytes) -> int | None:
         x = int.from_bytes(raw, "big")
@@ -403,7 +394,7 @@ def datetime2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
 @functools.cache
 def timestamp2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
     """TIMESTAMP2 as microseconds since the epoch; None for the zero timestamp."""
-    frac_bits, mask, div = _fraction_layout(fsp)
+    frac_bits, mask, div, _ = _fraction_layout(fsp)
 
     def decode(raw: bytes) -> int | None:
         x = int.from_bytes(raw, "big")
@@ -420,15 +411,9 @@ def timestamp2_micros_decoder(fsp: int) -> Callable[[bytes], int | None]:
 def decimal_unscaled_decoder(precision: int, scale: int) -> Callable[[bytes], int]:
     """DECIMAL(precision, scale) as its unscaled integer (value x 10^scale)."""
     decimal_decoder(precision, scale)  # the same range checks
-    widths = _decimal_groups(precision - scale, scale)
-    bits = 8 * sum(nbytes for nbytes, _ in widths)
-    sign_bit = 1 << (bits - 1)
+    sign_bit, stored = _decimal_groups(precision - scale, scale)
     flip = (sign_bit << 1) - 1 ^ sign_bit
-    groups: list[tuple[int, int, int]] = []
-    shift = bits
-    for nbytes, digits in widths:
-        shift -= 8 * nbytes
-        groups.append((shift, (1 << 8 * nbytes) - 1, 10**digits))
+    groups = [(shift, mask, 10**digits) for shift, mask, digits in stored]
 
     def decode(raw: bytes) -> int:
         x = int.from_bytes(raw, "big")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -75,10 +76,7 @@ def block_codes(block: Block) -> Iterator[bytes]:
 
 
 def block_size(block: Block) -> int:
-    size = 1
-    for values in block:
-        size *= len(values)
-    return size
+    return math.prod(len(values) for values in block)
 
 
 # -- the text format --------------------------------------------------------------------------
