@@ -13,18 +13,14 @@
 
 /* -- transcoding ------------------------------------------------------------------------------ */
 
-typedef struct {
-    PyObject *list;
-} list_ctx;
-
-/* transcode_rows's emit for transcode(): each row as a (key or None, value) tuple. */
+/* transcode_rows's emit for transcode(): each row as a (key or None, value) tuple, appended to the list ctx. */
 static int emit_pair(void *ctx, const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t value_len) {
     PyObject *k = key != NULL ? PyBytes_FromStringAndSize(key, key_len) : Py_NewRef(Py_None);
     PyObject *v = PyBytes_FromStringAndSize(value, value_len);
     PyObject *pair = k && v ? PyTuple_Pack(2, k, v) : NULL;
     Py_XDECREF(k);
     Py_XDECREF(v);
-    int r = pair != NULL && PyList_Append(((list_ctx *)ctx)->list, pair) == 0 ? DONE : FAIL;
+    int r = pair != NULL && PyList_Append(ctx, pair) == 0 ? DONE : FAIL;
     Py_XDECREF(pair);
     return r;
 }
@@ -69,9 +65,9 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     } else if (base < 0 || base > LLONG_MAX - body.len) { /* a row's number, base + i, must not overflow */
         PyErr_SetString(PyExc_ValueError, "row number base out of range");
     } else {
-        list_ctx ctx = {PyList_New(0)};
-        int r = ctx.list == NULL ? FAIL : transcode_rows(&prog, body.buf, body.len, kind, base, emit_pair, &ctx);
-        result = outcome(r, ctx.list);
+        PyObject *list = PyList_New(0);
+        int r = list == NULL ? FAIL : transcode_rows(&prog, body.buf, body.len, kind, base, emit_pair, list);
+        result = outcome(r, list);
     }
     Py_buffer *all[] = {&body, &program, &keys, &strings, &key_prefix, &first, &rest, &old_null, &old_open, &tail};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -134,10 +130,10 @@ static PyObject *canal_json(PyObject *self, PyObject *args) {
     } else {
         canal_t canal = {name_table,    codes,            full_old,         per_event,
                          span(&middle), span(&first_sql), span(&rest_sql), span(&tail)};
-        list_ctx ctx = {PyList_New(0)};
+        PyObject *list = PyList_New(0);
         Py_ssize_t rows;
-        int r = ctx.list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, &ctx, &rows);
-        result = outcome(r, ctx.list);
+        int r = list == NULL ? FAIL : canal_rows(&prog, &canal, body.buf, body.len, kind, emit_pair, list, &rows);
+        result = outcome(r, list);
     }
     Py_buffer *all[] = {&body, &program, &keys, &strings, &names, &types, &middle, &first_sql, &rest_sql, &tail};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -169,9 +165,10 @@ static PyObject *count_rows(PyObject *self, PyObject *args) {
 
 /* -- routing ----------------------------------------------------------------------------- */
 
-/* The partition of each message, or -1 after setting an exception. */
+/* Each message's key, value (borrowed from messages) and partition into items, or -1 after setting an
+ * exception. */
 static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_t fixed, Py_ssize_t skip,
-                            Py_ssize_t *part) {
+                            out_t *items) {
     Py_ssize_t n = PyList_GET_SIZE(messages);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(messages, i);
@@ -180,43 +177,17 @@ static int route_partitions(PyObject *messages, Py_ssize_t partitions, Py_ssize_
             return -1;
         }
         PyObject *key = PyTuple_GET_ITEM(item, 0);
-        if (fixed >= 0) {
-            part[i] = fixed;
-        } else if (PyBytes_Check(key)) {
-            Py_ssize_t size = PyBytes_GET_SIZE(key), from = skip < size ? skip : size; /* the framing is not hashed */
-            part[i] = key_partition((const unsigned char *)PyBytes_AS_STRING(key) + from, size - from,
-                                    (int32_t)partitions);
-        } else {
+        items[i] = (out_t){key, PyTuple_GET_ITEM(item, 1), (int32_t)fixed};
+        if (fixed >= 0)
+            continue;
+        if (!PyBytes_Check(key)) {
             PyErr_Format(PyExc_ValueError, "message %zd has no key and no partition", i);
             return -1;
         }
+        items[i].partition = key_partition((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), skip,
+                                           (int32_t)partitions);
     }
     return 0;
-}
-
-static PyObject *route_lists(PyObject *messages, const Py_ssize_t *part, const Py_ssize_t *last, const Py_ssize_t *count,
-                             Py_ssize_t ntails) {
-    Py_ssize_t n = PyList_GET_SIZE(messages), at_plain = 0, at_tail = 0;
-    PyObject *plain = PyList_New(n - ntails), *tails = PyList_New(ntails);
-    for (Py_ssize_t i = 0; plain && tails && i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(messages, i);
-        PyObject *key = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
-        int tail = last[part[i]] == i;
-        PyObject *out = tail ? Py_BuildValue("(OOnn)", value, key, part[i], count[part[i]])
-                             : Py_BuildValue("(OOn)", value, key, part[i]);
-        if (out == NULL) {
-            Py_CLEAR(plain);
-            break;
-        }
-        if (tail)
-            PyList_SET_ITEM(tails, at_tail++, out);
-        else
-            PyList_SET_ITEM(plain, at_plain++, out);
-    }
-    PyObject *result = plain && tails ? PyTuple_Pack(2, plain, tails) : NULL;
-    Py_XDECREF(plain);
-    Py_XDECREF(tails);
-    return result;
 }
 
 PyDoc_STRVAR(route_doc,
@@ -236,22 +207,15 @@ static PyObject *route(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "partition %zd of %zd partitions, skip %zd", fixed, partitions, skip);
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(messages), ntails = 0;
-    Py_ssize_t *part = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *last = PyMem_Malloc((size_t)partitions * sizeof(Py_ssize_t));
-    Py_ssize_t *count = PyMem_Calloc((size_t)partitions, sizeof(Py_ssize_t));
-    if (!part || !last || !count) {
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    out_t *items = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(out_t));
+    PyObject *lists[2];
+    if (items == NULL)
         PyErr_NoMemory();
-    } else if (route_partitions(messages, partitions, fixed, skip, part) == 0) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            ntails += count[part[i]]++ == 0;
-            last[part[i]] = i;
-        }
-        result = route_lists(messages, part, last, count, ntails);
-    }
-    PyMem_Free(part);
-    PyMem_Free(last);
-    PyMem_Free(count);
+    else if (route_partitions(messages, partitions, fixed, skip, items) == 0 &&
+             route_lists(items, n, (int32_t)partitions, lists) == 0)
+        result = Py_BuildValue("(NN)", lists[0], lists[1]);
+    PyMem_Free(items);
     return result;
 }
 

@@ -19,25 +19,18 @@
 
 static int put_text(buf_t *out, const char *text) { return buf_put(out, text, (Py_ssize_t)strlen(text)); }
 
-/* y-m-d, as "%04llu-%02llu-%02llu" prints it: digits_before, not printf, on the per-row path. */
-static int put_date(buf_t *out, uint64_t y, uint64_t m, uint64_t d) {
-    return buf_padded(out, y, 4) < 0 || buf_put(out, "-", 1) < 0 || buf_padded(out, m, 2) < 0 ||
-                   buf_put(out, "-", 1) < 0 || buf_padded(out, d, 2) < 0
-               ? -1
-               : 0;
-}
-
-/* h:m:s, as "%02llu:%02llu:%02llu" prints it. */
-static int put_clock(buf_t *out, uint64_t h, uint64_t m, uint64_t s) {
-    return buf_padded(out, h, 2) < 0 || buf_put(out, ":", 1) < 0 || buf_padded(out, m, 2) < 0 ||
-                   buf_put(out, ":", 1) < 0 || buf_padded(out, s, 2) < 0
+/* y-m-d (width 4, sep '-') or h:m:s (width 2, sep ':'), as "%04llu-%02llu-%02llu" and
+ * "%02llu:%02llu:%02llu" print them: digits_before, not printf, on the per-row path. */
+static int put_triple(buf_t *out, uint64_t a, int width, char sep, uint64_t b, uint64_t c) {
+    return buf_padded(out, a, width) < 0 || buf_put(out, &sep, 1) < 0 || buf_padded(out, b, 2) < 0 ||
+                   buf_put(out, &sep, 1) < 0 || buf_padded(out, c, 2) < 0
                ? -1
                : 0;
 }
 
 /* "y-m-d h:m:s" */
 static int put_date_time(buf_t *out, uint64_t y, uint64_t mo, uint64_t d, uint64_t h, uint64_t mi, uint64_t s) {
-    return put_date(out, y, mo, d) < 0 || buf_put(out, " ", 1) < 0 || put_clock(out, h, mi, s) < 0 ? -1 : 0;
+    return put_triple(out, y, 4, '-', mo, d) < 0 || buf_put(out, " ", 1) < 0 ? -1 : put_triple(out, h, 2, ':', mi, s);
 }
 
 /* A byte that is not plain as JSON escapes it in two characters, or NULL: as \u00XX. */
@@ -45,8 +38,6 @@ static const char *two_escape(unsigned char c) {
     return c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t"
          : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
 }
-
-Py_ssize_t escaped_length(unsigned char c) { return plain(c) ? 1 : two_escape(c) != NULL ? 2 : 6; }
 
 /* UTF-8 text as a JSON string's inside, as encode_basestring escapes it: runs of plain bytes
  * copied at once, the others escaped. */
@@ -192,7 +183,8 @@ static int put_time2(buf_t *out, const unsigned char *v, int fsp) {
     int64_t packed = time2_packed(v, fsp);
     uint64_t magnitude = packed < 0 ? (uint64_t)0 - (uint64_t)packed : (uint64_t)packed;
     uint64_t hms = magnitude >> 24, micros = magnitude & 0xFFFFFF;
-    if ((packed < 0 && buf_put(out, "-", 1) < 0) || put_clock(out, hms >> 12 & 0x3FF, hms >> 6 & 63, hms & 63) < 0)
+    if ((packed < 0 && buf_put(out, "-", 1) < 0) ||
+        put_triple(out, hms >> 12 & 0x3FF, 2, ':', hms >> 6 & 63, hms & 63) < 0)
         return -1;
     if (fsp <= 0)
         return 0;
@@ -351,11 +343,8 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
         }
     }
     switch (c->op) {
-    case OP_INT: {
-        uint64_t u = le(v, c->width);
-        int shift = 64 - 8 * c->width;
-        return buf_int_text(out, shift ? (int64_t)(u << shift) >> shift : (int64_t)u) < 0 ? FAIL : DONE;
-    }
+    case OP_INT:
+        return buf_int_text(out, signed_of(le(v, c->width), c->width)) < 0 ? FAIL : DONE;
     case OP_UINT:
     case OP_UINT64:
         return buf_padded(out, le(v, c->width), 1) < 0 ? FAIL : DONE;
@@ -378,7 +367,7 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
         return put_decimal(out, v, c->a, c->b) < 0 ? FAIL : DONE;
     case OP_DATE: {
         uint64_t d = le(v, 3);
-        return put_date(out, d >> 9, d >> 5 & 15, d & 31) < 0 ? FAIL : DONE;
+        return put_triple(out, d >> 9, 4, '-', d >> 5 & 15, d & 31) < 0 ? FAIL : DONE;
     }
     case OP_DATETIME2:
         return put_datetime2(out, v, c->a);
@@ -480,9 +469,10 @@ static int cell(const column_t *c, const strings_t *strings, const unsigned char
     return DECLINE;
 }
 
-/* cell's text with put_escaped's escapes undone: the value's text as the flat message holds it. */
-int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room, buf_t *out,
-               Py_ssize_t *used) {
+/* cell's text with put_escaped's escapes undone: the value's text as the flat message holds it,
+ * appended to out; *used: the bytes of the image it read. */
+static int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
+                      buf_t *out, Py_ssize_t *used) {
     Py_ssize_t mark = out->len;
     int r = cell(c, strings, v, room, out, used, 0);
     if (r != DONE)

@@ -114,8 +114,7 @@ static int integer(json_t *j, int kind, Py_ssize_t pos, Py_ssize_t end) {
     uint64_t u = le(j->doc + pos, size);
     int negative = 0;
     if (kind == JSONB_INT16 || kind == JSONB_INT32 || kind == JSONB_INT64) {
-        int shift = 64 - 8 * size;
-        int64_t v = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+        int64_t v = signed_of(u, size);
         negative = v < 0;
         u = negative ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN's magnitude too */
     }

@@ -60,11 +60,6 @@ typedef struct {
 } table_t;
 
 typedef struct {
-    PyObject *key, *value; /* key: NULL for a keyless table's rows */
-    int32_t partition;
-} out_t;
-
-typedef struct {
     out_t *items;
     Py_ssize_t len, cap;
     int32_t partitions; /* the most any of its plans has */
@@ -609,19 +604,21 @@ static PyObject *Kernel_release(Kernel *k, PyObject *unused) {
 
 /* -- a run's output ---------------------------------------------------------------------------- */
 
+/* The references of messages items[from..to) hold. */
+static void outs_release(out_t *items, Py_ssize_t from, Py_ssize_t to) {
+    for (Py_ssize_t i = from; i < to; i++) {
+        Py_XDECREF(items[i].key);
+        Py_XDECREF(items[i].value);
+    }
+}
+
 static void outs_clear(Kernel *k) {
     for (Py_ssize_t t = 0; t < k->nouts; t++) {
-        for (Py_ssize_t i = 0; i < k->outs[t].len; i++) {
-            Py_XDECREF(k->outs[t].items[i].key);
-            Py_XDECREF(k->outs[t].items[i].value);
-        }
+        outs_release(k->outs[t].items, 0, k->outs[t].len);
         k->outs[t].len = 0;
     }
     k->out_total = 0;
-    for (Py_ssize_t i = 0; i < k->event_len; i++) {
-        Py_XDECREF(k->event_outs[i].key);
-        Py_XDECREF(k->event_outs[i].value);
-    }
+    outs_release(k->event_outs, 0, k->event_len);
     k->event_len = 0;
 }
 
@@ -691,10 +688,8 @@ static int emit_message(void *ctx, const char *key, Py_ssize_t key_len, const ch
     if (key_len > plan->limit || value_len > plan->limit - key_len)
         return DECLINE;
     int32_t partition = plan->fixed;
-    if (partition < 0) { /* the key's framing is not hashed: its partition outlives a key schema change */
-        Py_ssize_t skip = plan->key_skip < key_len ? plan->key_skip : key_len;
-        partition = key_partition((const unsigned char *)key + skip, key_len - skip, plan->partitions);
-    }
+    if (partition < 0)
+        partition = key_partition((const unsigned char *)key, key_len, plan->key_skip, plan->partitions);
     if (grow((void **)&k->event_outs, &k->event_cap, k->event_len + 1, sizeof(out_t)) < 0)
         return FAIL;
     PyObject *v = PyBytes_FromStringAndSize(value, value_len);
@@ -722,12 +717,17 @@ typedef struct {
  * whose bytes Python has not shown it, which Python may decode and teach before the kernel goes on). */
 enum { TAKEN = 1, PYTHONS = 0, UNTAUGHT = 2 };
 
-/* A GTID's number at t (per transaction: printf's cost showed in the single-row profile): past it. */
-static char *gtid_number(char *t, uint64_t u) {
-    char digits[20], *d = digits_before(digits + sizeof digits, u);
-    Py_ssize_t n = digits + sizeof digits - d;
-    memcpy(t, d, (size_t)n);
-    return t + n;
+/* A length-encoded integer, as Reader.packed; -1 when it is not one or does not fit. */
+static Py_ssize_t packed(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, uint64_t *value) {
+    Py_ssize_t r = *at;
+    if (r >= n)
+        return -1;
+    int first = b[r], size = first < 251 ? 0 : first == 252 ? 2 : first == 253 ? 3 : first == 254 ? 8 : -1;
+    if (size < 0 || n - r - 1 < size)
+        return -1;
+    *value = size ? le(b + r + 1, size) : (uint64_t)first;
+    *at = r + 1 + size;
+    return 0;
 }
 
 static int gtid_mysql(Kernel *k, const event_t *e) {
@@ -747,13 +747,9 @@ static int gtid_mysql(Kernel *k, const event_t *e) {
                 return PYTHONS;
             r += original ? 7 : 0;
         }
-        if (n - r > 0) {
-            static const int PACKED[256] = {[252] = 3, [253] = 4, [254] = 9};
-            int size = b[r] < 251 ? 1 : PACKED[b[r]];
-            if (size == 0 || n - r < size)
-                return PYTHONS;
-            r += size;
-        }
+        uint64_t length;
+        if (n - r > 0 && packed(b, n, &r, &length) < 0)
+            return PYTHONS;
         if (n - r >= 4 && (b[r + 3] & 0x80) && n - r < 8)
             return PYTHONS;
     }
@@ -774,9 +770,8 @@ static int gtid_mysql(Kernel *k, const event_t *e) {
                 *t++ = '-';
             *t++ = hex[s[i] >> 4], *t++ = hex[s[i] & 15];
         }
-        *t++ = ':';
-        t = gtid_number(t, gno);
-        k->gtid_len = (int)(t - k->gtid);
+        *t++ = ':'; /* the number: padded_digits, not printf (its cost showed in the single-row profile) */
+        k->gtid_len = (int)(t - k->gtid) + padded_digits(t, gno, 1);
     }
     return TAKEN;
 }
@@ -794,12 +789,11 @@ static int gtid_mariadb(Kernel *k, const event_t *e) {
     k->pending_gno = le(b, 8);
     k->pending_domain = (uint32_t)le(b + 8, 4);
     k->pending_server = e->server_id;
-    char *t = gtid_number(k->gtid, k->pending_domain); /* domain-server-sequence */
-    *t++ = '-';
-    t = gtid_number(t, k->pending_server);
-    *t++ = '-';
-    t = gtid_number(t, k->pending_gno);
-    k->gtid_len = (int)(t - k->gtid);
+    int n = padded_digits(k->gtid, k->pending_domain, 1); /* domain-server-sequence */
+    k->gtid[n++] = '-';
+    n += padded_digits(k->gtid + n, k->pending_server, 1);
+    k->gtid[n++] = '-';
+    k->gtid_len = n + padded_digits(k->gtid + n, k->pending_gno, 1);
     return TAKEN;
 }
 
@@ -850,19 +844,6 @@ static int table_map(Kernel *k, const event_t *e) {
     if (t == NULL || t->body_len != e->n || memcmp(t->body, e->body, (size_t)e->n) != 0)
         return UNTAUGHT;
     return TAKEN; /* the parser already holds this very TABLE_MAP for the id */
-}
-
-/* A length-encoded integer, as Reader.packed; -1 when it is not one or does not fit. */
-static Py_ssize_t packed(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, uint64_t *value) {
-    Py_ssize_t r = *at;
-    if (r >= n)
-        return -1;
-    int first = b[r], size = first < 251 ? 0 : first == 252 ? 2 : first == 253 ? 3 : first == 254 ? 8 : -1;
-    if (size < 0 || n - r - 1 < size)
-        return -1;
-    *value = size ? le(b + r + 1, size) : (uint64_t)first;
-    *at = r + 1 + size;
-    return 0;
 }
 
 static int all_set(const unsigned char *bitmap, Py_ssize_t count) {
@@ -1025,13 +1006,9 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
                     : envelope(k, plan, e, rt.kind, sc->ts_ms, &no_sql, &sc->open, &sc->tail) < 0 ||
                           (k->sql.len && envelope(k, plan, e, rt.kind, sc->ts_ms, &k->sql, &sc->first, &sc->tail) < 0))
         return -1;
-    bytes_t open = {(const unsigned char *)sc->open.data, sc->open.len};
-    bytes_t first = k->sql.len ? (bytes_t){(const unsigned char *)sc->first.data, sc->first.len} : open;
-    program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys, plan->strings,
-                      {(const unsigned char *)plan->key_prefix.data, plan->key_prefix.len}, first, open,
-                      {(const unsigned char *)plan->old_null.data, plan->old_null.len},
-                      {(const unsigned char *)plan->old_open.data, plan->old_open.len},
-                      {(const unsigned char *)sc->tail.data, sc->tail.len}};
+    bytes_t open = of_buf(&sc->open), first = k->sql.len ? of_buf(&sc->first) : open;
+    program_t prog = {plan->cols, plan->ncols, plan->keys, plan->nkeys, plan->strings, of_buf(&plan->key_prefix),
+                      first, open, of_buf(&plan->old_null), of_buf(&plan->old_open), of_buf(&sc->tail)};
     emit_ctx ctx = {k, plan};
     Py_ssize_t before = k->event_len;
     long long base = k->staging ? k->txn_rows - k->payload_rows : 0; /* `source.row`, as flat.RowBatch's */
@@ -1046,10 +1023,7 @@ static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
         done = transcode_rows(&prog, b + r, n - r, rt.kind, base, emit_message, &ctx);
     }
     if (done != DONE) {
-        for (Py_ssize_t i = before; i < k->event_len; i++) {
-            Py_XDECREF(k->event_outs[i].key);
-            Py_XDECREF(k->event_outs[i].value);
-        }
+        outs_release(k->event_outs, before, k->event_len);
         k->event_len = before;
         return done == FAIL ? -1 : PYTHONS;
     }
@@ -1208,10 +1182,7 @@ static void undo_to(Kernel *k, const mark_t *m) {
             continue;
         }
         topic_out_t *o = &k->outs[u->at];
-        for (Py_ssize_t j = o->len - (Py_ssize_t)u->n; j < o->len; j++) {
-            Py_XDECREF(o->items[j].key);
-            Py_XDECREF(o->items[j].value);
-        }
+        outs_release(o->items, o->len - (Py_ssize_t)u->n, o->len);
         o->len -= (Py_ssize_t)u->n;
         k->out_total -= u->n;
     }
@@ -1433,41 +1404,41 @@ static void run_reset(Kernel *k) {
     k->part_open = 0; /* an open transaction's next messages or XID begin a new part */
 }
 
-/* (plain, tails) as connector/sink/partitioning.route gives them, for one topic's messages. */
-static PyObject *routed(const topic_out_t *o) {
-    Py_ssize_t *last = PyMem_Malloc((size_t)o->partitions * sizeof(Py_ssize_t));
-    Py_ssize_t *count = PyMem_Calloc((size_t)o->partitions, sizeof(Py_ssize_t));
-    PyObject *plain = NULL, *tails = NULL, *result = NULL;
-    Py_ssize_t ntails = 0;
+int route_lists(const out_t *items, Py_ssize_t n, int32_t partitions, PyObject *lists[2]) {
+    Py_ssize_t *last = PyMem_Malloc((size_t)partitions * sizeof(Py_ssize_t));
+    Py_ssize_t *count = PyMem_Calloc((size_t)partitions, sizeof(Py_ssize_t));
+    Py_ssize_t ntails = 0, at[2] = {0, 0};
+    lists[0] = lists[1] = NULL;
     if (last == NULL || count == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < o->len; i++) {
-        int32_t p = o->items[i].partition;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = items[i].partition;
         ntails += count[p]++ == 0;
         last[p] = i;
     }
-    plain = PyList_New(o->len - ntails);
-    tails = PyList_New(ntails);
-    for (Py_ssize_t i = 0, at_plain = 0, at_tail = 0; plain && tails && i < o->len; i++) {
-        const out_t *m = &o->items[i];
+    lists[0] = PyList_New(n - ntails);
+    lists[1] = PyList_New(ntails);
+    for (Py_ssize_t i = 0; lists[0] && lists[1] && i < n; i++) {
+        const out_t *m = &items[i];
         PyObject *key = m->key != NULL ? m->key : Py_None;
         int tail = last[m->partition] == i;
         PyObject *item = tail ? Py_BuildValue("(OOin)", m->value, key, m->partition, count[m->partition])
                               : Py_BuildValue("(OOi)", m->value, key, m->partition);
         if (item == NULL)
-            goto done;
-        PyList_SET_ITEM(tail ? tails : plain, tail ? at_tail++ : at_plain++, item);
+            Py_CLEAR(lists[0]);
+        else
+            PyList_SET_ITEM(lists[tail], at[tail]++, item);
     }
-    if (plain && tails)
-        result = Py_BuildValue("(OOn)", plain, tails, o->len);
 done:
-    Py_XDECREF(plain);
-    Py_XDECREF(tails);
     PyMem_Free(last);
     PyMem_Free(count);
-    return result;
+    if (lists[0] && lists[1])
+        return 0;
+    Py_CLEAR(lists[0]);
+    Py_CLEAR(lists[1]);
+    return -1;
 }
 
 /* list with item appended, whose reference it takes; NULL (list released) if item is NULL (it was not
@@ -1482,10 +1453,12 @@ static PyObject *appended(PyObject *list, PyObject *item) {
 static PyObject *topics_result(const Kernel *k) {
     PyObject *list = PyList_New(0);
     for (Py_ssize_t t = 0; list != NULL && t < k->nouts; t++) {
-        if (k->outs[t].len) {
-            PyObject *r = routed(&k->outs[t]);
-            list = appended(list, r ? Py_BuildValue("(nN)", t, r) : NULL);
-        }
+        const topic_out_t *o = &k->outs[t];
+        PyObject *lists[2];
+        if (o->len) /* (plain, tails, count) */
+            list = appended(list, route_lists(o->items, o->len, o->partitions, lists) < 0
+                                      ? NULL
+                                      : Py_BuildValue("(n(NNn))", t, lists[0], lists[1], o->len));
     }
     return list;
 }

@@ -68,7 +68,7 @@ static inline char *digits_before(char *end, uint64_t u) {
 }
 
 /* v's decimal text (a minus sign, then its digits) appended to b: digits_before, not printf, on
- * the per-row path (kernel.c's gtid_number says why). */
+ * the per-row path (printf's cost showed in the kernel's single-row profile, for a GTID's number). */
 static inline int buf_int_text(buf_t *b, int64_t v) {
     char text[21], *at = digits_before(text + sizeof text, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
     if (v < 0)
@@ -106,6 +106,12 @@ static inline uint64_t be(const unsigned char *p, int n) {
     for (int i = 0; i < n; i++)
         v = v << 8 | p[i];
     return v;
+}
+
+/* The n-byte two's complement number (n 1-8) whose bits are u: its sign extended. */
+static inline int64_t signed_of(uint64_t u, int n) {
+    int shift = 64 - 8 * n;
+    return shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
 }
 
 /* TIME2's packed value (my_time_packed_from_binary, values.decode_time2): negative values borrow
@@ -344,12 +350,6 @@ SL_INTERNAL int utf8_valid(const unsigned char *s, Py_ssize_t n);
 /* UTF-8 text as a JSON string's inside, escaped as Python's json and MySQL's JSON printer both
  * escape it (canaltext.c); 0, or -1 with a Python error set. */
 SL_INTERNAL int put_escaped(buf_t *out, const unsigned char *s, Py_ssize_t n);
-/* How many characters put_escaped writes for one byte (canaltext.c). */
-SL_INTERNAL Py_ssize_t escaped_length(unsigned char c);
-/* One value's canal text (what the flat message holds), unescaped, appended to out; *used: the
- * bytes of the image it read. DONE, DECLINE or FAIL (canaltext.c). */
-SL_INTERNAL int canal_text(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
-                           buf_t *out, Py_ssize_t *used);
 /* A hashed column's (COL_HASH) hex SHA-256 of its salt and canal_text, its text put in scratch and taken
  * out again; *used: the image's bytes read. DONE, DECLINE or FAIL (canaltext.c). */
 SL_INTERNAL int salted_digest(const column_t *c, const strings_t *strings, const unsigned char *v, Py_ssize_t room,
@@ -369,18 +369,15 @@ SL_INTERNAL int learn_code_table(int32_t number, const unsigned char *nodes, Py_
                                  const unsigned char *texts, Py_ssize_t texts_len, const unsigned char *range,
                                  Py_ssize_t range_len);
 SL_INTERNAL int strings_of(const unsigned char *blob, Py_ssize_t len, strings_t *out);
-SL_INTERNAL int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings);
 SL_INTERNAL int program_shapes(const column_t *cols, Py_ssize_t ncols);
 /* One VECTOR float (little-endian at v) as the Python path has it, six significant digits, into
  * packed (little-endian): DONE, DECLINE (a NaN) or FAIL (rowimage.c). */
 SL_INTERNAL int vector_float(const unsigned char *v, unsigned char packed[4]);
-SL_INTERNAL int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols);
 /* A program as Python hands it over (its columns, keys and strings as bytes) read into prog's cols,
  * keys and strings: 0 if it is malformed (not whole records, program_ok, keys_ok). The
  * transcoder's entry points and the kernel's plans read theirs through it. */
 SL_INTERNAL int program_read(const void *cols, Py_ssize_t cols_len, const void *keys, Py_ssize_t keys_len,
                              const unsigned char *strings, Py_ssize_t strings_len, program_t *prog);
-SL_INTERNAL int walk_ok(const walk_t *c);
 /* Every row of a rows event's images, each emitted as its key and value; DONE only when the
  * images end exactly at `end`. base: the first row's number. */
 SL_INTERNAL int transcode_rows(const program_t *prog, const unsigned char *s, Py_ssize_t end, int kind,
@@ -431,13 +428,26 @@ static inline uint32_t crc32_of(const unsigned char *data, Py_ssize_t length) { 
  * without the CPU's SHA extensions (for the tests). */
 SL_INTERNAL void sha256_hex(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb,
                             char hex[64], int generic);
-/* The partition Kafka's Java client picks for a key's bytes (murmur2, positive, modulo). */
-static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length, int32_t partitions) {
-    return (int32_t)((murmur2(key, length) & 0x7fffffffu) % (uint32_t)partitions);
+/* The partition Kafka's Java client picks for a key's bytes after its first `skip` (murmur2, positive,
+ * modulo): the key's framing is not hashed, so a partition outlives a key schema change. */
+static inline int32_t key_partition(const unsigned char *key, Py_ssize_t length, Py_ssize_t skip, int32_t partitions) {
+    Py_ssize_t from = skip < length ? skip : length;
+    return (int32_t)((murmur2(key + from, length - from) & 0x7fffffffu) % (uint32_t)partitions);
 }
 
 /* -- the kernel (kernel.c) ------------------------------------------------------------------- */
 
+/* A message for Kafka: its key (NULL: none), value and partition. */
+typedef struct {
+    PyObject *key, *value;
+    int32_t partition;
+} out_t;
+
+/* Messages as connector/sink/partitioning.route places them, into two new lists: lists[1] (tails), for
+ * the last message of each partition, (value, key, partition, count), count being how many went there;
+ * lists[0] (plain), (value, key, partition) for the others, in order; a NULL key is None. 0, or -1 with
+ * a Python error set and no lists. */
+SL_INTERNAL int route_lists(const out_t *items, Py_ssize_t n, int32_t partitions, PyObject *lists[2]);
 SL_INTERNAL extern PyTypeObject KernelType;
 /* Kernel and its results' types (KernelRun, KernelTransaction) ready and added to the module; -1: failed. */
 SL_INTERNAL int kernel_types(PyObject *module);

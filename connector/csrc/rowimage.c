@@ -201,24 +201,23 @@ typedef struct {
     Py_ssize_t start, end; /* the value's bytes in the image buffer; start < 0: NULL */
 } span_t;
 
+static int put_string(buf_t *out, bytes_t text) {
+    return buf_long(out, text.n) < 0 || buf_put(out, text.p, text.n) < 0 ? FAIL : DONE;
+}
+
 static int text_value(const column_t *c, const unsigned char *v, Py_ssize_t *pos, Py_ssize_t room, buf_t *out) {
-    bytes_t value;
+    bytes_t text;
     Py_ssize_t used;
-    if (prefixed(c, v, room, &value, &used) != DONE)
+    if (prefixed(c, v, room, &text, &used) != DONE)
         return DECLINE;
-    const unsigned char *text = value.p;
-    Py_ssize_t n = value.n;
     *pos += used;
-    if (c->op == OP_UTF8) {
-        if (!utf8_valid(text, n))
-            return DECLINE;
-        return buf_long(out, n) < 0 || buf_put(out, text, n) < 0 ? FAIL : DONE;
-    }
-    Py_ssize_t padded = n < c->b ? c->b : n;
-    if (buf_long(out, padded) < 0 || buf_put(out, text, n) < 0 || buf_reserve(out, padded - n) < 0)
+    if (c->op == OP_UTF8)
+        return utf8_valid(text.p, text.n) ? put_string(out, text) : DECLINE;
+    Py_ssize_t padded = text.n < c->b ? c->b : text.n; /* BINARY(n): its 0x00 pad, which the binlog leaves out */
+    if (buf_long(out, padded) < 0 || buf_put(out, text.p, text.n) < 0 || buf_reserve(out, padded - text.n) < 0)
         return FAIL;
-    memset(out->data + out->len, 0, (size_t)(padded - n));
-    out->len += padded - n;
+    memset(out->data + out->len, 0, (size_t)(padded - text.n));
+    out->len += padded - text.n;
     return DONE;
 }
 
@@ -329,10 +328,6 @@ static int time2_value(const column_t *c, const unsigned char *v, buf_t *out) {
     int64_t total = (((int64_t)(hms >> 12 & 0x3FF) * 60 + (int64_t)(hms >> 6 & 63)) * 60 + (int64_t)(hms & 63)) *
                         1000000 + (int64_t)micros;
     return buf_long(out, negative ? -total : total) < 0 ? FAIL : DONE;
-}
-
-static int put_string(buf_t *out, bytes_t text) {
-    return buf_long(out, text.n) < 0 || buf_put(out, text.p, text.n) < 0 ? FAIL : DONE;
 }
 
 /* ENUM (values.decode_enum): the label of a 1-based index, "" for 0; an index past the labels: Python's. */
@@ -504,12 +499,8 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
         return DECLINE;
     *pos = p + c->width;
     switch (c->op) {
-    case OP_INT: {
-        uint64_t u = le(v, c->width);
-        int shift = 64 - 8 * c->width;
-        int64_t n64 = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
-        return buf_long(out, n64) < 0 ? FAIL : DONE;
-    }
+    case OP_INT:
+        return buf_long(out, signed_of(le(v, c->width), c->width)) < 0 ? FAIL : DONE;
     case OP_UINT:
         return buf_long(out, (int64_t)le(v, c->width)) < 0 ? FAIL : DONE;
     case OP_UINT64: {
@@ -558,6 +549,12 @@ static int value(const column_t *c, const strings_t *strings, const unsigned cha
     return DECLINE;
 }
 
+/* A NULL in a field whose union has it as branch `branch`: DECLINE where it has none (the Avro field
+ * cannot hold it; Python names the value). */
+static inline int null_field(buf_t *out, int32_t branch) {
+    return branch < 0 ? DECLINE : buf_long(out, branch) < 0 ? FAIL : DONE;
+}
+
 /* A column a [[kafka.columns]] rule shapes (COL_SHAPED): its value read and checked as the op reads
  * it, then unwritten; a masked column's value branch and mask (the program's string) in its place,
  * its null a null. A zero date is masked too: the Python path masks its text. A hashed column's
@@ -585,11 +582,8 @@ static int shaped(const column_t *c, const strings_t *strings, const unsigned ch
     sp->start = -1;
     if (c->flags & COL_DROP)
         return DONE;
-    if (null) {
-        if (c->null_branch < 0)
-            return DECLINE;
-        return buf_long(out, c->null_branch) < 0 ? FAIL : DONE;
-    }
+    if (null)
+        return null_field(out, c->null_branch);
     if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
         return FAIL;
     Py_ssize_t start = out->len;
@@ -615,11 +609,10 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
     p += nbytes;
     for (Py_ssize_t i = 0; i < ncols; i++) {
         const column_t *c = &cols[i];
-        int null = bitmap[i >> 3] >> (i & 7) & 1;
+        int null = bitmap[i >> 3] >> (i & 7) & 1, r;
         Py_ssize_t mark = out->len;
         if (c->flags & COL_SHAPED) {
-            int r = shaped(c, strings, s, &p, end, out, null, &spans[i]);
-            if (r != DONE)
+            if ((r = shaped(c, strings, s, &p, end, out, null, &spans[i])) != DONE)
                 return r;
             continue;
         }
@@ -627,8 +620,7 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
             if (c->value_branch >= 0 && buf_long(out, c->value_branch) < 0)
                 return FAIL;
             spans[i].start = out->len;
-            int r = value(c, strings, s, &p, end, out, &null);
-            if (r != DONE)
+            if ((r = value(c, strings, s, &p, end, out, &null)) != DONE)
                 return r;
             spans[i].end = out->len;
             if (null)
@@ -636,10 +628,8 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
         }
         if (null) {
             spans[i].start = -1;
-            if (c->null_branch < 0)
-                return DECLINE; /* the Avro field cannot hold it; Python names the value */
-            if (buf_long(out, c->null_branch) < 0)
-                return FAIL;
+            if ((r = null_field(out, c->null_branch)) != DONE)
+                return r;
         }
     }
     *pos = p;
@@ -649,11 +639,10 @@ static int image(const column_t *cols, Py_ssize_t ncols, const strings_t *string
 static int key_fields(const key_t_ *keys, Py_ssize_t nkeys, const buf_t *img, const span_t *spans, buf_t *out) {
     for (Py_ssize_t k = 0; k < nkeys; k++) {
         const span_t *sp = &spans[keys[k].column];
+        int r;
         if (sp->start < 0) {
-            if (keys[k].null_branch < 0)
-                return DECLINE;
-            if (buf_long(out, keys[k].null_branch) < 0)
-                return FAIL;
+            if ((r = null_field(out, keys[k].null_branch)) != DONE)
+                return r;
             continue;
         }
         if (keys[k].value_branch >= 0 && buf_long(out, keys[k].value_branch) < 0)
@@ -953,12 +942,11 @@ static int column_ok(const column_t *c, const strings_t *strings) {
         return c->width >= 1 && c->width <= 8 && c->b <= 64 && strings_ok(strings, c->a, c->b);
     case OP_UTF8:
     case OP_JSON:
-        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
-    case OP_BYTES:
-        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
     case OP_GEOMETRY:
     case OP_VECTOR:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b == 0;
+    case OP_BYTES:
+        return c->width == 0 && c->a >= 1 && c->a <= 4 && c->b >= 0 && c->b <= MAX_PAD;
     case OP_TEXT8:
         return c->width == 0 && c->a >= 1 && c->a <= 4 && strings_ok(strings, c->b, 256);
     case OP_TEXTMB:
@@ -971,7 +959,7 @@ static int column_ok(const column_t *c, const strings_t *strings) {
 
 /* Every column of a program can be walked (column_ok), and there is at least one, since a row
    of none takes no bytes and a walk over it would never move. */
-int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings) {
+static int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings) {
     if (ncols == 0)
         return 0;
     for (Py_ssize_t i = 0; i < ncols; i++)
@@ -980,7 +968,7 @@ int program_ok(const column_t *cols, Py_ssize_t ncols, const strings_t *strings)
     return 1;
 }
 
-int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
+static int keys_ok(const key_t_ *keys, Py_ssize_t nkeys, Py_ssize_t ncols) {
     for (Py_ssize_t k = 0; k < nkeys; k++)
         if (keys[k].column < 0 || keys[k].column >= ncols)
             return 0;
@@ -1007,7 +995,7 @@ int program_shapes(const column_t *cols, Py_ssize_t ncols) {
 
 /* A column of a walk: a positive fixed width, or a length prefix of 1-4 bytes (rowplan.walk_layout);
    a table only where it checks codes (one learnt) or wide characters (a form). */
-int walk_ok(const walk_t *c) {
+static int walk_ok(const walk_t *c) {
     int fixed = c->width > 0 && c->prefix == 0 && c->check == WALK_BYTES;
     int prefixed = c->width == 0 && c->prefix >= 1 && c->prefix <= 4 &&
                    (c->check == WALK_BYTES || c->check == WALK_UTF8 || c->check == WALK_JSON ||
