@@ -509,17 +509,16 @@ static PyObject *Kernel_configure(Kernel *k, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "query_max is 0 (no statement text) or more bytes");
         return NULL;
     }
+    tables_clear(k);
     /* the lengths decode_rows_header and decode_query can read: a 4 or 6 byte table id, status vars;
        0 for the rows events a server does not write (MySQL 8 lists no v1 length, 5.5 no v2) */
     if (!((tm == 6 || tm == 8) && (v1 == 0 || v1 == 6 || v1 == 8) && (v2 == 0 || v2 == 10) && q >= 13 && q <= 255)) {
         k->configured = 0; /* a layout the kernel does not read: every event is Python's */
-        tables_clear(k);
         Py_RETURN_FALSE;
     }
     k->checksum = checksum, k->mariadb = mariadb, k->query_max = query_max;
     k->table_map_post = tm, k->rows_v1_post = v1, k->rows_v2_post = v2, k->query_post = q;
     k->configured = 1;
-    tables_clear(k);
     k->nbegins = k->next_begin = 0; /* a BEGIN's shape is read with the query post-header length */
     Py_RETURN_TRUE;
 }
@@ -857,22 +856,12 @@ typedef struct {
     int kind, v2;
 } rows_type_t;
 
-static rows_type_t rows_type(int type) {
-    switch (type) {
-    case WRITE_ROWS_EVENT_V1:
-        return (rows_type_t){KIND_WRITE, 0};
-    case UPDATE_ROWS_EVENT_V1:
-        return (rows_type_t){KIND_UPDATE, 0};
-    case DELETE_ROWS_EVENT_V1:
-        return (rows_type_t){KIND_DELETE, 0};
-    case WRITE_ROWS_EVENT:
-        return (rows_type_t){KIND_WRITE, 1};
-    case UPDATE_ROWS_EVENT:
-        return (rows_type_t){KIND_UPDATE, 1};
-    default:
-        return (rows_type_t){KIND_DELETE, 1};
-    }
-}
+/* A rows event's kind and version (v2: the extra data after its flags), by its type (handle's six). */
+static const rows_type_t ROWS_TYPES[256] = {
+    [WRITE_ROWS_EVENT_V1] = {KIND_WRITE, 0}, [UPDATE_ROWS_EVENT_V1] = {KIND_UPDATE, 0},
+    [DELETE_ROWS_EVENT_V1] = {KIND_DELETE, 0}, [WRITE_ROWS_EVENT] = {KIND_WRITE, 1},
+    [UPDATE_ROWS_EVENT] = {KIND_UPDATE, 1},    [DELETE_ROWS_EVENT] = {KIND_DELETE, 1},
+};
 
 /* The envelope before a row's data, and the `source` fields before its number (encoding._envelope);
  * `sql`: the statement text it carries (the first row's: `sql` is "" in the others). */
@@ -973,7 +962,7 @@ static bytes_t of_buf(const buf_t *b) { return (bytes_t){(const unsigned char *)
 
 /* A rows event of a taught table: every row to its message, or PYTHONS with nothing taken. */
 static int rows(Kernel *k, const event_t *e, scratch_t *sc) {
-    rows_type_t rt = rows_type(e->type);
+    rows_type_t rt = ROWS_TYPES[e->type];
     int post = rt.v2 ? k->rows_v2_post : k->rows_v1_post, id_len = post == 6 ? 4 : 6;
     const unsigned char *b = e->body;
     Py_ssize_t n = e->n, r = id_len + 2;
