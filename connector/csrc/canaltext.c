@@ -127,7 +127,7 @@ static int put_decimal(buf_t *out, const unsigned char *p, int precision, int sc
     return scale && (buf_put(out, ".", 1) < 0 || buf_put(out, frac, nf) < 0) ? -1 : 0;
 }
 
-/* values._frac_format: fsp digits of the fraction (odd fsp: stored with one more digit). */
+/* values._fraction_layout: fsp digits of the fraction (odd fsp: stored with one more digit). */
 static int put_fraction(buf_t *out, uint64_t frac, int fsp) {
     if (fsp <= 0)
         return 0;

@@ -1189,7 +1189,7 @@ static void undo_to(Kernel *k, const mark_t *m) {
         k->runs[k->nruns - 1].last = m->run_last;
 }
 
-/* A payload's header fields (BinlogParser._decode_payload): each a length-encoded field number,
+/* A payload's header fields (BinlogParser._payload): each a length-encoded field number,
  * then its value, a length-encoded integer inside length-prefixed bytes; up to the end mark.
  * 0 with the body's offset, or -1 for a header the parser would refuse. */
 static int payload_header(const unsigned char *b, Py_ssize_t n, Py_ssize_t *at, uint64_t fields[4], int *have) {
